@@ -1,0 +1,2 @@
+"""The ``vally`` command line (typer). Each command lives in its own module and registers
+itself through ``register(app)``; heavy libraries are imported inside the commands."""

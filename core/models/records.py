@@ -1,0 +1,157 @@
+"""What vally writes: grader results, trial records (``results.jsonl``) and run summaries
+(``run-summary.jsonl``).
+
+Every record carries every field, ``null`` where a value does not apply, so scripts over
+the files never meet a missing key. The schema is versioned by ``schemaVersion``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from vally.models.base import RecordModel
+from vally.models.spec import Stimulus
+from vally.models.trajectory import Trajectory
+
+SCHEMA_VERSION = 1
+
+
+class GraderResult(RecordModel):
+    """One grader's verdict on one trial.
+
+    ``status`` is ``error`` when the grader itself failed (operational); then ``passed`` is
+    false and ``score`` 0, but the trial is reported as errored, never as a low score.
+    """
+
+    name: str
+    type: str
+    passed: bool
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: str = ""
+    status: Literal["success", "error"] = "success"
+    required: bool = False
+    weight: float = 1.0
+    turn: int | None = None
+    details: list[GraderResult] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class GradeResult(RecordModel):
+    """The trial-level verdict.
+
+    ``mode`` is ``threshold`` when a threshold decided (score >= threshold) and ``binary``
+    when every grader had to pass. Required graders and constraint violations fail the
+    trial in both modes.
+    """
+
+    passed: bool
+    score: float
+    threshold: float | None
+    mode: Literal["threshold", "binary", "no-graders"]
+    has_graders: bool
+    errored: bool
+    details: list[GraderResult] = Field(default_factory=list)
+    constraint_violations: list[str] = Field(default_factory=list)
+
+
+class TrialError(RecordModel):
+    """An operational error of one trial: which phase, which code, what happened."""
+
+    phase: Literal["setup", "execute", "grade", "cleanup", "plan"]
+    code: str
+    message: str
+
+
+class ExperimentBlock(RecordModel):
+    """Provenance of a trial run inside an experiment."""
+
+    run_id: str
+    experiment: str
+    variant: str
+    eval_hash: str
+    config_hash: str
+    shard: str | None = None
+
+
+class TrialResultRecord(RecordModel):
+    """One line of ``results.jsonl``."""
+
+    type: Literal["trial-result"] = "trial-result"
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    eval_name: str
+    eval_file: str | None
+    stimulus_name: str
+    stimulus: Stimulus
+    variant: str | None
+    model: str | None
+    trial_index: int
+    trial_id: str
+    status: Literal["success", "error", "cancelled"]
+    error: TrialError | None
+    started_at: str
+    completed_at: str
+    duration_ms: int
+    tags: dict[str, str] = Field(default_factory=dict)
+    grade_result: GradeResult | None
+    trajectory: Trajectory | None
+    experiment: ExperimentBlock | None = None
+
+
+class MultiTrialMetrics(RecordModel):
+    """Pass rate, unbiased pass@k (Chen et al. 2021), naive pass@k and pass^k with k = n."""
+
+    per_trial_pass_rate: float | None
+    pass_at_k: float | None
+    pass_at_k_naive: float | None
+    pass_to_the_k: float | None
+    k: int
+
+
+class StimulusSummary(RecordModel):
+    """Aggregates of one stimulus (for one eval, model and variant)."""
+
+    stimulus_name: str
+    model: str | None
+    trials: int
+    graded: int
+    passed: int
+    errored: int
+    mean_score: float | None
+    metrics: MultiTrialMetrics
+    flaky: bool
+    has_graders: bool
+    mean_tokens: float | None
+    mean_turns: float | None
+    mean_tool_calls: float | None
+    mean_wall_time_ms: float | None
+    total_errors: int
+
+
+class RunSummaryRecord(RecordModel):
+    """One line of ``run-summary.jsonl``: one eval (and variant) of a run."""
+
+    type: Literal["run-summary"] = "run-summary"
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    eval_name: str
+    eval_file: str | None
+    variant: str | None
+    eval_hash: str | None
+    config_hash: str | None
+    threshold: float | None
+    models: list[str | None]
+    trials: int
+    passed: int
+    failed: int
+    errored: int
+    pass_rate: float | None
+    verdict: Literal["pass", "fail", "none"]
+    stimuli: list[StimulusSummary]
+    started_at: str
+    completed_at: str
+    vally_version: str
+    plugins: list[dict[str, Any]] = Field(default_factory=list)
+    experiment: ExperimentBlock | None = None

@@ -1,0 +1,298 @@
+"""The trajectory: the full record of one trial, as executors return it.
+
+Events are a flat, time-ordered list tagged by ``type``. Each event carries ``timestamp``
+(ISO 8601, UTC), a 0-based ``turn`` (the index of the authored prompt it belongs to) and a
+typed ``data`` object. Metrics are computed from events by :func:`compute_metrics`, so an
+executor only has to record what happened.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from vally.models.base import RecordModel
+from vally.models.spec import Stimulus
+
+
+def utc_now() -> str:
+    """Current time as an ISO 8601 UTC string with milliseconds (``...Z``)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _EventBase(RecordModel):
+    timestamp: str = Field(default_factory=utc_now)
+    turn: int = 0
+
+
+class ToolCallData(RecordModel):
+    """A tool the agent called. ``server`` names the MCP server for MCP tools.
+
+    ``batch_id`` groups calls issued in one model response (parallel calls), so ordered
+    matching can treat them as unordered among themselves.
+    """
+
+    tool_name: str
+    tool_call_id: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    server: str | None = None
+    batch_id: str | None = None
+
+
+class ToolCallEvent(_EventBase):
+    type: Literal["tool_call"] = "tool_call"
+    data: ToolCallData
+
+
+class ToolResultData(RecordModel):
+    """The result of a tool call, matched to it by ``tool_call_id``."""
+
+    tool_name: str
+    tool_call_id: str
+    success: bool = True
+    result: Any = None
+    server: str | None = None
+
+
+class ToolResultEvent(_EventBase):
+    type: Literal["tool_result"] = "tool_result"
+    data: ToolResultData
+
+
+class TokenUsageData(RecordModel):
+    """Usage of one model call. ``cache_read_tokens`` is a subset of ``input_tokens``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class TokenUsageEvent(_EventBase):
+    type: Literal["token_usage"] = "token_usage"
+    data: TokenUsageData
+
+
+class TurnData(RecordModel):
+    """Marks the start or end of an agent turn."""
+
+    turn_id: str
+
+
+class TurnStartEvent(_EventBase):
+    type: Literal["turn_start"] = "turn_start"
+    data: TurnData
+
+
+class TurnEndEvent(_EventBase):
+    type: Literal["turn_end"] = "turn_end"
+    data: TurnData
+
+
+class MessageData(RecordModel):
+    """Text of a message."""
+
+    content: str
+
+
+class AssistantMessageEvent(_EventBase):
+    type: Literal["assistant_message"] = "assistant_message"
+    data: MessageData
+
+
+class UserMessageEvent(_EventBase):
+    type: Literal["user_message"] = "user_message"
+    data: MessageData
+
+
+class ReasoningEvent(_EventBase):
+    type: Literal["reasoning"] = "reasoning"
+    data: MessageData
+
+
+class ErrorData(RecordModel):
+    """Something went wrong during the run (a failed tool, a model error, a violation)."""
+
+    message: str
+    code: str | None = None
+    fatal: bool = False
+
+
+class ErrorEvent(_EventBase):
+    type: Literal["error"] = "error"
+    data: ErrorData
+
+
+class SkillActivationData(RecordModel):
+    """The agent activated (loaded) a skill."""
+
+    skill_name: str
+
+
+class SkillActivationEvent(_EventBase):
+    type: Literal["skill_activation"] = "skill_activation"
+    data: SkillActivationData
+
+
+TrajectoryEvent = Annotated[
+    ToolCallEvent
+    | ToolResultEvent
+    | TokenUsageEvent
+    | TurnStartEvent
+    | TurnEndEvent
+    | AssistantMessageEvent
+    | UserMessageEvent
+    | ReasoningEvent
+    | ErrorEvent
+    | SkillActivationEvent,
+    Field(discriminator="type"),
+]
+"""One trajectory event, tagged by ``type``."""
+
+
+class TokenUsage(RecordModel):
+    """Token totals over all model calls."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    call_count: int = 0
+    by_model: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+class TrajectoryMetrics(RecordModel):
+    """Aggregates computed from events (:func:`compute_metrics`)."""
+
+    token_usage: TokenUsage = Field(default_factory=TokenUsage)
+    wall_time_ms: int = 0
+    tool_call_count: int = 0
+    tool_call_breakdown: dict[str, int] = Field(default_factory=dict)
+    skill_activation_count: int = 0
+    skill_activation_breakdown: dict[str, int] = Field(default_factory=dict)
+    turn_count: int = 0
+    error_count: int = 0
+
+
+EndReason = Literal[
+    "completed",
+    "timeout",
+    "error",
+    "max_turns",
+    "max_tokens",
+    "max_duration",
+    "max_tool_calls",
+    "cancelled",
+]
+
+
+class TrajectoryMetadata(RecordModel):
+    """Execution context. ``extra`` holds executor-specific facts (e.g. a harness hash)."""
+
+    model: str | None = None
+    executor: str | None = None
+    skills_loaded: list[str] = Field(default_factory=list)
+    started_at: str | None = None
+    completed_at: str | None = None
+    session_id: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trajectory(RecordModel):
+    """Everything one trial produced."""
+
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    stimulus: Stimulus
+    events: list[TrajectoryEvent] = Field(default_factory=list)
+    metrics: TrajectoryMetrics = Field(default_factory=TrajectoryMetrics)
+    output: str = ""
+    work_dir: str = ""
+    metadata: TrajectoryMetadata = Field(default_factory=TrajectoryMetadata)
+    workspace_status: Literal["local", "materialized", "remote"] = "local"
+    end_reason: EndReason = "completed"
+    end_detail: str | None = None
+    diff: str | None = None
+
+    def for_turn(self, turn: int) -> Trajectory:
+        """A copy holding only the events of one 0-based turn, with metrics and output
+        recomputed for that turn (used for grader ``turn:`` scoping)."""
+        events = [e for e in self.events if e.turn == turn]
+        output = last_assistant_text(events)
+        metrics = compute_metrics(events, wall_time_ms=_span_ms(events))
+        return self.model_copy(update={"events": events, "output": output, "metrics": metrics})
+
+
+def last_assistant_text(events: list[Any]) -> str:
+    """The content of the last ``assistant_message`` event, or ``""``."""
+    for event in reversed(events):
+        if event.type == "assistant_message":
+            return str(event.data.content)
+    return ""
+
+
+def _parse_ts(value: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _span_ms(events: list[Any]) -> int:
+    stamps = [t for t in (_parse_ts(e.timestamp) for e in events) if t is not None]
+    if len(stamps) < 2:
+        return 0
+    return int((max(stamps) - min(stamps)).total_seconds() * 1000)
+
+
+def compute_metrics(events: list[Any], *, wall_time_ms: int = 0) -> TrajectoryMetrics:
+    """Aggregate events into metrics.
+
+    Turns are counted from ``turn_start`` events when there are any, otherwise from the
+    number of distinct ``turn`` indices that hold an assistant message.
+    """
+    usage = TokenUsage()
+    tools: dict[str, int] = {}
+    skills: dict[str, int] = {}
+    turn_starts = 0
+    assistant_turns: set[int] = set()
+    errors = 0
+    for event in events:
+        if event.type == "token_usage":
+            d = event.data
+            usage.input_tokens += d.input_tokens
+            usage.output_tokens += d.output_tokens
+            usage.cache_read_tokens += d.cache_read_tokens
+            usage.cache_write_tokens += d.cache_write_tokens
+            usage.call_count += 1
+            per = usage.by_model.setdefault(
+                d.model or "unknown", {"inputTokens": 0, "outputTokens": 0, "callCount": 0}
+            )
+            per["inputTokens"] += d.input_tokens
+            per["outputTokens"] += d.output_tokens
+            per["callCount"] += 1
+        elif event.type == "tool_call":
+            tools[event.data.tool_name] = tools.get(event.data.tool_name, 0) + 1
+        elif event.type == "skill_activation":
+            skills[event.data.skill_name] = skills.get(event.data.skill_name, 0) + 1
+        elif event.type == "turn_start":
+            turn_starts += 1
+        elif event.type == "assistant_message":
+            assistant_turns.add(event.turn)
+        elif event.type == "error":
+            errors += 1
+    usage.total_tokens = usage.input_tokens + usage.output_tokens
+    return TrajectoryMetrics(
+        token_usage=usage,
+        wall_time_ms=wall_time_ms,
+        tool_call_count=sum(tools.values()),
+        tool_call_breakdown=tools,
+        skill_activation_count=sum(skills.values()),
+        skill_activation_breakdown=skills,
+        turn_count=turn_starts or len(assistant_turns),
+        error_count=errors,
+    )

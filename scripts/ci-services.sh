@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install and start the services the tests need: a Docker engine and a static busybox
+# (tests build their images FROM scratch with it; no registry is reachable).
+set -euo pipefail
+if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static >/dev/null
+fi
+if ! docker info >/dev/null 2>&1; then
+  (dockerd >/tmp/dockerd.log 2>&1 &)
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+fi
+docker info >/dev/null 2>&1 || { echo "dockerd did not start"; tail -50 /tmp/dockerd.log; exit 1; }
