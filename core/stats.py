@@ -1,0 +1,249 @@
+"""Statistics for comparing a treatment with a baseline.
+
+The stimulus is the unit of inference. Trials of one stimulus share its difficulty, so they
+are not independent samples: every figure here first averages within each stimulus, then
+treats the per-stimulus values as the sample. Each result says how many stimuli and pairs
+it rests on. With fewer than two stimuli there is no interval: the result says
+``insufficient`` instead of inventing one.
+
+Formulas (see ``docs/statistics.md``):
+
+* mean with a 95% CI: Student t interval over the m per-stimulus means,
+  ``mean ± t(0.975, m-1) · sd / sqrt(m)`` (sd with ddof=1);
+* McNemar exact test on pass/fail flips: two-sided binomial test of the discordant counts
+  ``b`` (baseline passed, treatment failed) and ``c`` (the reverse) against p = 0.5,
+  ``p = min(1, 2 · BinomCDF(min(b, c); b + c, 0.5))``; a stimulus with several trials
+  passes when its mean pass rate is above 0.5, fails below, and exactly 0.5 is a tie that
+  is left out (and counted);
+* metric deltas: per pair ``treatment - baseline``, averaged per stimulus, then the t
+  interval; ``high_variance`` when the per-stimulus deltas' standard deviation exceeds the
+  absolute mean delta (coefficient of variation above 1).
+
+numpy and scipy are imported on first use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided confidence interval."""
+
+    low: float
+    high: float
+    level: float = CONFIDENCE
+
+    def excludes_zero(self) -> bool:
+        """True when zero lies outside the interval."""
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over stimuli with its interval.
+
+    Attributes:
+        mean: Mean of the per-stimulus means; None with no data.
+        ci: The t interval; None when fewer than two stimuli (``insufficient``).
+        std: Standard deviation (ddof=1) of the per-stimulus means; None below two.
+        n_stimuli: How many stimuli the figure rests on.
+        n_pairs: How many pairs (trials) the figure rests on.
+    """
+
+    mean: float | None
+    ci: Interval | None
+    std: float | None
+    n_stimuli: int
+    n_pairs: int
+
+    @property
+    def insufficient(self) -> bool:
+        """True when there are too few stimuli for an interval."""
+        return self.ci is None
+
+
+@dataclass(frozen=True)
+class WinRate:
+    """Wins, ties and losses of the treatment over judged pairs."""
+
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def total(self) -> int:
+        """Judged pairs."""
+        return self.wins + self.ties + self.losses
+
+    @property
+    def win_rate(self) -> float | None:
+        """wins / judged pairs; None with no pairs."""
+        return self.wins / self.total if self.total else None
+
+
+@dataclass(frozen=True)
+class McNemarResult:
+    """Exact McNemar test on discordant pass/fail outcomes.
+
+    Attributes:
+        b: Units where the baseline passed and the treatment failed (regressions).
+        c: Units where the baseline failed and the treatment passed (improvements).
+        n_units: Units compared (stimuli, or pairs with one trial each).
+        n_ties: Stimuli left out because their mean pass rate was exactly 0.5 on a side.
+        p_value: Two-sided exact p-value; 1.0 when there are no discordant units; None
+            with no units at all.
+    """
+
+    b: int
+    c: int
+    n_units: int
+    n_ties: int
+    p_value: float | None
+
+    @property
+    def discordant(self) -> int:
+        """b + c."""
+        return self.b + self.c
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """treatment - baseline for one metric."""
+
+    metric: str
+    baseline_mean: float | None
+    treatment_mean: float | None
+    delta: Estimate
+    high_variance: bool
+
+    @property
+    def relative(self) -> float | None:
+        """delta / baseline mean, when the baseline mean is not zero."""
+        if self.delta.mean is None or not self.baseline_mean:
+            return None
+        return self.delta.mean / self.baseline_mean
+
+
+def t_interval(values: Sequence[float], level: float = CONFIDENCE) -> Interval | None:
+    """Student t interval for the mean of ``values``; None with fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    from scipy import stats as sps
+
+    mean = math.fsum(values) / n
+    sd = _sd(values)
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return Interval(mean - half, mean + half, level)
+
+
+def _sd(values: Sequence[float]) -> float:
+    n = len(values)
+    mean = math.fsum(values) / n
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def group_means(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, float]:
+    """Mean value per group key (stimulus), in first-seen order."""
+    groups: dict[Hashable, list[float]] = defaultdict(list)
+    for key, value in pairs:
+        groups[key].append(float(value))
+    return {key: math.fsum(vals) / len(vals) for key, vals in groups.items()}
+
+
+def clustered_mean(pairs: Sequence[tuple[Hashable, float]], level: float = CONFIDENCE) -> Estimate:
+    """Mean over stimuli of per-stimulus means, with a t interval over the stimuli.
+
+    Args:
+        pairs: ``(stimulus, value)`` for each judged pair.
+        level: Confidence level.
+    """
+    means = list(group_means(pairs).values())
+    if not means:
+        return Estimate(None, None, None, 0, 0)
+    mean = math.fsum(means) / len(means)
+    std = _sd(means) if len(means) >= 2 else None
+    return Estimate(mean, t_interval(means, level), std, len(means), len(pairs))
+
+
+def win_tie_loss(scores: Iterable[float]) -> WinRate:
+    """Count positive (win), zero (tie) and negative (loss) treatment-relative scores."""
+    wins = ties = losses = 0
+    for score in scores:
+        if score > 0:
+            wins += 1
+        elif score < 0:
+            losses += 1
+        else:
+            ties += 1
+    return WinRate(wins, ties, losses)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for discordant counts ``b`` and ``c``."""
+    if b < 0 or c < 0:
+        raise ValueError("discordant counts cannot be negative")
+    n = b + c
+    if n == 0:
+        return 1.0
+    from scipy import stats as sps
+
+    return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), n, 0.5)))
+
+
+def mcnemar_from_pairs(pairs: Sequence[tuple[Hashable, bool, bool]]) -> McNemarResult:
+    """McNemar over stimuli from ``(stimulus, baseline_passed, treatment_passed)`` pairs.
+
+    Several trials of a stimulus collapse to one outcome per side: pass when the mean pass
+    rate is above 0.5, fail below; a stimulus at exactly 0.5 on either side is a tie and is
+    left out.
+    """
+    base = group_means((key, 1.0 if b else 0.0) for key, b, _ in pairs)
+    treat = group_means((key, 1.0 if t else 0.0) for key, _, t in pairs)
+    if not base:
+        return McNemarResult(0, 0, 0, 0, None)
+    b_count = c_count = ties = 0
+    for key in base:
+        rb, rt = base[key], treat[key]
+        if rb == 0.5 or rt == 0.5:
+            ties += 1
+            continue
+        if rb > 0.5 and rt < 0.5:
+            b_count += 1
+        elif rb < 0.5 and rt > 0.5:
+            c_count += 1
+    units = len(base) - ties
+    p_value = mcnemar_exact(b_count, c_count) if units else None
+    return McNemarResult(b_count, c_count, units, ties, p_value)
+
+
+def metric_delta(
+    metric: str, pairs: Sequence[tuple[Hashable, float, float]], level: float = CONFIDENCE
+) -> MetricDelta:
+    """Delta of one metric from ``(stimulus, baseline_value, treatment_value)`` pairs."""
+    deltas = clustered_mean([(key, t - b) for key, b, t in pairs], level)
+    base = group_means((key, b) for key, b, _ in pairs)
+    treat = group_means((key, t) for key, _, t in pairs)
+    base_mean = math.fsum(base.values()) / len(base) if base else None
+    treat_mean = math.fsum(treat.values()) / len(treat) if treat else None
+    high_variance = False
+    if deltas.std is not None and deltas.mean is not None:
+        high_variance = deltas.std > abs(deltas.mean)
+    return MetricDelta(metric, base_mean, treat_mean, deltas, high_variance)
+
+
+def is_significant_regression(estimate: Estimate) -> bool:
+    """A negative mean whose whole interval lies below zero."""
+    return (
+        estimate.mean is not None
+        and estimate.ci is not None
+        and estimate.mean < 0
+        and estimate.ci.high < 0
+    )
