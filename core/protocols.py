@@ -332,6 +332,55 @@ class Grader(Protocol):
         """Grade the trial. ``name`` of the result defaults to the grader's label."""
 
 
+@dataclass(frozen=True)
+class PairwiseContext:
+    """What a pairwise judge sees for one pass over one (baseline, treatment) pair.
+
+    The evidence of each run was copied once into ``evidence_dir`` under a neutral folder
+    name (``run-1``, ``run-2``); ``a`` and ``b`` say which folder is "A" and which is "B"
+    in this pass. With ``delivery == "tools"`` the judge may read the folders only through
+    read-only tools confined to ``evidence_dir``, at most ``read_budget`` reads; the first
+    message must hold the task, rubric, instructions and file paths, never evidence content.
+    With ``delivery == "inline"`` the evidence goes into the prompt (capped), headed
+    ``Response A`` and ``Response B``.
+    """
+
+    evidence_dir: Path
+    a: str
+    b: str
+    task: str
+    rubric: Sequence[str]
+    judge: JudgeSettings
+    llm: LLMProvider | None
+    delivery: Literal["tools", "inline"] = "tools"
+    read_budget: int = 40
+
+
+@dataclass(frozen=True)
+class PairwiseVerdict:
+    """A judge's answer for one pass: ``{"winner": "A"|"B"|"tie",
+    "magnitude": "much"|"slightly"|null, "reasoning": "..."}``."""
+
+    winner: Literal["A", "B", "tie"]
+    magnitude: Literal["much", "slightly"] | None
+    reasoning: str = ""
+    reads: int = 0
+
+
+@runtime_checkable
+class PairwiseJudge(Protocol):
+    """A grader that can also compare two runs (``behavior.execution`` may stay ``single``:
+    this capability is what ``vally compare`` looks for).
+
+    Failures raise :class:`~vally.errors.LLMError` (``retryable`` decides retries) or
+    :class:`~vally.errors.GradingError` (terminal, e.g. an unparseable answer after
+    reminders; set ``retryable`` as an attribute to mark it retryable).
+    """
+
+    async def judge_pair(self, context: PairwiseContext) -> PairwiseVerdict:
+        """Judge one pass and return the verdict from A's and B's point of view."""
+
+
 # --------------------------------------------------------------------------- providers
 
 

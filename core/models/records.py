@@ -72,6 +72,7 @@ class ExperimentBlock(RecordModel):
     variant: str
     eval_hash: str
     config_hash: str
+    baseline: str | None = None
     shard: str | None = None
 
 
