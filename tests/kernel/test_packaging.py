@@ -1,0 +1,109 @@
+"""The wheel of the repository installs into a fresh venv and its CLI finds the built-ins."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        argv, capture_output=True, text=True, check=False, env=env, timeout=240, **kwargs
+    )
+
+
+def declared_builtins() -> dict[str, set[str]]:
+    data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    groups = data["project"]["entry-points"]
+    return {group: set(eps) for group, eps in groups.items()}
+
+
+def by_key(stdout: str) -> dict[tuple[str, str], dict[str, str]]:
+    return {(row["kind"], row["name"]): row for row in json.loads(stdout)}
+
+
+@pytest.mark.slow
+def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> None:
+    # Build from a copy so that the build leaves nothing in the working tree.
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for folder in ("core", "plugins/builtin", "backends"):
+        shutil.copytree(REPO / folder, src / folder, ignore=ignore)
+    for file in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / file, src / file)
+    dist = tmp_path / "dist"
+    built = run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)],
+        cwd=src,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = dist.glob("vally-*.whl")
+
+    # Offline, so the venv borrows the dependencies from the system site-packages; the
+    # wheel's own vally must shadow the editable install of the working tree.
+    venv = tmp_path / "venv"
+    created = run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
+    assert created.returncode == 0, created.stderr
+    python, vally = venv / "bin" / "python", venv / "bin" / "vally"
+    installed = run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    where = run(
+        [
+            str(python),
+            "-c",
+            "import vally, vally_builtin, vally_backends, importlib.metadata as m;"
+            "print(vally.__file__); print(vally_builtin.__file__); print(vally_backends.__file__);"
+            "print(m.distribution('vally').locate_file(''))",
+        ],
+        cwd=tmp_path,
+    )
+    assert where.returncode == 0, where.stderr
+    for line in where.stdout.splitlines():
+        assert Path(line).resolve().is_relative_to(venv.resolve()), where.stdout
+    assert str(REPO) not in where.stdout
+
+    version = run([str(vally), "--version"], cwd=tmp_path)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == "vally 0.1.0"
+
+    listed = run([str(vally), "plugins", "list", "--format", "json"], cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    wheel_rows = by_key(listed.stdout)
+    main = "from vally.cli.app import main; main()"
+    editable = run([sys.executable, "-c", main, "plugins", "list", "--format", "json"])
+    editable_rows = by_key(editable.stdout) if editable.returncode == 0 else {}
+
+    kinds = {
+        "vally.graders": "grader",
+        "vally.executors": "executor",
+        "vally.reporters": "reporter",
+        "vally.eval_providers": "eval_provider",
+        "vally.shard_strategies": "shard_strategy",
+        "vally.backends": "backend",
+        "vally.llm_providers": "llm_provider",
+    }
+    builtins = declared_builtins()
+    assert builtins, "pyproject declares no entry points"
+    for group, names in builtins.items():
+        for name in names:
+            row = wheel_rows.get((kinds[group], name))
+            assert row is not None, f"{group}:{name} not listed by the installed wheel"
+            assert row["source"] == "vally 0.1.0"
+            # The wheel must ship every module the working tree has: a built-in that loads
+            # from the editable install loads from the wheel too.
+            if (kinds[group], name) in editable_rows:
+                assert row["status"] == editable_rows[(kinds[group], name)]["status"], row
