@@ -135,7 +135,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from vally.events import RunInfo, RunOutcome
     from vally.hookspecs import hookimpl
     from vally.metadata import GraderBehavior, GraderMetadata, PluginMetadata
-    from vally.models import *  # noqa: F403
+    from vally.models import *
     from vally.protocols import (
         Backend,
         ChatMessage,
@@ -149,10 +149,10 @@ if TYPE_CHECKING:  # pragma: no cover
         Grader,
         JudgeSettings,
         LLMProvider,
+        LoadedEval,
         PairwiseContext,
         PairwiseJudge,
         PairwiseVerdict,
-        LoadedEval,
         Process,
         Sandbox,
         ShardStrategy,

@@ -88,7 +88,7 @@ class EventEmitter:
             args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
             try:
                 impl.function(**args)
-            except Exception as exc:  # noqa: BLE001 - observers are isolated on purpose
+            except Exception as exc:
                 critical = bool(getattr(impl.plugin, "critical", False))
                 name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
                 self.failures.append(ObserverFailure(name, hook_name, exc, critical))

@@ -60,9 +60,7 @@ class GraderMetadata(PluginMetadata):
     behavior: GraderBehavior = Field(default_factory=GraderBehavior)
     determinism: Literal["static", "complex-static", "slm", "llm"] = "static"
     cost_profile: Literal["free", "low", "medium", "high"] = "free"
-    portability: Literal["t1-universal", "t2-domain", "t3a-scenario", "t3b-system"] = (
-        "t1-universal"
-    )
+    portability: Literal["t1-universal", "t2-domain", "t3a-scenario", "t3b-system"] = "t1-universal"
     reference: Literal["reference-free", "reference-based"] = "reference-free"
     temporal_scope: Literal["point-in-time", "trajectory-level", "cross-trajectory"] = (
         "point-in-time"

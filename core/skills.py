@@ -50,7 +50,9 @@ def read_skill(path: Path) -> SkillInfo:
     try:
         front = yaml.safe_load(text[3:end]) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"SKILL.md frontmatter is not valid YAML: {exc}", location=where) from None
+        raise ConfigError(
+            f"SKILL.md frontmatter is not valid YAML: {exc}", location=where
+        ) from None
     if not isinstance(front, dict):
         raise ConfigError("SKILL.md frontmatter must be a mapping", location=where)
     missing = [key for key in ("name", "description") if not str(front.get(key) or "").strip()]
@@ -60,7 +62,9 @@ def read_skill(path: Path) -> SkillInfo:
             location=where,
         )
     body = text[end + 4 :].lstrip("\n")
-    return SkillInfo(str(front["name"]).strip(), str(front["description"]).strip(), skill_md.parent, body)
+    return SkillInfo(
+        str(front["name"]).strip(), str(front["description"]).strip(), skill_md.parent, body
+    )
 
 
 def find_skills(root: Path) -> list[Path]:

@@ -21,7 +21,13 @@ from pydantic.alias_generators import to_camel
 class SpecModel(BaseModel):
     """A user-written document section. Strict: unknown keys are rejected."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        validate_default=True,
+        # YAML reads `version: 1.0` or `model: 4` as numbers; string fields accept them.
+        coerce_numbers_to_str=True,
+    )
 
 
 class RecordModel(BaseModel):

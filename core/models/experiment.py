@@ -108,7 +108,9 @@ class ExperimentFile(SpecModel):
         else:
             assert self.matrix is not None
             if self.vary is not None:
-                raise ValueError("'vary' must be omitted with 'matrix'; it is derived from the axes")
+                raise ValueError(
+                    "'vary' must be omitted with 'matrix'; it is derived from the axes"
+                )
             if not isinstance(self.baseline, dict):
                 raise ValueError("with 'matrix', 'baseline' maps each axis to one value label")
             cells = 1

@@ -184,7 +184,9 @@ Tags = dict[str, str]
 
 def _stringify_tags(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+        return {
+            str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()
+        }
     return value
 
 
@@ -279,4 +281,9 @@ class EvalSpec(SpecModel):
     @field_validator("tags", mode="before")
     @classmethod
     def _tags(cls, value: Any) -> Any:
+        return _stringify_tags(value)
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params(cls, value: Any) -> Any:
         return _stringify_tags(value)

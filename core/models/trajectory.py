@@ -43,6 +43,8 @@ class ToolCallData(RecordModel):
 
 
 class ToolCallEvent(_EventBase):
+    """The agent called a tool."""
+
     type: Literal["tool_call"] = "tool_call"
     data: ToolCallData
 
@@ -58,6 +60,8 @@ class ToolResultData(RecordModel):
 
 
 class ToolResultEvent(_EventBase):
+    """A tool call's result."""
+
     type: Literal["tool_result"] = "tool_result"
     data: ToolResultData
 
@@ -73,6 +77,8 @@ class TokenUsageData(RecordModel):
 
 
 class TokenUsageEvent(_EventBase):
+    """Token usage of one model call."""
+
     type: Literal["token_usage"] = "token_usage"
     data: TokenUsageData
 
@@ -84,11 +90,15 @@ class TurnData(RecordModel):
 
 
 class TurnStartEvent(_EventBase):
+    """An agent turn started."""
+
     type: Literal["turn_start"] = "turn_start"
     data: TurnData
 
 
 class TurnEndEvent(_EventBase):
+    """An agent turn ended."""
+
     type: Literal["turn_end"] = "turn_end"
     data: TurnData
 
@@ -100,16 +110,22 @@ class MessageData(RecordModel):
 
 
 class AssistantMessageEvent(_EventBase):
+    """Text the agent said."""
+
     type: Literal["assistant_message"] = "assistant_message"
     data: MessageData
 
 
 class UserMessageEvent(_EventBase):
+    """A prompt sent to the agent."""
+
     type: Literal["user_message"] = "user_message"
     data: MessageData
 
 
 class ReasoningEvent(_EventBase):
+    """Reasoning text the agent exposed."""
+
     type: Literal["reasoning"] = "reasoning"
     data: MessageData
 
@@ -123,6 +139,8 @@ class ErrorData(RecordModel):
 
 
 class ErrorEvent(_EventBase):
+    """An error during the run."""
+
     type: Literal["error"] = "error"
     data: ErrorData
 
@@ -134,6 +152,8 @@ class SkillActivationData(RecordModel):
 
 
 class SkillActivationEvent(_EventBase):
+    """The agent activated a skill."""
+
     type: Literal["skill_activation"] = "skill_activation"
     data: SkillActivationData
 
