@@ -1,0 +1,379 @@
+"""Read saved trials back: the input of ``vally grade``.
+
+The input is JSON Lines (one document per line) or one JSON document (an object or an
+array, possibly spread over several lines). Each document's shape is detected:
+
+* ``{"type": "trial-result", ...}``: a line of ``results.jsonl`` or ``vally eval --output
+  jsonl`` -> :class:`~vally.models.records.TrialResultRecord`;
+* ``{"type": "run-summary", ...}``: skipped (older versions appended one to the results);
+* a document with ``schema_version`` and ``steps``: an ATIF trajectory (Agent Trajectory
+  Interchange Format), mapped onto a :class:`~vally.models.trajectory.Trajectory`;
+* a document with ``events`` and ``stimulus``: a bare trajectory;
+* a document with a ``trajectory`` object (``{stimulus, trajectory, gradeResult, ...}``): a
+  legacy ``EvalOutcome``; its trajectory is read and its stimulus filled in when missing.
+
+Blank lines are skipped. A line that is not JSON, or a document of no known shape, is a
+:class:`~vally.errors.ConfigError` naming the source and the line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TextIO
+
+from pydantic import ValidationError
+
+from vally.errors import ConfigError, SourceLocation
+from vally.models.records import TrialResultRecord
+from vally.models.spec import Stimulus
+from vally.models.trajectory import (
+    AssistantMessageEvent,
+    MessageData,
+    ReasoningEvent,
+    TokenUsageData,
+    TokenUsageEvent,
+    ToolCallData,
+    ToolCallEvent,
+    ToolResultData,
+    ToolResultEvent,
+    Trajectory,
+    TrajectoryEvent,
+    TrajectoryMetadata,
+    UserMessageEvent,
+    _span_ms,
+    compute_metrics,
+    last_assistant_text,
+)
+
+InputFormat = Literal["trial-result", "trajectory", "eval-outcome", "atif"]
+"""The shapes :func:`read_items` recognises."""
+
+FORMAT_KEY = "ingestFormat"
+"""Key of ``Trajectory.metadata.extra`` recording which shape a trajectory was read from."""
+
+ATIF_STIMULUS_PREFIX = "atif-"
+"""Stimulus names given to ATIF trajectories, which carry none (``atif-<session id>``)."""
+
+
+@dataclass(frozen=True)
+class IngestedItem:
+    """One trial read from the input.
+
+    Attributes:
+        format: The shape it was detected as.
+        line: The 1-based line where its document starts.
+        value: The record or trajectory.
+    """
+
+    format: InputFormat
+    line: int
+    value: TrialResultRecord | Trajectory
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The trajectory to grade (a record's trajectory, or the value itself)."""
+        if isinstance(self.value, Trajectory):
+            return self.value
+        return self.value.trajectory
+
+    @property
+    def stimulus_name(self) -> str | None:
+        """The stimulus this trial claims to belong to (None for ATIF input)."""
+        if self.format == "atif":
+            return None
+        if isinstance(self.value, TrialResultRecord):
+            return self.value.stimulus_name
+        return self.value.stimulus.name
+
+
+def read_records(
+    stream: TextIO | Iterable[str], *, source: str = "<stdin>"
+) -> list[TrialResultRecord | Trajectory]:
+    """Read every trial of ``stream`` (see the module docs for the accepted shapes).
+
+    Args:
+        stream: A text stream or any iterable of lines.
+        source: How to name the input in error messages.
+
+    Raises:
+        ConfigError: A line is not JSON or holds no known shape (message names the line).
+    """
+    return [item.value for item in read_items(stream, source=source)]
+
+
+def read_items(stream: TextIO | Iterable[str], *, source: str = "<stdin>") -> list[IngestedItem]:
+    """Like :func:`read_records`, keeping each item's detected format and line."""
+    lines = list(stream)
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    documents = _split_documents(text, source)
+    items: list[IngestedItem] = []
+    for line_no, document in documents:
+        items.extend(_convert_document(document, line_no, source))
+    return items
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _location(source: str, line: int) -> SourceLocation:
+    return SourceLocation(source, line)
+
+
+def _split_documents(text: str, source: str) -> list[tuple[int, Any]]:
+    """Parse ``text`` as one JSON document when it is one, else as JSON Lines."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    first_line = next(i for i, line in enumerate(text.splitlines(), 1) if line.strip())
+    whole_error: json.JSONDecodeError | None = None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        whole_error = exc
+    else:
+        if isinstance(document, list):
+            return [(first_line, element) for element in document]
+        return [(first_line, document)]
+
+    documents: list[tuple[int, Any]] = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            documents.append((line_no, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            if not documents and whole_error is not None and whole_error.msg != "Extra data":
+                # One JSON document spread over lines, broken somewhere inside.
+                line_no, column, message = whole_error.lineno, whole_error.colno, whole_error.msg
+            else:
+                column, message = exc.colno, exc.msg
+            raise ConfigError(
+                f"line {line_no} is not valid JSON ({message} at column {column})",
+                location=_location(source, line_no),
+                hint="expected JSON Lines: one trial record, trajectory or ATIF document per "
+                "line (as written by `vally eval --output jsonl`)",
+            ) from exc
+    return documents
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"]) or "(document)"
+        parts.append(f"{where}: {error['msg']}")
+    more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+    return "; ".join(parts) + more
+
+
+def _convert_document(document: Any, line: int, source: str) -> list[IngestedItem]:
+    where = _location(source, line)
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"line {line} holds a JSON {type(document).__name__}, not an object",
+            location=where,
+            hint="each line must be one JSON object (a trial record or a trajectory)",
+        )
+    kind = document.get("type")
+    try:
+        if kind == "trial-result":
+            return [IngestedItem("trial-result", line, TrialResultRecord.model_validate(document))]
+        if kind == "run-summary":
+            return []
+        if "schema_version" in document and "steps" in document:
+            return [IngestedItem("atif", line, atif_to_trajectory(document))]
+        if "events" in document and "stimulus" in document:
+            trajectory = _tag(Trajectory.model_validate(document), "trajectory")
+            return [IngestedItem("trajectory", line, trajectory)]
+        if isinstance(document.get("trajectory"), dict):
+            return [IngestedItem("eval-outcome", line, _eval_outcome(document))]
+    except ValidationError as exc:
+        label = kind if isinstance(kind, str) else "trajectory"
+        raise ConfigError(
+            f"line {line} looks like a {label} document but is invalid: {_validation_message(exc)}",
+            location=where,
+        ) from exc
+    except ValueError as exc:
+        raise ConfigError(f"line {line}: {exc}", location=where) from exc
+    keys = ", ".join(sorted(document)[:8]) or "none"
+    raise ConfigError(
+        f"line {line} is not a trial record, trajectory, EvalOutcome or ATIF document "
+        f"(keys: {keys})",
+        location=where,
+        hint="pipe the output of `vally eval --output jsonl`, a results.jsonl file, or ATIF "
+        "trajectories (with schema_version and steps)",
+    )
+
+
+def _tag(trajectory: Trajectory, fmt: InputFormat) -> Trajectory:
+    extra = {**trajectory.metadata.extra, FORMAT_KEY: fmt}
+    metadata = trajectory.metadata.model_copy(update={"extra": extra})
+    return trajectory.model_copy(update={"metadata": metadata})
+
+
+def _loose_stimulus(value: Any) -> Stimulus | None:
+    """A stimulus from a full object, a partial one (``{name, prompt}``) or a bare name."""
+    if isinstance(value, str) and value.strip():
+        return Stimulus(name=value, prompt="")
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return Stimulus.model_validate(value)
+    except ValidationError:
+        name = value.get("name")
+        if not isinstance(name, str) or not name.strip():
+            return None
+        prompt = value.get("prompt")
+        return Stimulus(name=name, prompt=prompt if isinstance(prompt, str) else "")
+
+
+def _eval_outcome(document: Mapping[str, Any]) -> Trajectory:
+    raw = dict(document["trajectory"])
+    outer = _loose_stimulus(document.get("stimulus")) or _loose_stimulus(
+        document.get("stimulusName")
+    )
+    inner = _loose_stimulus(raw.get("stimulus"))
+    stimulus = inner or outer
+    if stimulus is None:
+        raise ValueError(
+            "the EvalOutcome names no stimulus (neither 'stimulus' nor 'trajectory.stimulus')"
+        )
+    raw["stimulus"] = stimulus
+    return _tag(Trajectory.model_validate(raw), "eval-outcome")
+
+
+# ----------------------------------------------------------------------------- ATIF
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return "".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def atif_to_trajectory(document: Mapping[str, Any]) -> Trajectory:
+    """Map an ATIF document onto a trajectory (best effort).
+
+    User steps become ``user_message`` events and start a new turn; agent steps give a
+    ``reasoning`` event (``reasoning_content``), an ``assistant_message`` (``message``),
+    one ``tool_call`` per ``tool_calls`` entry, one ``tool_result`` per observation result
+    and a ``token_usage`` event from ``metrics``. When no step has metrics, the document's
+    ``final_metrics`` give one usage event. The stimulus is a placeholder named
+    ``atif-<session_id>`` whose prompt is the first user message; ``vally grade`` matches
+    it to a spec stimulus by prompt or ``--stimulus``.
+
+    Raises:
+        ValueError: ``steps`` is not a list of objects.
+    """
+    steps = document.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
+        raise ValueError("ATIF 'steps' must be a list of objects")
+    agent = document.get("agent") if isinstance(document.get("agent"), Mapping) else {}
+    assert isinstance(agent, Mapping)
+    default_model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
+    events: list[TrajectoryEvent] = []
+    turn = -1
+    first_prompt: str | None = None
+    tool_names: dict[str, str] = {}
+    saw_metrics = False
+    for step in steps:
+        stamp = step.get("timestamp")
+        base: dict[str, Any] = {"timestamp": stamp} if isinstance(stamp, str) else {}
+        source = step.get("source")
+        message = _text(step.get("message"))
+        if source == "user":
+            turn += 1
+            if first_prompt is None:
+                first_prompt = message
+            events.append(UserMessageEvent(turn=turn, data=MessageData(content=message), **base))
+            continue
+        if source != "agent":
+            continue  # system prompts and system observations carry nothing graders use
+        t = max(turn, 0)
+        model = step.get("model_name") if isinstance(step.get("model_name"), str) else None
+        reasoning = step.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            events.append(ReasoningEvent(turn=t, data=MessageData(content=reasoning), **base))
+        calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
+        assert isinstance(calls, list)
+        batch = f"step-{step.get('step_id')}" if len(calls) > 1 else None
+        for index, call in enumerate(calls):
+            if not isinstance(call, Mapping):
+                continue
+            call_id = str(call.get("tool_call_id") or f"step-{step.get('step_id')}-{index}")
+            name = str(call.get("function_name") or call.get("name") or "unknown")
+            tool_names[call_id] = name
+            arguments = call.get("arguments")
+            data = ToolCallData(
+                tool_name=name,
+                tool_call_id=call_id,
+                arguments=arguments if isinstance(arguments, dict | str) else {},
+                batch_id=batch,
+            )
+            events.append(ToolCallEvent(turn=t, data=data, **base))
+        observation = step.get("observation")
+        results = observation.get("results") if isinstance(observation, Mapping) else None
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping):
+                continue
+            call_id = str(result.get("source_call_id") or "")
+            data_r = ToolResultData(
+                tool_name=tool_names.get(call_id, "unknown"),
+                tool_call_id=call_id,
+                success=not bool(result.get("is_error", False)),
+                result=result.get("content"),
+            )
+            events.append(ToolResultEvent(turn=t, data=data_r, **base))
+        if message:
+            events.append(AssistantMessageEvent(turn=t, data=MessageData(content=message), **base))
+        metrics = step.get("metrics")
+        if isinstance(metrics, Mapping):
+            saw_metrics = True
+            usage = TokenUsageData(
+                input_tokens=_int(metrics.get("prompt_tokens")),
+                output_tokens=_int(metrics.get("completion_tokens")),
+                cache_read_tokens=_int(metrics.get("cached_tokens")),
+                model=model or default_model,
+            )
+            events.append(TokenUsageEvent(turn=t, data=usage, **base))
+    final = document.get("final_metrics")
+    if not saw_metrics and isinstance(final, Mapping):
+        usage = TokenUsageData(
+            input_tokens=_int(final.get("total_prompt_tokens")),
+            output_tokens=_int(final.get("total_completion_tokens")),
+            cache_read_tokens=_int(final.get("total_cached_tokens")),
+            model=default_model,
+        )
+        events.append(TokenUsageEvent(turn=max(turn, 0), data=usage))
+    session = str(document.get("session_id") or "session")
+    stimulus = Stimulus(name=f"{ATIF_STIMULUS_PREFIX}{session}", prompt=first_prompt or "")
+    stamps = [e.timestamp for e in events]
+    extra: dict[str, Any] = {
+        FORMAT_KEY: "atif",
+        "atifSchemaVersion": document.get("schema_version"),
+    }
+    if isinstance(agent.get("version"), str):
+        extra["agentVersion"] = agent["version"]
+    return Trajectory(
+        stimulus=stimulus,
+        events=events,
+        metrics=compute_metrics(events, wall_time_ms=_span_ms(events)),
+        output=last_assistant_text(events),
+        metadata=TrajectoryMetadata(
+            model=default_model,
+            executor=agent.get("name") if isinstance(agent.get("name"), str) else None,
+            session_id=session,
+            started_at=min(stamps) if stamps else None,
+            completed_at=max(stamps) if stamps else None,
+            extra=extra,
+        ),
+    )

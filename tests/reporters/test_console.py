@@ -1,0 +1,157 @@
+"""The console reporter: per-stimulus blocks, summary, artifacts, plain text off a TTY."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from reporter_helpers import Driver, make_record, make_run
+
+from vally.events import RunOutcome
+from vally.models.records import TrialError
+from vally_builtin.reporters import stimulus_stats
+from vally_builtin.reporters.console import ConsoleConfig, ConsoleReporter, make_console
+from vally_builtin.reporters.jsonl import JsonlReporter
+from vally_builtin.reporters.markdown import MarkdownReporter
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], records, **config) -> str:  # type: ignore[no-untyped-def]
+    driver = Driver(ConsoleReporter(ConsoleConfig(**config)), JsonlReporter(), MarkdownReporter())
+    driver.run(make_run(tmp_path, len(records)), records)
+    assert driver.emitter.failures == []
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    return captured.out
+
+
+def test_quickstart_block(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path, capsys, [make_record()])
+    lines = out.splitlines()
+    assert "━━━ add-test ━━━" in lines
+    assert "Write a unit test for add.js. Put it in add.test.js and make it pass." in lines
+    for label in ("Tokens", "Turns", "Tool calls", "Wall time", "Errors", "Skills used", "Model"):
+        assert any(line.strip().startswith(label) for line in lines), label
+    assert "    Tokens       120 (in 100 / out 20)" in lines
+    assert "  Graders (2/2)" in lines
+    assert "    ✔ file-exists: Files matching 'add.test.js' found: add.test.js" in lines
+    assert "  All graders passed." in lines
+    assert "Saved artifacts" in lines
+    assert f"  JSONL → {tmp_path / 'results.jsonl'}" in lines
+    assert f"  Markdown → {tmp_path / 'report.md'}" in lines
+    # Not a terminal: no ANSI escape codes.
+    assert "\x1b[" not in out
+
+
+def test_summary_table_and_multi_trial_stats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [make_record("sub", trial=0), make_record("sub", trial=1, passed=False)]
+    out = _run(tmp_path, capsys, records)
+    assert "Trial 0: PASSED (score 1.00)" in out
+    assert "Trial 1: FAILED (score 0.50)" in out
+    assert "  Graders (1/2)" in out
+    assert "✘ output-contains: expected 'PASS' in output | not found" in out
+    assert "✘ Failed: 1 of 2 graders failed" in out
+    assert "Pass rate: 50.0%  pass@2: 100.0%  pass^2: 25.0%" in out
+    assert "Flaky" in out
+    summary = out[out.index("Summary") :]
+    for header in ("eval", "stimulus", "model", "trials", "passed", "pass rate", "mean score"):
+        assert header in summary
+    row = next(line for line in summary.splitlines() if "sub" in line)
+    assert "quickstart" in row and "1/2" in row and "50.0%" in row and "0.75" in row
+
+
+def test_errored_trial_shows_its_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    error = TrialError(phase="execute", code="VALLY_EXECUTION", message="agent crashed\nbadly")
+    out = _run(tmp_path, capsys, [make_record("boom", error=error)])
+    assert "✘ Errored (execute): [VALLY_EXECUTION] agent crashed badly" in out
+    assert "All graders passed." not in out
+
+
+def test_threshold_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(tmp_path, capsys, [make_record(passed=False, threshold=0.7)])
+    assert "✘ Failed: score 0.50 < threshold 0.70" in out
+
+
+def test_stream_stderr_and_verbose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    long_evidence = "line one\n" + "x" * 300
+    driver = Driver(ConsoleReporter(ConsoleConfig(stream="stderr", verbose=True)))
+    driver.run(make_run(tmp_path, 1), [make_record(evidence=long_evidence)])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "━━━ add-test ━━━" in captured.err
+    assert "Agent output" in captured.err and "    done" in captured.err
+    assert "        line one" in captured.err  # full multi-line evidence when verbose
+
+
+def test_evidence_is_cut_when_not_verbose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _run(tmp_path, capsys, [make_record(evidence="y" * 1000)])
+    line = next(line for line in out.splitlines() if "file-exists" in line)
+    assert line.endswith("…") and len(line) < 300
+    assert "Agent output" not in out
+
+
+def test_colour_only_on_tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    tty = Tty()
+    make_console(tty).print("[red]x[/red]")
+    assert "\x1b[" in tty.getvalue()
+    monkeypatch.setenv("NO_COLOR", "1")
+    plain = Tty()
+    make_console(plain).print("[red]x[/red]")
+    assert plain.getvalue() == "x\n"
+
+
+def test_no_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "No trials were run." in _run(tmp_path, capsys, [])
+
+
+def test_stats_pass_at_k() -> None:
+    records = [make_record("s", trial=i, passed=p) for i, p in enumerate([1, 1, 0, 1, 1])]
+    stats = stimulus_stats(records)
+    assert (stats.graded, stats.passed, stats.k) == (5, 4, 5)
+    assert stats.pass_rate == pytest.approx(0.8)
+    assert stats.pass_at_k == 1.0
+    assert stats.pass_to_the_k == pytest.approx(0.8**5)
+    assert stats.flaky
+    none_passed = stimulus_stats([make_record("s", trial=i, passed=False) for i in range(3)])
+    assert none_passed.pass_at_k == 0.0 and not none_passed.flaky
+
+
+def test_progress_bar_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    fake = Tty()
+    monkeypatch.setattr("sys.stderr", fake)
+    monkeypatch.setenv("NO_COLOR", "1")
+    reporter = ConsoleReporter()
+    driver = Driver(reporter)
+    run = make_run(tmp_path, 2)
+    driver.emitter.emit("vally_run_start", run=run)
+    assert reporter._progress is not None
+    records = [make_record("a"), make_record("b")]
+    for record in records:
+        driver.emitter.emit("vally_trial_end", run=run, record=record)
+    task = reporter._progress.tasks[0]
+    assert (task.completed, task.total) == (2, 2)
+    driver.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, []))
+    assert reporter._progress is None
+    assert driver.emitter.failures == []
+    assert "━━━ a ━━━" in capsys.readouterr().out
+
+
+def test_no_progress_bar_off_a_terminal(tmp_path: Path) -> None:
+    reporter = ConsoleReporter()
+    Driver(reporter).emitter.emit("vally_run_start", run=make_run(tmp_path, 3))
+    assert reporter._progress is None
