@@ -11,7 +11,6 @@ Two families:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -46,4 +45,4 @@ class RecordModel(BaseModel):
 
     def to_json_line(self) -> str:
         """One compact JSON line (no trailing newline), keys in declaration order."""
-        return json.dumps(self.to_json_dict(), ensure_ascii=False, separators=(",", ":"))
+        return self.model_dump_json(by_alias=True)
