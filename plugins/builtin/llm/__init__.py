@@ -1,0 +1,1 @@
+"""Built-in LLM providers (entry-point group ``vally.llm_providers``)."""

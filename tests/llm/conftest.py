@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.llm.chat_server import ChatServer
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    """A scripted Chat Completions server on 127.0.0.1, stopped after the test."""
+    with ChatServer() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _clean_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see a real key or base URL from the machine."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
