@@ -25,6 +25,8 @@ COMMAND_MODULES = (
     "vally.cli.plugins",
     "vally.cli.eval",
     "vally.cli.grade",
+    "vally.cli.compare",
+    "vally.cli.experiment",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
@@ -39,7 +41,9 @@ def _version_callback(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Show the version."),
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Show the version."
+        ),
     ] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="Show Python tracebacks for errors.")
@@ -48,6 +52,10 @@ def _root(
     """Evaluate AI agents."""
     if debug:
         os.environ["VALLY_DEBUG"] = "1"
+
+
+CLI_ENTRY_POINT_GROUP = "vally.cli"
+"""Installed distributions may add commands: each entry point is a ``register(app)``."""
 
 
 def _register_commands() -> None:
@@ -59,6 +67,13 @@ def _register_commands() -> None:
                 continue
             raise
         module.register(app)
+    from importlib.metadata import entry_points
+
+    for entry_point in entry_points(group=CLI_ENTRY_POINT_GROUP):
+        try:
+            entry_point.load()(app)
+        except Exception as exc:  # a broken extension must not break the whole CLI
+            typer.echo(f"warning: command plugin {entry_point.name!r} failed: {exc}", err=True)
 
 
 _register_commands()
