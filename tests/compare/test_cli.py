@@ -1,0 +1,156 @@
+"""`vally compare` end to end: a real subprocess against a Chat Completions server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compare.records import record
+from tests.llm.chat_server import ChatServer, completion, error
+from vally.models import ExperimentBlock, TrialResultRecord
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    with ChatServer() as chat:
+        yield chat
+
+
+def write(path: Path, records: list[TrialResultRecord]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(r.to_json_line() + "\n" for r in records))
+    return path
+
+
+def vally(server: ChatServer, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # The provider does not retry by itself here: compare's own retries are under test.
+    (cwd / ".vally.yaml").write_text("llm:\n  max_retries: 0\n")
+    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test"}
+    env.pop("EVAL_JUDGE_MODEL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "vally", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+def judge(decide: Callable[[str, bool], Any]) -> Callable[[Any], Any]:
+    """A responder: decide(stimulus task text, treatment_is_A) -> Reply."""
+    def respond(request: Any) -> Any:
+        first = request.messages[1]["content"]
+        return decide(first, "Response A: run-2" in first)
+    return respond
+
+
+def treatment_better(first: str, treatment_is_a: bool) -> Any:
+    winner = "A" if treatment_is_a else "B"
+    return completion(json.dumps({"winner": winner, "magnitude": "much", "reasoning": "r"}))
+
+
+def treatment_worse(first: str, treatment_is_a: bool) -> Any:
+    winner = "B" if treatment_is_a else "A"
+    return completion(json.dumps({"winner": winner, "magnitude": "much", "reasoning": "r"}))
+
+
+def runs(tmp_path: Path, names: str = "abc") -> tuple[Path, Path]:
+    base = write(tmp_path / "base.jsonl", [record(s, passed=True) for s in names])
+    treat = write(tmp_path / "treat.jsonl", [record(s, passed=s != "a") for s in names])
+    return base, treat
+
+
+def test_complete_comparison_exit_0_and_output(server: ChatServer, tmp_path: Path) -> None:
+    server.default = judge(treatment_better)
+    base, treat = runs(tmp_path)
+    out = tmp_path / "cmp.jsonl"
+    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
+                 "--judge-model", "judge-1", "--output", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Win rate: 3 W / 0 T / 0 L" in proc.stdout
+    assert "Mean score: +1.00" in proc.stdout and "(3 stimuli, 3 pairs)" in proc.stdout
+    assert "McNemar: 1 pass→fail, 0 fail→pass" in proc.stdout
+    rec = json.loads(out.read_text())
+    assert rec["status"] == "complete" and rec["judgedPairs"] == 3
+    assert {t["trialIndex"] for t in rec["trials"]} == {0}
+    assert all(server.requests[i].model == "judge-1" for i in range(len(server.requests)))
+
+
+def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: Path) -> None:
+    def decide(first: str, treatment_is_a: bool) -> Any:
+        if "do b" in first:
+            return error(500, "backend exploded")
+        return treatment_better(first, treatment_is_a)
+
+    server.default = judge(decide)
+    base, treat = runs(tmp_path)
+    out = tmp_path / "cmp.jsonl"
+    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
+                 "--judge-model", "j", "--output", str(out), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "⚠ Judged 2 of 3 matched pairs — 1 failed during judging." in proc.stdout
+    assert "cover only the 2 judged pairs" in proc.stdout
+    assert "(2 stimuli, 2 pairs)" in proc.stdout
+    rec = json.loads(out.read_text())
+    failed = [t for t in rec["trials"] if t["errored"]]
+    assert len(failed) == 1 and failed[0]["stimulus"] == "b"
+    assert failed[0]["failure"]["errorClass"] == "server"
+    assert failed[0]["failure"]["retryable"] is True and failed[0]["failure"]["attempts"] == 3
+    assert "sk-test" not in out.read_text() + proc.stdout + proc.stderr
+
+
+def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: Path) -> None:
+    server.default = error(401, "bad key")
+    base, treat = runs(tmp_path)
+    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
+                 "--judge-model", "j", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "No statistics available — every matched pair failed" in proc.stdout
+    assert "Win rate" not in proc.stdout
+
+
+def test_fail_on_regression(server: ChatServer, tmp_path: Path) -> None:
+    server.default = judge(treatment_worse)
+    base, treat = runs(tmp_path)
+    args = ["compare", "--baseline", str(base), "--treatment", str(treat), "--judge-model", "j"]
+    assert vally(server, *args, cwd=tmp_path).returncode == 0
+    gated = vally(server, *args, "--fail-on-regression", cwd=tmp_path)
+    assert gated.returncode == 1
+    assert "Significant regression" in gated.stdout
+
+
+def test_experiment_mode_uses_recorded_baseline(server: ChatServer, tmp_path: Path) -> None:
+    server.default = judge(treatment_better)
+    run_dir = tmp_path / "exp" / "2026-01-01T00-00-00-000Z"
+    for variant in ("control", "skills", "model-b"):
+        records = []
+        for s in "ab":
+            r = record(s)
+            r.experiment = ExperimentBlock(
+                run_id="r", experiment="x", variant=variant, eval_hash="e", config_hash=variant,
+                baseline="control",
+            )
+            records.append(r)
+        write(run_dir / variant / "results.jsonl", records)
+    proc = vally(server, "compare", str(run_dir), "--judge-model", "j", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "━━━ model-b vs control ━━━" in proc.stdout
+    assert "━━━ skills vs control ━━━" in proc.stdout
+    bad = vally(server, "compare", str(run_dir), "--baseline-variant", "nope", cwd=tmp_path)
+    assert bad.returncode == 1 and "nope" in bad.stderr
+
+
+def test_usage_errors(server: ChatServer, tmp_path: Path) -> None:
+    base, treat = runs(tmp_path)
+    both = vally(server, "compare", str(tmp_path), "--baseline", str(base), cwd=tmp_path)
+    assert both.returncode == 2
+    neither = vally(server, "compare", "--baseline", str(base), cwd=tmp_path)
+    assert neither.returncode == 2
+    missing = vally(server, "compare", "--baseline", str(tmp_path / "x.jsonl"),
+                    "--treatment", str(treat), cwd=tmp_path)
+    assert missing.returncode == 1 and "no results" in missing.stderr
+    assert "Traceback" not in missing.stderr
