@@ -183,10 +183,21 @@ class LocalProcess:
         await self._proc.stdin.drain()
 
     async def readline(self) -> bytes:
-        """One line of stdout, ``b""`` at end of stream."""
-        if self._proc.stdout is None:
+        """One line of stdout, however long, ``b""`` at end of stream."""
+        stream = self._proc.stdout
+        if stream is None:
             return b""
-        return await self._proc.stdout.readline()
+        parts: list[bytes] = []
+        while True:
+            try:
+                parts.append(await stream.readuntil(b"\n"))
+                return b"".join(parts)
+            except asyncio.IncompleteReadError as exc:
+                parts.append(exc.partial)
+                return b"".join(parts)
+            except asyncio.LimitOverrunError as exc:
+                # A line longer than the stream's buffer limit: take what is buffered.
+                parts.append(await stream.readexactly(exc.consumed))
 
     async def terminate(self) -> int | None:
         """Stop the process and its children; return the exit code (None if killed)."""

@@ -404,3 +404,17 @@ async def test_kept_git_worktree(tmp_path: Path) -> None:
     assert await sandbox.list_files() == ["f.txt"]
     await sandbox.close()
     assert (keep / "f.txt").read_text() == "one\n"
+
+
+async def test_spawned_process_lines_longer_than_the_stream_limit() -> None:
+    sandbox = await _open()
+    try:
+        process = await sandbox.spawn(
+            ["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' a; echo; echo short"]
+        )
+        long_line = await process.readline()
+        assert long_line == b"a" * 200_000 + b"\n"
+        assert await process.readline() == b"short\n"
+        assert await process.readline() == b""
+    finally:
+        await sandbox.close()
