@@ -52,7 +52,13 @@ class GitConfig(SpecModel):
 
 
 class McpServerConfig(SpecModel):
-    """An MCP server started for each trial: ``stdio`` (a command) or ``http`` (a URL)."""
+    """An MCP server started for each trial: ``stdio`` (a command) or ``http`` (a URL).
+
+    ``stdio``: ``command``, ``args``, ``env`` and ``cwd`` (relative to the workspace).
+    ``http`` (streamable HTTP): ``url`` and ``headers``. Both: ``timeout`` (how long the
+    server may take to answer ``initialize``; default 30s; also bounds each tool call when
+    set) and ``tools`` (an allow-list of tool names; ``*`` or no list allows all).
+    """
 
     type: Literal["stdio", "http"] = "stdio"
     command: str | None = None
@@ -67,9 +73,25 @@ class McpServerConfig(SpecModel):
     @model_validator(mode="after")
     def _check_transport(self) -> McpServerConfig:
         if self.type == "stdio" and not self.command:
-            raise ValueError("an MCP server of type 'stdio' needs 'command'")
-        if self.type == "http" and not self.url:
-            raise ValueError("an MCP server of type 'http' needs 'url'")
+            hint = "; for a server reached by URL set 'type: http'" if self.url else ""
+            raise ValueError(f"an MCP server of type 'stdio' needs 'command'{hint}")
+        if self.type == "http":
+            if not self.url:
+                raise ValueError("an MCP server of type 'http' needs 'url'")
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"the url of an MCP server must start with http:// or https://, "
+                    f"got {self.url!r}"
+                )
+        foreign = ["url", "headers"] if self.type == "stdio" else ["command", "args", "env", "cwd"]
+        given = [name for name in foreign if name in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"{', '.join(repr(n) for n in given)} cannot be used with an MCP server of "
+                f"type '{self.type}'"
+            )
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("the timeout of an MCP server must be positive, e.g. '30s'")
         return self
 
 
