@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -50,6 +50,15 @@ _CHUNK = 65536
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def _kill_created(creation: asyncio.Future[Any]) -> None:
+    """Kill the whole group of a process whose start was cancelled, once it has started."""
+    if creation.cancelled() or creation.exception() is not None:
+        return
+    transport = creation.result()[0]
+    _signal_group(transport.get_pid(), signal.SIGKILL)
+    transport.close()
 
 
 class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -292,8 +301,8 @@ class LocalSandbox:
             raise BackendError("cannot run an empty command")
         workdir = self.resolve(cwd) if cwd else self._root
         loop = asyncio.get_running_loop()
-        try:
-            transport, protocol = await loop.subprocess_exec(
+        creation = asyncio.ensure_future(
+            loop.subprocess_exec(
                 lambda: _ExitAwareProtocol(_CHUNK, loop),
                 *[str(a) for a in argv],
                 stdin=stdin,
@@ -303,6 +312,14 @@ class LocalSandbox:
                 env=self._env(env),
                 start_new_session=True,
             )
+        )
+        try:
+            # Shielded: cancelling asyncio while it connects the pipes kills only the leader
+            # and then waits for pipes that a background child may hold forever.
+            transport, protocol = await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            creation.add_done_callback(_kill_created)
+            raise
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise BackendError(
                 f"cannot start {argv[0]!r} in {workdir}: {exc.strerror or exc}",

@@ -418,3 +418,29 @@ async def test_spawned_process_lines_longer_than_the_stream_limit() -> None:
         assert await process.readline() == b""
     finally:
         await sandbox.close()
+
+
+async def test_cancelling_exec_while_it_starts_never_hangs_and_leaves_nothing() -> None:
+    # Cancel at every early point of the start: while asyncio connects the pipes, a
+    # background child holding stdout must not make the cancellation wait forever.
+    for delay_steps in range(12):
+        sandbox = await _open()
+        root = Path(sandbox.workdir)
+        try:
+            task = asyncio.ensure_future(
+                sandbox.exec(["sh", "-c", "sleep 1000 & echo $! > gc.pid; echo started; wait"])
+            )
+            for _ in range(delay_steps):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            for _ in range(50):  # the group is killed as soon as the start completes
+                await asyncio.sleep(0.01)
+                pid_file = root / "gc.pid"
+                if not pid_file.exists() or not pid_file.read_text().strip():
+                    continue
+                assert await _dies(int(pid_file.read_text()))
+                break
+        finally:
+            await sandbox.close()
