@@ -155,3 +155,21 @@ def test_no_progress_bar_off_a_terminal(tmp_path: Path) -> None:
     reporter = ConsoleReporter()
     Driver(reporter).emitter.emit("vally_run_start", run=make_run(tmp_path, 3))
     assert reporter._progress is None
+
+
+def test_repeated_passing_trials_are_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [
+        make_record("sub", trial=0),
+        make_record("sub", trial=1),
+        make_record("sub", trial=2, passed=False),
+        make_record("sub", trial=3),
+    ]
+    out = _run(tmp_path, capsys, records)
+    assert out.count("  Graders (") == 2  # the first passing trial and the failing one
+    assert "Trial 1: PASSED (score 1.00, 120 tokens" in out
+    assert "Trial 3: PASSED (score 1.00, 120 tokens" in out
+    assert "Trial 2: FAILED (score 0.50)" in out
+    verbose = _run(tmp_path / "v", capsys, records, verbose=True)
+    assert verbose.count("  Graders (") == 4

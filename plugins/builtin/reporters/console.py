@@ -203,8 +203,14 @@ def render_stimulus(
         prompt += f" (+{len(prompts) - 1} more turns)"
     console.print(Text(prompt, style="dim"))
     several = len(trials) > 1
+    shown_passing = False
     for record in trials:
+        passing = trial_outcome(record) == "passed"
+        if several and passing and shown_passing and not verbose:
+            render_trial_line(console, record)
+            continue
         render_trial(console, record, verbose=verbose, heading=several)
+        shown_passing = shown_passing or passing
     if several:
         console.print()
         line = (
@@ -253,6 +259,24 @@ def _evidence(result: GraderResult, verbose: bool) -> str:
     if verbose:
         return cap(result.evidence, VERBOSE_EVIDENCE_LIMIT)
     return one_line(result.evidence, EVIDENCE_LIMIT)
+
+
+def render_trial_line(console: Console, record: TrialResultRecord) -> None:
+    """One line for a passing trial after the first (its graders all passed as shown)."""
+    label = Text(f"Trial {record.trial_index}: ", style="bold")
+    label.append("PASSED", style="bold green")
+    facts = []
+    if record.grade_result is not None:
+        facts.append(f"score {format_score(record.grade_result.score)}")
+    if record.trajectory is not None:
+        m = record.trajectory.metrics
+        facts.append(f"{format_count(m.token_usage.total_tokens)} tokens")
+        facts.append(f"{format_count(m.turn_count)} turns")
+        facts.append(f"{format_count(m.tool_call_count)} tool calls")
+        facts.append(format_ms(m.wall_time_ms or record.duration_ms))
+    label.append(" (" + ", ".join(facts) + ")")
+    console.print()
+    console.print(label)
 
 
 def render_trial(
