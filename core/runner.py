@@ -245,7 +245,12 @@ class TrialRunner:
         )
         record = ctx.scrubber.record(record)
         if trial_dir is not None:
-            self._write_trial_files(trial, trial_dir, record, notes)
+            task = asyncio.current_task()
+            if task is not None and not task.cancelling():
+                # File latency, not CPU, dominates here: overlap it with other trials.
+                await asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+            else:  # being cancelled: write synchronously so the record is never lost
+                self._write_trial_files(trial, trial_dir, record, notes)
         return record
 
     async def _phases(
