@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "vally.cli.grade",
     "vally.cli.compare",
     "vally.cli.experiment",
+    "vally.cli.new",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 

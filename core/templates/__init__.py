@@ -1,0 +1,1 @@
+"""Templates used by ``vally new`` to scaffold plugin packages."""
