@@ -16,8 +16,7 @@ from graders_support import (
     turn_start,
     user,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
 from vally_builtin.graders.trajectory import (

@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from vally.models.records import GradeResult, GraderResult, TrialResultRecord
 from vally.models.spec import GraderConfig, Stimulus

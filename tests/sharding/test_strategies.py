@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from vally.protocols import TrialKey
 from vally_builtin.sharding import ByStimulusStrategy, RoundRobinStrategy

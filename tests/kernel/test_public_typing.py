@@ -1,0 +1,64 @@
+"""Plugin authors who type-check strictly can import everything from the top-level package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PLUGIN = """
+from vally import (
+    BaseGrader, GradeContext, GraderMetadata, GraderResult, StrictConfig, Trajectory, hookimpl,
+)
+
+
+class Config(StrictConfig):
+    word: str
+
+
+class MyGrader(BaseGrader[Config]):
+    metadata = GraderMetadata(name="my", description="d")
+    Config = Config
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        trajectory: Trajectory = context.trajectory
+        return self.result(context, passed=self.config.word in trajectory.output, evidence="x")
+
+
+@hookimpl
+def vally_register_components(registrar: object) -> None:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_public_api_passes_mypy_strict(tmp_path: Path) -> None:
+    stubs = tmp_path / "path"
+    stubs.mkdir()
+    (stubs / "vally").symlink_to(REPO / "core")
+    (tmp_path / "my_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    example = REPO / "plugins/examples/vally-word-count-grader/src/vally_word_count_grader"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--config-file",
+            os.devnull,
+            "my_plugin.py",
+            str(example),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(stubs)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
