@@ -269,6 +269,11 @@ class Session:
         """
         registration = self.registration(kind, name)
         cls = registration.cls
+        configured = self.project_plugin_config(kind, name)
+        if configured and not _is_model(config):
+            config = {**configured, **(config or {})}
+            origin = f".vally.yaml plugin_config.{kind}.{name}"
+            where = f"{where} and {origin}" if where else origin
         validated = validate_config(kind, name, cls, config, where=where)
         try:
             instance = cls(validated)
@@ -282,6 +287,12 @@ class Session:
         if registration.provenance not in self._created:
             self._created.append(registration.provenance)
         return instance
+
+    def project_plugin_config(self, kind: PluginKind, name: str) -> dict[str, Any]:
+        """The ``.vally.yaml`` ``plugin_config`` of one plugin (empty when none)."""
+        if self.project is None:
+            return {}
+        return dict(self.project.plugin_config.get(kind, {}).get(name, {}))
 
     # ------------------------------------------------------------------ listing
 
@@ -446,3 +457,9 @@ def validate_config(
             f"invalid config for {label}{_at(where)}: " + "; ".join(problems),
             hint=f"allowed keys: {', '.join(sorted(model.model_fields)) or '(none)'}",
         ) from exc
+
+
+def _is_model(value: Any) -> bool:
+    from pydantic import BaseModel
+
+    return isinstance(value, BaseModel)

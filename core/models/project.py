@@ -118,8 +118,17 @@ class LLMSettings(SpecModel):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
+CONFIGURABLE_KINDS = ("reporter", "eval_provider", "shard_strategy")
+"""Plugin kinds whose config comes from ``.vally.yaml`` ``plugin_config`` (graders,
+executors, backends and LLM providers are configured in specs, flags and ``llm:``)."""
+
+
 class ProjectConfig(SpecModel):
-    """The whole ``.vally.yaml``."""
+    """The whole ``.vally.yaml``.
+
+    ``plugin_config`` configures plugins selected by name on the command line, keyed by
+    kind and name, e.g. ``plugin_config: {reporter: {csv: {path: trials.csv}}}``.
+    """
 
     paths: PathsConfig = Field(default_factory=PathsConfig)
     suites: dict[str, SuiteConfig] = Field(default_factory=dict)
@@ -128,6 +137,20 @@ class ProjectConfig(SpecModel):
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     params: dict[str, str] = Field(default_factory=dict)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    plugin_config: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+
+    @field_validator("plugin_config")
+    @classmethod
+    def _plugin_config_kinds(
+        cls, value: dict[str, dict[str, dict[str, Any]]]
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        unknown = sorted(set(value) - set(CONFIGURABLE_KINDS))
+        if unknown:
+            raise ValueError(
+                f"plugin_config cannot configure {', '.join(unknown)}; "
+                f"it takes {', '.join(CONFIGURABLE_KINDS)}"
+            )
+        return value
 
     @model_validator(mode="before")
     @classmethod
