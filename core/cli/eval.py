@@ -9,15 +9,15 @@ output failure) or, with ``--require-pass``, a failing verdict; 130 when interru
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from vally import components
 from vally.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -26,11 +26,10 @@ from vally.cli.common import (
     fail,
     parse_key_values,
 )
-from vally.errors import ConfigError, UnsupportedError, VallyError
+from vally.errors import ConfigError, VallyError
 
 if TYPE_CHECKING:
     from vally.models.project import ProjectConfig
-    from vally.models.spec import GraderConfig
     from vally.planner import Plan
     from vally.protocols import LoadedEval
     from vally.session import Session
@@ -215,43 +214,6 @@ def _eval_files(
     return files, None
 
 
-def _load_evals(
-    opts: EvalOptions,
-    session: Session,
-    files: Sequence[Path],
-    params: Mapping[str, str],
-    project: ProjectConfig,
-    cwd: Path,
-) -> list[LoadedEval]:
-    from vally import specs
-
-    provider_spec = opts.eval_plugin
-    base = cwd
-    if provider_spec is None and project.defaults.eval_provider:
-        provider_spec = project.defaults.eval_provider
-        session.load_project_plugins("eval_provider")
-        base = session.project_root
-    if provider_spec is None:
-        return [specs.load_eval_file(f, cli_params=params, project=project) for f in files]
-    name = session.resolve_single("eval_provider", provider_spec, base_dir=base)
-    provider = session.create("eval_provider", name, {}, where="--eval-plugin")
-    loaded: list[LoadedEval] = []
-    for file in files:
-        loaded.extend(provider.load(file, params))
-    return loaded
-
-
-@contextlib.contextmanager
-def _located(where: str) -> Iterator[None]:
-    """Prefix a plugin-not-found error with the place that named the plugin."""
-    from vally.errors import PluginNotFoundError
-
-    try:
-        yield
-    except PluginNotFoundError as exc:
-        raise PluginNotFoundError(f"{where}: {exc.message}", hint=exc.hint) from None
-
-
 def _validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> None:
     """With nothing to run (``runs: 0``), still check that every executor and grader the
     specs name exists and accepts its config (the lint-only contract)."""
@@ -261,26 +223,21 @@ def _validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> No
         ref = spec.defaults.executor
         if ref is not None:
             where = f"{source}: defaults.executor"
-            with _located(where):
+            with components.located(where):
                 session.create("executor", ref.name, ref.config, where=where)
         if skip_grade:
             continue
         for stimulus in spec.stimuli:
             for config in [*spec.graders, *stimulus.graders]:
                 where = f"{source}: stimulus {stimulus.name!r}"
-                with _located(where):
+                with components.located(where):
                     session.create("grader", config.type, config.config, where=where)
-
-
-def _grader_key(config: GraderConfig) -> str:
-    return config.type + "|" + json.dumps(config.config, sort_keys=True, default=str)
 
 
 def _prepare(opts: EvalOptions) -> _Setup:
     from vally import specs
     from vally.durations import parse_duration
     from vally.planner import PlanInput, PlanOptions, build_plan, parse_models
-    from vally.runner import executor_key
     from vally.session import Session
 
     _check_flags(opts)
@@ -308,7 +265,9 @@ def _prepare(opts: EvalOptions) -> _Setup:
         session.load_plugins(
             "executor", _plugin_paths(opts.executor_plugins, spec_base, cwd), base_dir=spec_base
         )
-    loaded = _load_evals(opts, session, files, params, project, cwd)
+    loaded = components.load_evals(
+        session, project, files, params, provider_spec=opts.eval_plugin, base=cwd
+    )
 
     tag_filter = specs.parse_tag_flags(opts.tags) if opts.tags else None
     timeout = parse_duration(opts.timeout, field="--timeout") if opts.timeout else None
@@ -346,90 +305,28 @@ def _prepare(opts: EvalOptions) -> _Setup:
             exc.message, location=exc.location, hint=f"{exc.hint}; installed executors: {names}"
         ) from None
 
-    # --- executors: resolved, checked and built before anything runs
-    executors: dict[str, Any] = {}
-    for trial in plan.trials:
-        ref = trial.executor
-        key = executor_key(ref.name, ref.config)
-        if key not in executors:
-            where = f"{trial.loaded.source}: defaults.executor"
-            with _located(where):
-                executors[key] = session.create("executor", ref.name, ref.config, where=where)
-        if trial.stimulus.is_multi_turn and not getattr(executors[key], "supports_turns", False):
-            raise UnsupportedError(
-                f"executor {ref.name!r} does not support turns, but stimulus "
-                f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
-                hint="use an executor that supports multi-turn sessions, or write the "
-                "stimulus as one prompt",
-            )
-
-    # --- graders: validated once per distinct config, shared by the trials
-    graders: dict[str, Any] = {}
-    by_id: dict[int, Any] = {}
-    if not opts.skip_grade:
-        for trial in plan.trials:
-            for config in trial.graders:
-                if id(config) in by_id:
-                    continue
-                key = _grader_key(config)
-                if key not in graders:
-                    where = f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}"
-                    with _located(where):
-                        graders[key] = session.create(
-                            "grader", config.type, config.config, where=where
-                        )
-                by_id[id(config)] = graders[key]
-
-    def create_grader(config: GraderConfig) -> Any:
-        found = by_id.get(id(config))
-        if found is None:
-            key = _grader_key(config)
-            found = graders.get(key)
-            if found is None:
-                found = graders[key] = session.create("grader", config.type, config.config)
-        return found
-
+    # --- executors and graders: resolved, checked and built before anything runs
+    executors = components.build_executors(session, plan.trials)
+    create_grader = components.build_grader_factory(
+        session, plan.trials, validate=not opts.skip_grade
+    )
     if plan.lint_only:
         _validate_unplanned(plan, session, skip_grade=opts.skip_grade)
 
     # --- backend
     backend = None
     if plan.trials:
-        backend_spec = opts.backend
-        backend_args: Mapping[str, Any] = parse_key_values(
-            opts.backend_args, flag="--backend-args", collect_repeats=True
-        )
-        base = cwd
-        if backend_spec is None and project.defaults.backend is not None:
-            backend_spec = project.defaults.backend.name
-            backend_args = dict(project.defaults.backend.args)
-            base = root or cwd
-        backend_name = session.resolve_single("backend", backend_spec or "local", base_dir=base)
-        backend_cls = session.plugin_class("backend", backend_name)
-        backend = session.create(
-            "backend",
-            backend_name,
-            _listify(backend_cls, backend_args),
-            where="--backend-args" if opts.backend_args else ".vally.yaml defaults.backend",
+        backend = components.build_backend(
+            session,
+            project,
+            flag_spec=opts.backend,
+            flag_args=parse_key_values(
+                opts.backend_args, flag="--backend-args", collect_repeats=True
+            ),
+            flag_base=cwd,
+            project_root=root,
         )
     return _Setup(cwd, project, root, session, plan, executors, create_grader, backend, params)
-
-
-def _listify(cls: Any, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Wrap a single ``--backend-args`` value in a list when the backend's config field is a
-    list (a repeated key already is one)."""
-    import typing
-
-    fields = getattr(getattr(cls, "Config", None), "model_fields", {})
-    out: dict[str, Any] = {}
-    for key, value in args.items():
-        field_info = fields.get(key)
-        annotation = getattr(field_info, "annotation", None)
-        origins = {typing.get_origin(annotation)} | {
-            typing.get_origin(a) for a in typing.get_args(annotation)
-        }
-        out[key] = [value] if isinstance(value, str) and list in origins else value
-    return out
 
 
 # --------------------------------------------------------------------------- running
@@ -549,7 +446,7 @@ def run_eval(opts: EvalOptions) -> int:
         scrubber=scrubber,
         run_dir=run_dir,
         skip_grade=opts.skip_grade,
-        llm=_llm_provider(setup),
+        llm=components.llm_provider_for(setup.session, setup.project, setup.plan.trials),
     )
     engine = RunEngine(
         context,
@@ -596,33 +493,6 @@ def run_eval(opts: EvalOptions) -> int:
         _echo(f"--require-pass: the verdict of {failed} failed")
         return EXIT_FAILURE
     return EXIT_OK
-
-
-def _llm_provider(setup: _Setup) -> Any:
-    """The project's LLM provider when a planned executor or grader needs one, else None."""
-    types = {config.type for trial in setup.plan.trials for config in trial.graders}
-    executors = {trial.executor.name for trial in setup.plan.trials}
-    needed = any(
-        getattr(setup.session.plugin_class("executor", name), "requires_llm", False)
-        for name in sorted(executors)
-    )
-    for name in sorted(types):
-        cls = setup.session.plugin_class("grader", name)
-        behavior = getattr(getattr(cls, "metadata", None), "behavior", None)
-        if behavior is not None and behavior.requires_llm_client:
-            needed = True
-            break
-    if not needed:
-        return None
-    from vally.llm import provider_config_from_settings
-
-    settings = setup.project.llm
-    return setup.session.create(
-        "llm_provider",
-        settings.provider,
-        provider_config_from_settings(settings),
-        where=".vally.yaml llm",
-    )
 
 
 # --------------------------------------------------------------------------- typer

@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, ClassVar
 
 import typer
 
+from vally import components
 from vally.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -42,7 +43,7 @@ from vally.cli.common import (
     fail,
     parse_key_values,
 )
-from vally.errors import ConfigError, OutputError, UnsupportedError, VallyError
+from vally.errors import ConfigError, OutputError, VallyError
 from vally.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -283,39 +284,6 @@ class _Setup:
     selected: list[TrialKey] = field(default_factory=list)
 
 
-def _load_evals(
-    opts: ExperimentOptions,
-    experiment: ExperimentFile,
-    session: Session,
-    files: Sequence[Path],
-    params: Mapping[str, str],
-    project: ProjectConfig,
-    base: Path,
-) -> list[LoadedEval]:
-    from vally import specs
-
-    provider_spec = opts.eval_plugin or experiment.eval_plugin
-    provider_base = base
-    if provider_spec is None and project.defaults.eval_provider:
-        provider_spec = project.defaults.eval_provider
-        session.load_project_plugins("eval_provider")
-        provider_base = session.project_root
-    if provider_spec is None:
-        return [specs.load_eval_file(f, cli_params=params, project=project) for f in files]
-    if opts.eval_plugin or experiment.eval_plugin:
-        provider_spec = _plugin_paths([provider_spec], base)[0]
-    name = session.resolve_single("eval_provider", provider_spec, base_dir=provider_base)
-    provider = session.create("eval_provider", name, {}, where="--eval-plugin")
-    loaded: list[LoadedEval] = []
-    for file in files:
-        loaded.extend(provider.load(file, params))
-    return loaded
-
-
-def _grader_key(config: Any) -> str:
-    return str(config.type) + "|" + json.dumps(config.config, sort_keys=True, default=str)
-
-
 def prepare(opts: ExperimentOptions, *, build_components: bool = True) -> _Setup:
     """Load, resolve and plan an experiment; build executors, graders and the backend.
 
@@ -352,7 +320,12 @@ def prepare(opts: ExperimentOptions, *, build_components: bool = True) -> _Setup
         session.load_plugins("grader", _plugin_paths(grader_plugins, base), base_dir=base)
     if executor_plugins:
         session.load_plugins("executor", _plugin_paths(executor_plugins, base), base_dir=base)
-    loaded = _load_evals(opts, experiment, session, files, params, project, base)
+    provider_spec = opts.eval_plugin or experiment.eval_plugin
+    if provider_spec is not None:
+        provider_spec = _plugin_paths([provider_spec], base)[0]
+    loaded = components.load_evals(
+        session, project, files, params, provider_spec=provider_spec, base=base
+    )
     resolved = resolve_experiment(experiment, loaded, only_variant=opts.variant)
 
     order = {name: i for i, name in enumerate(resolved.variants)}
@@ -390,61 +363,23 @@ def prepare(opts: ExperimentOptions, *, build_components: bool = True) -> _Setup
 
 
 def _build_components(opts: ExperimentOptions, setup: _Setup, *, backend: bool = True) -> None:
-    from vally.runner import executor_key
-
     session = setup.session
-    plan = setup.plan
-    executors: dict[str, Any] = {}
-    for trial in plan.trials:
-        ref = trial.executor
-        key = executor_key(ref.name, ref.config)
-        if key not in executors:
-            executors[key] = session.create(
-                "executor", ref.name, ref.config, where=f"{trial.loaded.source}: defaults.executor"
-            )
-        if trial.stimulus.is_multi_turn and not getattr(executors[key], "supports_turns", False):
-            raise UnsupportedError(
-                f"executor {ref.name!r} does not support turns, but stimulus "
-                f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
-                hint="use an executor that supports multi-turn sessions",
-            )
-    graders: dict[str, Any] = {}
-    for trial in plan.trials:
-        for config in trial.graders:
-            key = _grader_key(config)
-            if key not in graders:
-                graders[key] = session.create(
-                    "grader",
-                    config.type,
-                    config.config,
-                    where=f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}",
-                )
-
-    def create_grader(config: Any) -> Any:
-        key = _grader_key(config)
-        found = graders.get(key)
-        if found is None:
-            found = graders[key] = session.create("grader", config.type, config.config)
-        return found
-
-    selected_backend = None
-    if plan.trials and backend:
-        backend_spec = opts.backend
-        backend_args: Mapping[str, Any] = parse_key_values(
-            opts.backend_args, flag="--backend-args", collect_repeats=True
-        )
+    trials = setup.plan.trials
+    setup.executors = components.build_executors(session, trials)
+    setup.create_grader = components.build_grader_factory(session, trials)
+    setup.backend = None
+    if trials and backend:
         base = setup.experiment_path.parent
-        if backend_spec is None and setup.project.defaults.backend is not None:
-            backend_spec = setup.project.defaults.backend.name
-            backend_args = dict(setup.project.defaults.backend.args)
-            base = setup.project_root or base
-        elif backend_spec is not None:
-            backend_spec = _plugin_paths([backend_spec], base)[0]
-        name = session.resolve_single("backend", backend_spec or "local", base_dir=base)
-        selected_backend = session.create("backend", name, backend_args, where="--backend-args")
-    setup.executors = executors
-    setup.create_grader = create_grader
-    setup.backend = selected_backend
+        setup.backend = components.build_backend(
+            session,
+            setup.project,
+            flag_spec=_plugin_paths([opts.backend], base)[0] if opts.backend else None,
+            flag_args=parse_key_values(
+                opts.backend_args, flag="--backend-args", collect_repeats=True
+            ),
+            flag_base=base,
+            project_root=setup.project_root,
+        )
 
 
 # --------------------------------------------------------------------------- dry run
@@ -855,7 +790,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
         emitter=session.emitter,
         scrubber=scrubber,
         run_dir=None,  # per-trial folders come from the experiment trial runner below
-        llm=_llm_provider(setup),
+        llm=components.llm_provider_for(setup.session, setup.project, setup.plan.trials),
     )
     engine = RunEngine(context, plan.evals, workers=workers, plugins=session.provenance())
     blocks = _experiment_blocks(setup, run_id, shard_label)
@@ -993,29 +928,6 @@ def run_experiment(opts: ExperimentOptions) -> int:
         elif _run_compare(setup, opts, run_dir) != EXIT_OK:
             code = EXIT_FAILURE
     return code
-
-
-def _llm_provider(setup: _Setup) -> Any:
-    """The project's LLM provider when a planned grader or executor needs one, else None."""
-    types = {config.type for trial in setup.plan.trials for config in trial.graders}
-    needed = False
-    for name in sorted(types):
-        cls = setup.session.plugin_class("grader", name)
-        behavior = getattr(getattr(cls, "metadata", None), "behavior", None)
-        if behavior is not None and behavior.requires_llm_client:
-            needed = True
-            break
-    if not needed:
-        return None
-    from vally.llm import provider_config_from_settings
-
-    settings = setup.project.llm
-    return setup.session.create(
-        "llm_provider",
-        settings.provider,
-        provider_config_from_settings(settings),
-        where=".vally.yaml llm",
-    )
 
 
 # --------------------------------------------------------------------------- merge

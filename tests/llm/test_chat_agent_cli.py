@@ -60,3 +60,42 @@ def test_vally_eval_runs_the_chat_agent_with_the_project_llm(
     assert len(trajectory["metadata"]["extra"]["harness_sha256"]) == 64
     assert [r.model for r in chat_server.requests] == ["m1", "m1"]
     assert chat_server.requests[0].headers["authorization"] == "Bearer sk-cli-test"
+
+
+EXPERIMENT_YAML = """\
+name: models
+evals: [eval.yaml]
+vary: [/defaults/model]
+baseline: small
+variants:
+  small: {overrides: {model: m-small}}
+  large: {overrides: {model: m-large}}
+"""
+
+
+def test_experiment_variants_run_the_chat_agent_with_their_models(
+    chat_server: ChatServer, tmp_path: Path
+) -> None:
+    chat_server.default = _agent
+    (tmp_path / "eval.yaml").write_text(EVAL_YAML)
+    (tmp_path / "experiment.yaml").write_text(EXPERIMENT_YAML)
+    (tmp_path / ".vally.yaml").write_text(
+        f"llm:\n  base_url: {chat_server.base_url}\n  api_key_env: CHAT_CLI_TEST_KEY\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["CHAT_CLI_TEST_KEY"] = "sk-cli-test"
+    proc = subprocess.run(
+        [sys.executable, "-m", "vally", "experiment", "run", "experiment.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for variant, model in (("small", "m-small"), ("large", "m-large")):
+        [results] = list(tmp_path.glob(f"**/{variant}/results.jsonl"))
+        [record] = [json.loads(line) for line in results.read_text().splitlines()]
+        assert record["gradeResult"]["passed"] is True, record["error"]
+        assert record["trajectory"]["metadata"]["model"] == model
+    assert sorted({r.model for r in chat_server.requests}) == ["m-large", "m-small"]
