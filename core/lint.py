@@ -44,7 +44,7 @@ from vally.errors import ConfigError, VallyError
 from vally.models.project import ProjectConfig
 from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig
 from vally.skills import find_skills, read_skill
-from vally.specs import check_paths, load_eval_with_positions
+from vally.specs import check_paths, find_project, load_eval_with_positions, source_root
 from vally.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
 
 if TYPE_CHECKING:
@@ -365,12 +365,12 @@ def _check_constraints(
 
 def _check_environment(
     out: _Collector, env: EnvironmentConfig | str | None, base: tuple[str | int, ...],
-    base_dir: Path, key: str,
+    base_dir: Path, key: str, src_root: Path | None = None,
 ) -> None:
     if not isinstance(env, EnvironmentConfig):
         return
     path = (*base, key)
-    for problem in check_paths(env, base_dir):
+    for problem in check_paths(env, base_dir, src_root):
         severity: Severity = "error"
         out.add(problem.code, severity, (*path, *problem.path), problem.message)
 
@@ -389,11 +389,16 @@ def lint_eval_file(
     project: ProjectConfig | None = None,
     cli_params: Mapping[str, str] | None = None,
     executors: GraderCatalog | None = None,
+    project_root: Path | None = None,
 ) -> list[Diagnostic]:
     """Every diagnostic of one eval file. Load errors become ``invalid-spec`` diagnostics.
 
-    ``executors`` (optional) enables the ``defaults.executor`` checks.
+    ``executors`` (optional) enables the ``defaults.executor`` checks. ``project_root``
+    (found from the file when not given) bounds ``files[].src``.
     """
+    if project_root is None:
+        _, project_root = find_project(path.parent)
+    src_root = source_root(path, project_root)
     try:
         loaded, positions = load_eval_with_positions(
             path, cli_params=cli_params or {}, project=project
@@ -422,7 +427,9 @@ def lint_eval_file(
     root_classes = _check_graders(out, catalog, spec.graders, (), raw.get("graders"))
     _check_constraints(out, spec.constraints, ())
     # A named environment was anchored to .vally.yaml's folder already (absolute paths).
-    _check_environment(out, spec.environment, (), base_dir, _env_key(positions, ()))
+    _check_environment(
+        out, spec.environment, (), base_dir, _env_key(positions, ()), src_root
+    )
 
     used_types = {g.type for g in spec.graders}
     seen_names: dict[str, int] = {}
@@ -464,7 +471,9 @@ def lint_eval_file(
                 key=True,
             )
         _check_constraints(out, stimulus.constraints, base)
-        _check_environment(out, stimulus.environment, base, base_dir, _env_key(positions, base))
+        _check_environment(
+            out, stimulus.environment, base, base_dir, _env_key(positions, base), src_root
+        )
         for a_index, pattern in enumerate(stimulus.artifacts):
             text = pattern.replace("\\", "/")
             if text.startswith("/") or text == ".." or text.startswith("../") or "/../" in text:

@@ -569,18 +569,54 @@ def merge_environments(base: EnvironmentConfig, overlay: EnvironmentConfig) -> E
     )
 
 
+def source_root(eval_file: Path, project_root: Path | None) -> Path:
+    """The folder ``files[].src`` must stay in: the project (the folder of ``.vally.yaml``)
+    when the eval file lies inside it, else the git repository holding the eval file, else
+    the eval file's own folder."""
+    folder = eval_file.resolve().parent
+    if project_root is not None:
+        root = project_root.resolve()
+        if folder == root or root in folder.parents:
+            return root
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def confine_src(src: str, root: Path, *, location: SourceLocation | None = None) -> None:
+    """Reject a ``files[].src`` that resolves (links followed) outside ``root``.
+
+    Raises:
+        PathEscapeError: The source lies outside ``root``.
+    """
+    resolved = Path(src).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise PathEscapeError(
+            f"files[].src {src!r} resolves outside {root}",
+            location=location,
+            hint="copy the fixture into the project (the folder of .vally.yaml, or the git "
+            "repository) and point src at it; sources may not leave the project",
+        )
+
+
 def resolve_environment(
-    loaded: LoadedEval, stimulus: Stimulus, project: ProjectConfig
+    loaded: LoadedEval,
+    stimulus: Stimulus,
+    project: ProjectConfig,
+    project_root: Path | None = None,
 ) -> EnvironmentConfig:
     """The effective environment of ``stimulus``.
 
     The root environment (inline, or named in ``.vally.yaml``) and the stimulus environment
     are anchored to the eval file's folder and merged (:func:`merge_environments`). Every
-    ``files[].dest`` is confined to the workspace.
+    ``files[].dest`` is confined to the workspace and every ``files[].src`` to the project
+    (see :func:`source_root`).
 
     Raises:
         ConfigError: The named environment does not exist.
-        PathEscapeError: A ``dest`` is absolute or leaves the workspace.
+        PathEscapeError: A ``dest`` is absolute or leaves the workspace, or a ``src`` leaves
+            the project.
     """
     base_dir = loaded.source.parent
     root_env = loaded.spec.environment
@@ -590,6 +626,9 @@ def resolve_environment(
     overlay = anchor_environment(stimulus.environment or EnvironmentConfig(), base_dir)
     merged = merge_environments(base, overlay)
     where = SourceLocation(str(loaded.source))
+    allowed = source_root(loaded.source, project_root)
+    for entry in merged.files:
+        confine_src(entry.src, allowed, location=where)
     files = [
         FileEntry(src=f.src, dest=confine_dest(f.dest or _default_dest(f.src), location=where))
         for f in merged.files
@@ -612,10 +651,13 @@ class PathProblem:
     message: str
 
 
-def check_paths(env: EnvironmentConfig, base_dir: Path) -> list[PathProblem]:
+def check_paths(
+    env: EnvironmentConfig, base_dir: Path, src_root: Path | None = None
+) -> list[PathProblem]:
     """Check an environment's paths without copying anything.
 
     * ``files[].dest`` absolute or outside the workspace -> ``path-escape``;
+    * ``files[].src`` outside ``src_root`` (when given) -> ``path-escape``;
     * ``files[].src`` (relative to ``base_dir``) missing -> ``environment-file-not-found``;
     * a ``skills`` folder missing -> ``environment-file-not-found``.
     """
@@ -630,6 +672,11 @@ def check_paths(env: EnvironmentConfig, base_dir: Path) -> list[PathProblem]:
                     f"files[{index}].src '{entry.src}' does not exist (looked for {src})",
                 )
             )
+        if src_root is not None:
+            try:
+                confine_src(str(src), src_root)
+            except PathEscapeError as exc:
+                problems.append(PathProblem("path-escape", ("files", index, "src"), exc.message))
         dest = entry.dest if entry.dest else _default_dest(entry.src)
         try:
             confine_dest(dest)

@@ -288,7 +288,7 @@ def _prepare(opts: EvalOptions) -> _Setup:
         return specs.matches_tag_filter(specs.stimulus_tags(item.spec, stimulus), suite_filter)
 
     def resolve(item: LoadedEval, stimulus: Any) -> Any:
-        return specs.resolve_environment(item, stimulus, project)
+        return specs.resolve_environment(item, stimulus, project, root)
 
     try:
         plan = build_plan(

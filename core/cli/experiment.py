@@ -336,7 +336,7 @@ def prepare(opts: ExperimentOptions, *, build_components: bool = True) -> _Setup
     options = PlanOptions(workspace_root=_absolute(cwd, opts.workspace) if opts.workspace else None)
 
     def resolve(item: LoadedEval, stimulus: Any) -> Any:
-        return specs.resolve_environment(item, stimulus, project)
+        return specs.resolve_environment(item, stimulus, project, root)
 
     plan = build_plan(inputs, options, resolve_environment=resolve)
     setup = _Setup(cwd, experiment_path, experiment, project, root, session, resolved, plan, params)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -283,3 +285,21 @@ def test_cli_checks_executor_name_and_config(tmp_path: Path) -> None:
     assert f"{spec}:1:23: error[unknown-executor]: unknown executor 'comand'" in result.output
     spec.write_text("defaults: { executor: mock }\n" + GOOD)
     assert runner.invoke(app, ["lint", str(tmp_path), "-e", str(spec)]).exit_code == 0
+
+
+def test_src_leaving_the_eval_folder_is_a_path_escape(tmp_path: Path) -> None:
+    (tmp_path / "outside.txt").write_text("x")
+    folder = tmp_path / "e"
+    folder.mkdir()
+    spec = folder / "eval.yaml"
+    spec.write_text(
+        "defaults: {executor: mock}\nstimuli:\n  - name: a\n    prompt: p\n"
+        "    environment:\n      files: [{src: ../outside.txt}]\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vally", "lint", "-e", str(spec), "--format", "json"],
+        cwd=folder, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1
+    found = json.loads(proc.stdout)["diagnostics"]
+    assert [(d["code"], d["line"]) for d in found] == [("path-escape", 6)]

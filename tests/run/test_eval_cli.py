@@ -117,6 +117,23 @@ def test_unknown_executor_fails_before_anything_runs(project: Path) -> None:
     assert not run.output_dir.exists()
 
 
+def test_files_src_outside_the_project_fails_before_anything_runs(project: Path) -> None:
+    outside = project.parent / f"{project.name}-secret.txt"
+    outside.write_text("not yours", encoding="utf-8")
+    try:
+        text = (
+            "defaults: {executor: mock}\nstimuli:\n  - name: s\n    prompt: p\n"
+            f"    environment: {{files: [{{src: ../{outside.name}}}]}}\n"
+        )
+        run = run_vally(["-e", str(write_spec(project, text))], project)
+    finally:
+        outside.unlink()
+    assert run.code == 1
+    assert "VALLY_PATH_ESCAPE" in run.stderr and outside.name in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not run.output_dir.exists()
+
+
 def test_spec_without_executor_names_the_fix(project: Path) -> None:
     text = "stimuli:\n  - {name: s, prompt: p}\n"
     spec = write_spec(project, text)

@@ -123,3 +123,49 @@ def test_src_may_point_to_a_sibling_folder(tmp_path: Path) -> None:
         ("path-escape", ("files", 1, "dest")),
         ("environment-file-not-found", ("skills", 0)),
     ]
+
+
+SRC_SPEC = "stimuli:\n  - name: a\n    prompt: p\n    environment:\n      files: [{src: %s}]\n"
+
+
+def test_src_is_confined_to_the_eval_folder_without_a_project(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("x")
+    loaded, folder = _load(tmp_path, SRC_SPEC % "../../secret.txt")
+    with pytest.raises(PathEscapeError, match=r"secret\.txt") as info:
+        resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig())
+    assert str(folder / "eval.yaml") in str(info.value)
+
+
+def test_src_may_leave_the_eval_folder_inside_the_project(tmp_path: Path) -> None:
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "data.txt").write_text("x")
+    loaded, _ = _load(tmp_path, SRC_SPEC % "../../fixtures/data.txt")
+    env = resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig(), tmp_path)
+    assert env.files[0].src == str(tmp_path / "fixtures" / "data.txt")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("x")
+    try:
+        loaded2, _ = _load(tmp_path / "p2", SRC_SPEC % f"../../../../{outside.name}")
+        with pytest.raises(PathEscapeError):
+            resolve_environment(loaded2, loaded2.spec.stimuli[0], ProjectConfig(), tmp_path)
+    finally:
+        outside.unlink()
+
+
+def test_src_link_pointing_outside_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere.txt").write_text("x")
+    loaded, folder = _load(tmp_path, SRC_SPEC % "link.txt")
+    (folder / "link.txt").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(PathEscapeError):
+        resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig())
+    problems = check_paths(loaded.spec.stimuli[0].environment, folder, folder)  # type: ignore[arg-type]
+    assert [(p.code, p.path) for p in problems] == [("path-escape", ("files", 0, "src"))]
+
+
+def test_without_a_project_file_the_git_repository_bounds_src(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "data.txt").write_text("x")
+    loaded, _ = _load(tmp_path, SRC_SPEC % "../../fixtures/data.txt")
+    env = resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig())
+    assert env.files[0].src == str(tmp_path / "fixtures" / "data.txt")
