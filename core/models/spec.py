@@ -28,8 +28,9 @@ def _rename_alias(data: Any, old: str, new: str) -> Any:
 class FileEntry(SpecModel):
     """A file or directory copied into the workspace before the agent runs.
 
-    ``src`` is relative to the file that declares it (the eval spec); ``dest`` is relative to
-    the workspace. Both must stay inside their roots.
+    ``src`` is relative to the file that declares it (the eval spec) and must stay inside
+    the project (the folder of ``.vally.yaml``, else the git repository, else the eval's
+    folder); ``dest`` is relative to the workspace and must stay inside it.
     """
 
     src: str
