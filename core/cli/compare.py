@@ -18,6 +18,7 @@ from vally.cli.common import EXIT_USAGE, parse_key_values, user_errors
 if TYPE_CHECKING:
     from vally.compare import ComparisonResult, PairResult
     from vally.models.records import TrialResultRecord
+    from vally.models.spec import EvalSpec
     from vally.session import Session
 
 DEFAULT_JUDGE_TIMEOUT = 120.0
@@ -113,7 +114,33 @@ def _rubrics(request: CompareRequest) -> dict[str, list[str]] | None:
 
     project, _ = find_project(request.eval_spec.parent)
     loaded = load_eval_file(request.eval_spec, cli_params=request.params, project=project)
+    for warning in ignored_evidence(loaded.spec):
+        typer.echo(f"warning: {warning}", err=True)
     return {s.name: list(s.rubric) for s in loaded.spec.stimuli if s.rubric}
+
+
+UNSUPPORTED_EVIDENCE = ("diff", "golden_patch", "repo")
+"""Evidence kinds a spec's judge may ask for that comparisons never deliver."""
+
+
+def ignored_evidence(spec: EvalSpec) -> list[str]:
+    """Warnings for judge graders whose ``evidence`` selects kinds compare ignores: it
+    always gives each run's output, timeline and metrics, never workspace diffs, golden
+    patches or repository snapshots."""
+    warnings = []
+    for stimulus in spec.stimuli:
+        for grader in [*spec.graders, *stimulus.graders]:
+            evidence = grader.config.get("evidence")
+            if not isinstance(evidence, list):
+                continue
+            ignored = [kind for kind in evidence if kind in UNSUPPORTED_EVIDENCE]
+            if ignored:
+                warnings.append(
+                    f"stimulus {stimulus.name!r}: the {grader.type} grader asks for "
+                    f"{', '.join(ignored)} evidence; compare ignores it and judges output, "
+                    "timeline and metrics only"
+                )
+    return warnings
 
 
 def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]:

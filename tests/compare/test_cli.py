@@ -36,15 +36,21 @@ def vally(server: ChatServer, *args: str, cwd: Path) -> subprocess.CompletedProc
     env.pop("EVAL_JUDGE_MODEL", None)
     return subprocess.run(
         [sys.executable, "-m", "vally", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def judge(decide: Callable[[str, bool], Any]) -> Callable[[Any], Any]:
     """A responder: decide(stimulus task text, treatment_is_A) -> Reply."""
+
     def respond(request: Any) -> Any:
         first = request.messages[1]["content"]
         return decide(first, "Response A: run-2" in first)
+
     return respond
 
 
@@ -68,8 +74,19 @@ def test_complete_comparison_exit_0_and_output(server: ChatServer, tmp_path: Pat
     server.default = judge(treatment_better)
     base, treat = runs(tmp_path)
     out = tmp_path / "cmp.jsonl"
-    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
-                 "--judge-model", "judge-1", "--output", str(out), cwd=tmp_path)
+    proc = vally(
+        server,
+        "compare",
+        "--baseline",
+        str(base),
+        "--treatment",
+        str(treat),
+        "--judge-model",
+        "judge-1",
+        "--output",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Win rate: 3 W / 0 T / 0 L" in proc.stdout
     assert "Mean score: +1.00" in proc.stdout and "(3 stimuli, 3 pairs)" in proc.stdout
@@ -89,8 +106,19 @@ def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: P
     server.default = judge(decide)
     base, treat = runs(tmp_path)
     out = tmp_path / "cmp.jsonl"
-    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
-                 "--judge-model", "j", "--output", str(out), cwd=tmp_path)
+    proc = vally(
+        server,
+        "compare",
+        "--baseline",
+        str(base),
+        "--treatment",
+        str(treat),
+        "--judge-model",
+        "j",
+        "--output",
+        str(out),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert "⚠ Judged 2 of 3 matched pairs — 1 failed during judging." in proc.stdout
     assert "cover only the 2 judged pairs" in proc.stdout
@@ -106,8 +134,17 @@ def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: P
 def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: Path) -> None:
     server.default = error(401, "bad key")
     base, treat = runs(tmp_path)
-    proc = vally(server, "compare", "--baseline", str(base), "--treatment", str(treat),
-                 "--judge-model", "j", cwd=tmp_path)
+    proc = vally(
+        server,
+        "compare",
+        "--baseline",
+        str(base),
+        "--treatment",
+        str(treat),
+        "--judge-model",
+        "j",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert "No statistics available — every matched pair failed" in proc.stdout
     assert "Win rate" not in proc.stdout
@@ -131,7 +168,11 @@ def test_experiment_mode_uses_recorded_baseline(server: ChatServer, tmp_path: Pa
         for s in "ab":
             r = record(s)
             r.experiment = ExperimentBlock(
-                run_id="r", experiment="x", variant=variant, eval_hash="e", config_hash=variant,
+                run_id="r",
+                experiment="x",
+                variant=variant,
+                eval_hash="e",
+                config_hash=variant,
                 baseline="control",
             )
             records.append(r)
@@ -150,7 +191,43 @@ def test_usage_errors(server: ChatServer, tmp_path: Path) -> None:
     assert both.returncode == 2
     neither = vally(server, "compare", "--baseline", str(base), cwd=tmp_path)
     assert neither.returncode == 2
-    missing = vally(server, "compare", "--baseline", str(tmp_path / "x.jsonl"),
-                    "--treatment", str(treat), cwd=tmp_path)
+    missing = vally(
+        server,
+        "compare",
+        "--baseline",
+        str(tmp_path / "x.jsonl"),
+        "--treatment",
+        str(treat),
+        cwd=tmp_path,
+    )
     assert missing.returncode == 1 and "no results" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_eval_spec_overrides_rubric_and_warns_about_ignored_evidence(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    server.default = judge(treatment_better)
+    base, treat = runs(tmp_path, "a")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(
+        "defaults: {executor: mock}\nstimuli:\n  - name: a\n    prompt: do a\n"
+        "    rubric: [OVERRIDDEN-RUBRIC-LINE]\n"
+        "    graders: [{type: prompt, config: {evidence: [diff, repo]}}]\n"
+    )
+    proc = vally(
+        server,
+        "compare",
+        "--baseline",
+        str(base),
+        "--treatment",
+        str(treat),
+        "-e",
+        str(spec),
+        "--judge-model",
+        "j",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "diff, repo evidence; compare ignores it" in proc.stderr
+    assert all("OVERRIDDEN-RUBRIC-LINE" in r.messages[1]["content"] for r in server.requests)
