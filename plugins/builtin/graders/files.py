@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -228,134 +228,99 @@ async def _files_with(
     return found, hits
 
 
-class FileContainsGrader(BaseGrader[ContainsConfig]):
+class _FileContentGrader(BaseGrader[Any]):
+    """Shared logic of the content graders: read the files matching ``path`` through the
+    sandbox and test each one's content; subclasses set the test, the verdict's direction
+    and the evidence texts (formatted with ``what``, ``path``, ``hits`` and ``found``)."""
+
+    negate: ClassVar[bool] = False
+    hit_text: ClassVar[str]
+    no_files_text: ClassVar[str]
+    miss_text: ClassVar[str]
+
+    def content_test(self) -> re.Pattern[str] | tuple[str, bool]:
+        """A compiled pattern, or ``(text, case_sensitive)``."""
+        raise NotImplementedError
+
+    def what(self) -> str:
+        """How the searched text or pattern is shown in evidence."""
+        raise NotImplementedError
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """Read matching files through the sandbox and test their content."""
+        sandbox = require_sandbox(context, self.metadata.name)
+        path = self.config.path
+        found, hits = await _files_with(sandbox, path, self.content_test())
+        texts = {"what": self.what(), "path": path}
+        if hits:
+            evidence = self.hit_text.format(**texts, hits=describe_list(hits))
+            return self.result(
+                context, passed=not self.negate, evidence=evidence, metadata={"files": hits}
+            )
+        template = self.miss_text if found else self.no_files_text
+        evidence = template.format(**texts, found=describe_list(found))
+        return self.result(context, passed=self.negate, evidence=evidence)
+
+
+class FileContainsGrader(_FileContentGrader):
     """Passes when some file matching ``path`` contains ``value``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-contains", "A workspace file matching a path or glob contains a text."
     )
     Config = ContainsConfig
+    hit_text = "{what} found in {hits}"
+    no_files_text = "No files matching '{path}' found"
+    miss_text = "{what} not found in files matching '{path}' (checked: {found})"
 
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Read matching files through the sandbox and look for the text."""
-        sandbox = require_sandbox(context, "file-contains")
-        cfg = self.config
-        found, hits = await _files_with(sandbox, cfg.path, (cfg.value, cfg.case_sensitive))
-        if hits:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"'{shorten(cfg.value)}' found in {describe_list(hits)}",
-                metadata={"files": hits},
-            )
-        if not found:
-            return self.result(
-                context, passed=False, evidence=f"No files matching '{cfg.path}' found"
-            )
-        return self.result(
-            context,
-            passed=False,
-            evidence=f"'{shorten(cfg.value)}' not found in files matching '{cfg.path}' "
-            f"(checked: {describe_list(found)})",
-        )
+    def content_test(self) -> tuple[str, bool]:
+        """The text and its case sensitivity."""
+        return self.config.value, self.config.case_sensitive
+
+    def what(self) -> str:
+        """The text, quoted and shortened."""
+        return f"'{shorten(self.config.value)}'"
 
 
-class FileNotContainsGrader(BaseGrader[ContainsConfig]):
+class FileNotContainsGrader(FileContainsGrader):
     """Passes when no file matching ``path`` contains ``value``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-not-contains", "No workspace file matching a path or glob contains a text."
     )
-    Config = ContainsConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Read matching files through the sandbox; finding the text fails."""
-        sandbox = require_sandbox(context, "file-not-contains")
-        cfg = self.config
-        found, hits = await _files_with(sandbox, cfg.path, (cfg.value, cfg.case_sensitive))
-        if hits:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"'{shorten(cfg.value)}' found in {describe_list(hits)} "
-                "(it must be absent)",
-                metadata={"files": hits},
-            )
-        if not found:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"No files matching '{cfg.path}' found (nothing holds the text)",
-            )
-        return self.result(
-            context,
-            passed=True,
-            evidence=f"'{shorten(cfg.value)}' not found in {describe_list(found)}",
-        )
+    negate = True
+    hit_text = "{what} found in {hits} (it must be absent)"
+    no_files_text = "No files matching '{path}' found (nothing holds the text)"
+    miss_text = "{what} not found in {found}"
 
 
-class FileMatchesGrader(BaseGrader[FilePatternConfig]):
+class FileMatchesGrader(_FileContentGrader):
     """Passes when the content of some file matching ``path`` matches ``pattern``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-matches", "A workspace file's content matches a regular expression."
     )
     Config = FilePatternConfig
+    hit_text = "{what} matched in {hits}"
+    no_files_text = "No files matching '{path}' found"
+    miss_text = "{what} did not match any file matching '{path}' (checked: {found})"
 
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Read matching files through the sandbox and search the pattern."""
-        sandbox = require_sandbox(context, "file-matches")
-        cfg = self.config
-        regex = compile_pattern(cfg.pattern, cfg.flags)
-        found, hits = await _files_with(sandbox, cfg.path, regex)
-        if hits:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"/{cfg.pattern}/ matched in {describe_list(hits)}",
-                metadata={"files": hits},
-            )
-        if not found:
-            return self.result(
-                context, passed=False, evidence=f"No files matching '{cfg.path}' found"
-            )
-        return self.result(
-            context,
-            passed=False,
-            evidence=f"/{cfg.pattern}/ did not match any file matching '{cfg.path}' "
-            f"(checked: {describe_list(found)})",
-        )
+    def content_test(self) -> re.Pattern[str]:
+        """The compiled pattern."""
+        return compile_pattern(self.config.pattern, self.config.flags)
+
+    def what(self) -> str:
+        """The pattern between slashes."""
+        return f"/{self.config.pattern}/"
 
 
-class FileNotMatchesGrader(BaseGrader[FilePatternConfig]):
+class FileNotMatchesGrader(FileMatchesGrader):
     """Passes when no file matching ``path`` has content matching ``pattern``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-not-matches", "No workspace file's content matches a regular expression."
     )
-    Config = FilePatternConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Read matching files through the sandbox; a match fails."""
-        sandbox = require_sandbox(context, "file-not-matches")
-        cfg = self.config
-        regex = compile_pattern(cfg.pattern, cfg.flags)
-        found, hits = await _files_with(sandbox, cfg.path, regex)
-        if hits:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"/{cfg.pattern}/ matched in {describe_list(hits)} (it must not)",
-                metadata={"files": hits},
-            )
-        if not found:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"No files matching '{cfg.path}' found (nothing to match)",
-            )
-        return self.result(
-            context,
-            passed=True,
-            evidence=f"/{cfg.pattern}/ did not match {describe_list(found)}",
-        )
+    negate = True
+    hit_text = "{what} matched in {hits} (it must not)"
+    no_files_text = "No files matching '{path}' found (nothing to match)"
+    miss_text = "{what} did not match {found}"
