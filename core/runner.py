@@ -247,8 +247,17 @@ class TrialRunner:
         if trial_dir is not None:
             task = asyncio.current_task()
             if task is not None and not task.cancelling():
-                # File latency, not CPU, dominates here: overlap it with other trials.
-                await asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+                # File latency, not CPU, dominates here: overlap it with other trials. The
+                # trial has finished: an interrupt now must not lose its record.
+                writing = asyncio.ensure_future(
+                    asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+                )
+                try:
+                    await asyncio.shield(writing)
+                except asyncio.CancelledError:
+                    await asyncio.wait([writing])
+                    task.uncancel()
+                writing.result()
             else:  # being cancelled: write synchronously so the record is never lost
                 self._write_trial_files(trial, trial_dir, record, notes)
         return record

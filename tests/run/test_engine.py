@@ -199,3 +199,38 @@ def test_stop_while_running_cancels_the_waiting_trial(tmp_path: Path) -> None:
     assert records["slow"].status == "cancelled"
     assert records["slow"].error is not None and records["slow"].error.code == "VALLY_CANCELLED"
     assert records["a"].status == "success"
+
+
+def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from vally.runner import TrialRunner
+
+    executor = GateExecutor(others=0)
+    engine, plan, _, run_dir = _engine(tmp_path, executor)
+    writing, release = threading.Event(), threading.Event()
+    original = TrialRunner._write_trial_files
+
+    def slow_write(self: TrialRunner, *args: Any) -> None:
+        writing.set()
+        release.wait(30)
+        original(self, *args)
+
+    trial = next(t for t in plan.trials if t.stimulus.name == "a")
+
+    async def main() -> Any:
+        runner = engine.runner
+        runner._write_trial_files = slow_write.__get__(runner)  # type: ignore[method-assign]
+        task = asyncio.create_task(runner.run(trial))
+        while not writing.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()  # the interrupt arrives while the files are being written
+        await asyncio.sleep(0)
+        release.set()
+        return await task
+
+    record = asyncio.run(asyncio.wait_for(main(), 60))
+    assert record.status == "success" and record.stimulus_name == "a"
+    assert (run_dir / "engine" / "a" / "default" / "trial-0" / "metadata.json").is_file()
