@@ -8,12 +8,21 @@ Pages written:
 - docs/reference/cli.md: every command and option of the ``vally`` typer app;
 - docs/reference/eval-spec.md, experiment-file.md, project-file.md: field tables of the
   pydantic models of eval.yaml, experiment files and .vally.yaml;
-- docs/reference/hooks.md: the run hooks of ``vally.hookspecs`` with their docstrings.
+- docs/reference/hooks.md: the run hooks of ``vally.hookspecs`` with their docstrings;
+- docs/reference/builtins.md: every built-in plugin of the ``vally`` distribution (its entry
+  points in pyproject.toml), by kind, with its metadata, grader taxonomy and ``Config`` table;
+- docs/reference/records.md: the on-disk records (``results.jsonl``, ``run-summary.jsonl``,
+  trajectories and their events, the ``events: vally`` stream) from ``vally.models.records``
+  and ``vally.models.trajectory``, with example lines built from fixed values.
+
+Field descriptions come from ``Field(description=...)``, else an ``Attributes:`` section of
+the model's docstring, else :data:`FIELD_NOTES`.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import re
@@ -31,6 +40,7 @@ from pydantic_core import PydanticUndefined
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
+PYPROJECT = ROOT / "pyproject.toml"
 
 
 def _header(source: str) -> str:
@@ -278,6 +288,182 @@ FIELD_NOTES: dict[str, str] = {
     "LLMSettings.max_retries": "Retries of 429, 5xx, timeouts and connection errors.",
     "LLMSettings.max_concurrency": "Requests in flight at once.",
     "LLMSettings.headers": "Extra HTTP headers.",
+    # results.jsonl
+    "TrialResultRecord.type": "Always `trial-result`.",
+    "TrialResultRecord.schema_version": "Version of this record format.",
+    "TrialResultRecord.run_id": "The run (a UUID); every record of one run shares it.",
+    "TrialResultRecord.eval_name": "The eval's name.",
+    "TrialResultRecord.eval_file": "Path of the eval file (`null` when the trial did not "
+    "come from a file).",
+    "TrialResultRecord.stimulus_name": "The stimulus's name.",
+    "TrialResultRecord.stimulus": "The stimulus as run (params resolved, environment "
+    "merged), in eval.yaml form.",
+    "TrialResultRecord.variant": "The experiment variant (`null` outside experiments).",
+    "TrialResultRecord.model": "The model the executor was given (`null` when none).",
+    "TrialResultRecord.trial_index": "0-based index of the trial among the stimulus's runs.",
+    "TrialResultRecord.trial_id": "`[variant/]eval/stimulus/model/trial`, stable across "
+    "runs of the same plan.",
+    "TrialResultRecord.status": "`success` (the trial ran and was graded), `error` (an "
+    "operational failure, see `error`) or `cancelled`.",
+    "TrialResultRecord.error": "What went wrong when `status` is not `success`.",
+    "TrialResultRecord.started_at": "When the trial started (ISO 8601, UTC).",
+    "TrialResultRecord.completed_at": "When the trial ended (ISO 8601, UTC).",
+    "TrialResultRecord.duration_ms": "Wall-clock time of the whole trial (setup, agent, "
+    "grading, cleanup) in milliseconds.",
+    "TrialResultRecord.tags": "The stimulus's tags (eval tags merged in).",
+    "TrialResultRecord.grade_result": "The verdict (`null` when the trial did not get to "
+    "grading).",
+    "TrialResultRecord.trajectory": "What the agent did (`null` when the executor did not "
+    "return one).",
+    "TrialResultRecord.experiment": "Experiment provenance (`null` outside experiments).",
+    "TrialError.phase": "The phase that failed: `plan`, `setup`, `execute`, `grade` or "
+    "`cleanup`.",
+    "TrialError.code": "The stable error code (`VALLY_...`).",
+    "TrialError.message": "What happened.",
+    "GradeResult.passed": "The trial's verdict.",
+    "GradeResult.score": "Weighted mean of the grader scores, 0..1.",
+    "GradeResult.threshold": "The pass threshold of `threshold` mode (`null` in the other "
+    "modes).",
+    "GradeResult.mode": "`threshold`, `binary` (every grader must pass) or `no-graders` "
+    "(passes unless a constraint is violated).",
+    "GradeResult.has_graders": "Whether any grader ran; trials without graders do not "
+    "count towards pass rates.",
+    "GradeResult.errored": "A grader failed operationally (its `status` is `error`); the "
+    "trial counts as errored, not failed.",
+    "GradeResult.details": "Every grader's result, in spec order.",
+    "GradeResult.constraint_violations": "Constraints the trajectory broke (each one fails "
+    "the trial).",
+    "GraderResult.name": "Display name (the spec's `name`, else the type).",
+    "GraderResult.type": "The grader type (`file-contains`, `prompt`, ...).",
+    "GraderResult.passed": "Whether this grader passed.",
+    "GraderResult.score": "0..1.",
+    "GraderResult.evidence": "Why, in words (what was found or missing).",
+    "GraderResult.status": "`success`, or `error` when the grader itself failed.",
+    "GraderResult.required": "A failure fails the trial whatever the score.",
+    "GraderResult.weight": "The weight in the trial score (`scoring.weights`).",
+    "GraderResult.turn": "The 0-based turn graded (`null`: the whole trial).",
+    "GraderResult.details": "Sub-results (e.g. one per matcher), same format.",
+    "GraderResult.metadata": "Grader-specific facts (e.g. the judge's model and evidence reads).",
+    "ExperimentBlock.run_id": "The experiment run.",
+    "ExperimentBlock.experiment": "The experiment's name.",
+    "ExperimentBlock.variant": "The variant this trial or summary belongs to.",
+    "ExperimentBlock.eval_hash": "Hash of the eval as written (the same for every variant).",
+    "ExperimentBlock.config_hash": "Hash of the eval with the variant applied.",
+    "ExperimentBlock.baseline": "The baseline variant.",
+    "ExperimentBlock.shard": "`i/n` when the run was one shard.",
+    # run-summary.jsonl
+    "RunSummaryRecord.type": "Always `run-summary`.",
+    "RunSummaryRecord.schema_version": "Version of this record format.",
+    "RunSummaryRecord.run_id": "The run.",
+    "RunSummaryRecord.eval_name": "The eval's name.",
+    "RunSummaryRecord.eval_file": "Path of the eval file.",
+    "RunSummaryRecord.variant": "The experiment variant (`null` outside experiments).",
+    "RunSummaryRecord.eval_hash": "Hash of the eval as written (experiments only).",
+    "RunSummaryRecord.config_hash": "Hash of the eval with the variant applied "
+    "(experiments only).",
+    "RunSummaryRecord.threshold": "The eval's pass threshold (`null`: binary).",
+    "RunSummaryRecord.models": "Models that ran, in order of first appearance.",
+    "RunSummaryRecord.trials": "Every trial, errored ones included.",
+    "RunSummaryRecord.passed": "Graded trials that passed.",
+    "RunSummaryRecord.failed": "Graded trials that failed.",
+    "RunSummaryRecord.errored": "Trials that failed operationally (or whose grader errored).",
+    "RunSummaryRecord.pass_rate": "passed / graded (`null` when nothing was graded).",
+    "RunSummaryRecord.verdict": "`pass` (every graded trial passed), `fail`, or `none` "
+    "(nothing graded).",
+    "RunSummaryRecord.stimuli": "One summary per stimulus and model.",
+    "RunSummaryRecord.started_at": "When the run started (ISO 8601, UTC).",
+    "RunSummaryRecord.completed_at": "When the run ended (ISO 8601, UTC).",
+    "RunSummaryRecord.vally_version": "The vally version that wrote it.",
+    "RunSummaryRecord.plugins": "Every plugin the run used: `kind`, `name`, `source` "
+    "(`entry-point`, `module` or `file`), `target`, and where known `distribution`, "
+    "`version`, `path`, `sha256`, `specifier`.",
+    "RunSummaryRecord.experiment": "Experiment provenance (`null` outside experiments).",
+    "StimulusSummary.stimulus_name": "The stimulus.",
+    "StimulusSummary.model": "The model.",
+    "StimulusSummary.trials": "Every trial, errored ones included.",
+    "StimulusSummary.graded": "Trials that count towards pass rates (not errored, with "
+    "graders).",
+    "StimulusSummary.passed": "Graded trials that passed.",
+    "StimulusSummary.errored": "Trials that failed operationally.",
+    "StimulusSummary.mean_score": "Mean score of the graded trials.",
+    "StimulusSummary.metrics": "Pass rate and pass@k over the graded trials.",
+    "StimulusSummary.flaky": "Some graded trials passed and some failed.",
+    "StimulusSummary.has_graders": "Whether the stimulus has graders.",
+    "StimulusSummary.mean_tokens": "Mean total tokens of the trials with a trajectory.",
+    "StimulusSummary.mean_turns": "Mean turn count.",
+    "StimulusSummary.mean_tool_calls": "Mean tool-call count.",
+    "StimulusSummary.mean_wall_time_ms": "Mean agent wall time in milliseconds.",
+    "StimulusSummary.total_errors": "Error events over all trajectories.",
+    "MultiTrialMetrics.per_trial_pass_rate": "passed / graded.",
+    "MultiTrialMetrics.pass_at_k": "Unbiased estimate of P(at least one of k trials passes).",
+    "MultiTrialMetrics.pass_at_k_naive": "1 - (1 - rate)^k.",
+    "MultiTrialMetrics.pass_to_the_k": "rate^k: P(all k trials pass).",
+    "MultiTrialMetrics.k": "The number of graded trials (0: every metric is `null`).",
+    # trajectory
+    "Trajectory.id": "Unique id of the trajectory (a UUID).",
+    "Trajectory.stimulus": "The stimulus that produced it.",
+    "Trajectory.events": "Every event, in time order (see [events](#trajectory-events)).",
+    "Trajectory.metrics": "Aggregates computed from the events.",
+    "Trajectory.output": "The agent's final answer (usually the last assistant message).",
+    "Trajectory.work_dir": "The workspace path used during the run.",
+    "Trajectory.metadata": "Execution context.",
+    "Trajectory.workspace_status": "`local` (files written straight into the workspace), "
+    "`materialized` (copied back from where the agent ran) or `remote` (only on the remote "
+    "side: file graders error).",
+    "Trajectory.end_reason": "Why the agent stopped: `completed`, `timeout`, `error`, "
+    "`cancelled` or a constraint (`max_turns`, `max_tokens`, `max_duration`, "
+    "`max_tool_calls`).",
+    "Trajectory.end_detail": "Detail of an abnormal end (e.g. the error message).",
+    "Trajectory.diff": "Unified diff of the workspace, when the executor captured one.",
+    "TrajectoryMetadata.model": "The model the agent used.",
+    "TrajectoryMetadata.executor": "The executor's name.",
+    "TrajectoryMetadata.skills_loaded": "Skills staged for the agent.",
+    "TrajectoryMetadata.started_at": "When the agent started (ISO 8601, UTC).",
+    "TrajectoryMetadata.completed_at": "When the agent ended (ISO 8601, UTC).",
+    "TrajectoryMetadata.session_id": "The agent's session id, when it has one.",
+    "TrajectoryMetadata.extra": "Executor-specific facts (e.g. `harness_sha256`).",
+    "TrajectoryMetrics.token_usage": "Token totals.",
+    "TrajectoryMetrics.wall_time_ms": "Agent wall time in milliseconds.",
+    "TrajectoryMetrics.tool_call_count": "Number of `tool_call` events.",
+    "TrajectoryMetrics.tool_call_breakdown": "Tool name -> calls.",
+    "TrajectoryMetrics.skill_activation_count": "Number of `skill_activation` events.",
+    "TrajectoryMetrics.skill_activation_breakdown": "Skill name -> activations.",
+    "TrajectoryMetrics.turn_count": "`turn_start` events, or else the turns with an "
+    "assistant message.",
+    "TrajectoryMetrics.error_count": "Number of `error` events.",
+    "TokenUsage.input_tokens": "Input tokens, cached ones included.",
+    "TokenUsage.output_tokens": "Output tokens.",
+    "TokenUsage.total_tokens": "input + output.",
+    "TokenUsage.cache_read_tokens": "Input tokens read from the cache (a subset of "
+    "`inputTokens`).",
+    "TokenUsage.cache_write_tokens": "Input tokens written to the cache.",
+    "TokenUsage.call_count": "Number of model calls (`token_usage` events).",
+    "TokenUsage.by_model": "Model -> `{inputTokens, outputTokens, callCount}` (`unknown` "
+    "when the event names no model).",
+    # trajectory events
+    "ToolCallData.tool_name": "The tool's name.",
+    "ToolCallData.tool_call_id": "Id pairing the call with its `tool_result`.",
+    "ToolCallData.arguments": "The arguments: an object, or the raw text when they are "
+    "not JSON.",
+    "ToolCallData.server": "The MCP server of an MCP tool.",
+    "ToolCallData.batch_id": "Calls of one model response share it (parallel calls).",
+    "ToolResultData.tool_name": "The tool's name.",
+    "ToolResultData.tool_call_id": "The call this answers.",
+    "ToolResultData.success": "Whether the call succeeded.",
+    "ToolResultData.result": "What the tool returned (any JSON value).",
+    "ToolResultData.server": "The MCP server of an MCP tool.",
+    "TokenUsageData.input_tokens": "Input tokens, cached ones included.",
+    "TokenUsageData.output_tokens": "Output tokens.",
+    "TokenUsageData.model": "The model called.",
+    "TokenUsageData.cache_read_tokens": "Input tokens read from the cache (a subset of "
+    "`inputTokens`).",
+    "TokenUsageData.cache_write_tokens": "Input tokens written to the cache.",
+    "TurnData.turn_id": "Id of the turn (e.g. `turn-1`); start and end share it.",
+    "MessageData.content": "The text.",
+    "ErrorData.message": "What went wrong.",
+    "ErrorData.code": "A machine-readable code, when known.",
+    "ErrorData.fatal": "Whether it ended the run.",
+    "SkillActivationData.skill_name": "The skill's name.",
 }
 """Descriptions of fields whose model declares none (``Field(description=...)`` or an
 ``Attributes:`` docstring entry in the model wins over these)."""
@@ -310,9 +496,19 @@ def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
+@functools.cache
+def _duration_meta() -> tuple[Any, ...]:
+    """The ``Annotated`` metadata of ``vally.durations.Duration``."""
+    from vally.durations import Duration
+
+    return typing.get_args(Duration)[1:]
+
+
 def _type_name(tp: Any, link: Callable[[type], str]) -> str:
     if tp is type(None):
         return "null"
+    if typing.get_origin(tp) is typing.Annotated and typing.get_args(tp)[1:] == _duration_meta():
+        return "duration"
     if _is_model(tp):
         return link(tp)
     origin = typing.get_origin(tp)
@@ -399,22 +595,51 @@ def render_models(title: str, intro: str, root: type, source: str) -> str:
         summary = _md(_summary(model))
         if summary:
             lines.append(summary + "\n")
-        attr_docs = _attribute_docs(model)
-        lines.append("| field | type | default | description |")
-        lines.append("|---|---|---|---|")
-        for name, field in model.model_fields.items():  # type: ignore[attr-defined]
-            key = field.alias or name
-            description = (
-                field.description
-                or attr_docs.get(name)
-                or FIELD_NOTES.get(f"{model.__name__}.{name}", "")
-            )
-            type_text = _type_name(field.annotation, link)
-            lines.append(
-                f"| `{key}` | {type_text} | {_cell(_default(field))} | {_cell(description)} |"
-            )
+        lines.extend(_field_table(model, link))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _field_description(model: type, name: str, field: FieldInfo) -> str:
+    """``Field(description=...)``, else the ``Attributes:`` docstring entry, else
+    :data:`FIELD_NOTES`, else empty."""
+    return _md(
+        field.description
+        or _attribute_docs(model).get(name)
+        or FIELD_NOTES.get(f"{model.__name__}.{name}", "")
+    )
+
+
+def _field_type(field: FieldInfo, link: Callable[[type], str]) -> str:
+    """The type of a field; pydantic moves ``Annotated`` metadata of a bare ``Duration``
+    into ``field.metadata``, so that case is recognised there."""
+    if all(m in field.metadata for m in _duration_meta()):
+        return "duration"
+    return _type_name(field.annotation, link)
+
+
+def _field_table(
+    model: type, link: Callable[[type], str], *, defaults: bool = True
+) -> list[str]:
+    """The markdown table of a model's fields: JSON key, type, default (optional) and
+    description."""
+    head = "| field | type | default | description |" if defaults else (
+        "| field | type | description |"
+    )
+    lines = [head, "|---" * head.count(" | ") + "|---|"]
+    for name, field in model.model_fields.items():  # type: ignore[attr-defined]
+        key = field.alias or name
+        cells = [f"`{key}`", _field_type(field, link)]
+        if defaults:
+            default = _default(field)
+            if cells[1].startswith("duration") and isinstance(field.default, int | float):
+                from vally.durations import format_duration
+
+                default = f"`{json.dumps(format_duration(field.default))}`"
+            cells.append(_cell(default))
+        cells.append(_cell(_field_description(model, name, field)))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 # --------------------------------------------------------------------------- hooks
@@ -464,6 +689,475 @@ def render_hooks() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# --------------------------------------------------------------------------- built-ins
+
+KIND_ORDER: tuple[str, ...] = (
+    "grader",
+    "executor",
+    "backend",
+    "reporter",
+    "eval_provider",
+    "shard_strategy",
+    "llm_provider",
+    "exporter",
+)
+"""The order of the kinds on the built-ins page (kinds missing here come last)."""
+
+KIND_TITLES: dict[str, tuple[str, str]] = {
+    "grader": ("Graders", "the `config:` of a grader entry in eval.yaml (`type: NAME`)"),
+    "executor": (
+        "Executors",
+        "`defaults.executor: {name: NAME, config: {...}}` of eval.yaml (or just"
+        " `defaults.executor: NAME`)",
+    ),
+    "backend": (
+        "Backends",
+        "`--backend NAME --backend-args KEY=VALUE` or `defaults.backend: {name, args}` of "
+        "`.vally.yaml`",
+    ),
+    "reporter": ("Reporters", "`plugin_config.reporter.NAME` of `.vally.yaml`"),
+    "eval_provider": ("Eval providers", "`plugin_config.eval_provider.NAME` of `.vally.yaml`"),
+    "shard_strategy": (
+        "Shard strategies",
+        "`plugin_config.shard_strategy.NAME` of `.vally.yaml`",
+    ),
+    "llm_provider": (
+        "LLM providers",
+        "the `llm:` section of `.vally.yaml`: `provider: NAME` picks the provider, and"
+        " {llm_keys} are passed to it (other options keep their defaults)",
+    ),
+    "exporter": ("Exporters", "the exporter's own settings"),
+}
+"""Kind -> (section title, where users set the options of such a plugin)."""
+
+
+def builtin_entry_points() -> list[tuple[str, str, str]]:
+    """``(kind, name, "module:Class")`` of every plugin the ``vally`` distribution declares
+    in ``pyproject.toml``, sorted by :data:`KIND_ORDER`, then name."""
+    import tomllib
+
+    from vally.groups import ENTRY_POINT_GROUPS
+
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+    declared = project["project"].get("entry-points", {})
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    found = [
+        (kind, name, target)
+        for kind, group in ENTRY_POINT_GROUPS.items()
+        for name, target in declared.get(group, {}).items()
+    ]
+    return sorted(found, key=lambda item: (order.get(item[0], len(order)), item[0], item[1]))
+
+
+def _load_target(target: str) -> Any:
+    import importlib
+
+    module, _, attr = target.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _plugin_anchor(kind: str, name: str) -> str:
+    return f"{kind.replace('_', '-')}-{name}".replace(".", "").replace("/", "")
+
+
+def render_builtins() -> str:
+    """Every built-in plugin by kind: description, grader taxonomy and its config table."""
+    from vally.bases import EmptyConfig
+
+    entries = builtin_entry_points()
+    lines = [
+        _header("the entry points of pyproject.toml and each plugin's metadata and Config"),
+        "# Built-in plugins\n",
+        "Every plugin shipped with the `vally` distribution, by kind (`vally plugins list`"
+        " shows these and the installed ones). Refer to a plugin by its name. The options"
+        " of a plugin are the fields of its `Config` model: unknown keys are errors, and a"
+        " duration is a string with a unit (`500ms`, `30s`, `5m`, `1h`; a bare number is"
+        " an error).\n",
+    ]
+    by_kind: dict[str, list[tuple[str, str]]] = {}
+    for kind, name, target in entries:
+        by_kind.setdefault(kind, []).append((name, target))
+    lines.append("| kind | built-ins |")
+    lines.append("|---|---|")
+    for kind, items in by_kind.items():
+        title = KIND_TITLES.get(kind, (kind, ""))[0]
+        links = ", ".join(f"[`{n}`](#{_plugin_anchor(kind, n)})" for n, _ in items)
+        lines.append(f"| [{title}](#{title.lower().replace(' ', '-')}) | {links} |")
+    lines.append("")
+    for kind, items in by_kind.items():
+        title, where = KIND_TITLES.get(kind, (kind, "its config"))
+        if "{llm_keys}" in where:
+            from vally.models.project import LLMSettings
+
+            keys = [f"`{k}`" for k in LLMSettings.model_fields if k != "provider"]
+            where = where.replace("{llm_keys}", ", ".join(keys))
+        lines.append(f"## {title}\n")
+        lines.append(f"Options go in {where}.\n")
+        if kind == "grader":
+            lines.append(
+                "Taxonomy: *determinism* `static` (same input, same result), `complex-static`"
+                " (deterministic but heavier), `slm` or `llm` (model judged); *cost* `free`"
+                " (CPU only), `low` (local I/O or a command), `medium`, `high` (LLM"
+                " inference); *portability* `t1-universal` (any agent task) to `t3b-system`;"
+                " *workspace*: needs the trial's files (errors when the executor keeps them"
+                " remote); *LLM*: needs an LLM client (the judge).\n"
+            )
+        for name, target in items:
+            cls = _load_target(target)
+            metadata = cls.metadata
+            lines.append(f'<a id="{_plugin_anchor(kind, name)}"></a>\n')
+            lines.append(f"### `{name}`\n")
+            description = metadata.description.strip()
+            if description and not description.endswith("."):
+                description += "."
+            lines.append(f"{description} Class: `{target}`.\n")
+            if kind == "grader":
+                behavior = metadata.behavior
+                lines.append(
+                    "| determinism | cost | portability | reference | scope | workspace | LLM |"
+                )
+                lines.append("|---|---|---|---|---|---|---|")
+                lines.append(
+                    f"| `{metadata.determinism}` | `{metadata.cost_profile}` |"
+                    f" `{metadata.portability}` | `{metadata.reference}` |"
+                    f" `{metadata.temporal_scope}` |"
+                    f" {'yes' if behavior.requires_workspace else 'no'} |"
+                    f" {'yes' if behavior.requires_llm_client else 'no'} |\n"
+                )
+            config = getattr(cls, "Config", EmptyConfig)
+            models = _model_order(config)
+            if not config.model_fields:
+                lines.append("No options.\n")
+                continue
+            anchors = {
+                m: f"{_plugin_anchor(kind, name)}-{m.__name__.lower()}" for m in models[1:]
+            }
+
+            def link(model: type, anchors: dict[type, str] = anchors) -> str:
+                target_anchor = anchors.get(model)
+                return f"[{model.__name__}](#{target_anchor})" if target_anchor else model.__name__
+
+            lines.extend(_field_table(config, link))
+            lines.append("")
+            for model in models[1:]:
+                lines.append(f'<a id="{anchors[model]}"></a>\n')
+                summary = _md(_summary(model))
+                lines.append(f"**{model.__name__}**" + (f": {summary}" if summary else "") + "\n")
+                lines.extend(_field_table(model, link))
+                lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- records
+
+EXAMPLE_TIME = "2026-01-15T09:30:00.000Z"
+"""The fixed clock of the generated examples."""
+
+
+def _at(seconds: float) -> str:
+    from datetime import datetime, timedelta
+
+    start = datetime.fromisoformat(EXAMPLE_TIME.replace("Z", "+00:00"))
+    moment = start + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def example_events() -> list[Any]:
+    """One short, deterministic agent session: one of every event type."""
+    from vally.models import trajectory as t
+
+    def event(cls: type, seconds: float, data: Any) -> Any:
+        return cls(timestamp=_at(seconds), turn=0, data=data)
+
+    return [
+        event(t.UserMessageEvent, 0.0, t.MessageData(content="Create hello.txt saying hi.")),
+        event(t.TurnStartEvent, 0.1, t.TurnData(turn_id="turn-1")),
+        event(t.SkillActivationEvent, 0.5, t.SkillActivationData(skill_name="files")),
+        event(t.ReasoningEvent, 0.8, t.MessageData(content="I will write the file.")),
+        event(
+            t.ToolCallEvent,
+            1.0,
+            t.ToolCallData(
+                tool_name="write_file",
+                tool_call_id="call-1",
+                arguments={"path": "hello.txt", "content": "hi"},
+                batch_id="msg-1",
+            ),
+        ),
+        event(
+            t.ToolResultEvent,
+            1.2,
+            t.ToolResultData(tool_name="write_file", tool_call_id="call-1", result="ok"),
+        ),
+        event(
+            t.ErrorEvent,
+            1.3,
+            t.ErrorData(message="lint warning: no trailing newline", code="lint"),
+        ),
+        event(
+            t.TokenUsageEvent,
+            1.9,
+            t.TokenUsageData(
+                input_tokens=1200, output_tokens=80, model="gpt-4.1", cache_read_tokens=1000
+            ),
+        ),
+        event(t.AssistantMessageEvent, 2.0, t.MessageData(content="Created hello.txt.")),
+        event(t.TurnEndEvent, 2.0, t.TurnData(turn_id="turn-1")),
+    ]
+
+
+def example_records() -> tuple[Any, Any]:
+    """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
+    from vally.models import GraderConfig, Stimulus
+    from vally.models.records import GraderResult, TrialResultRecord
+    from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
+    from vally.scoring import summarize_eval, trial_verdict
+
+    stimulus = Stimulus(
+        name="hello",
+        prompt="Create hello.txt saying hi.",
+        graders=[GraderConfig(type="file-contains", config={"path": "hello.txt", "value": "hi"})],
+    )
+    events = example_events()
+    trajectory = Trajectory(
+        id="6f1c2a0e-0000-4000-8000-000000000001",
+        stimulus=stimulus,
+        events=events,
+        metrics=compute_metrics(events, wall_time_ms=2000),
+        output="Created hello.txt.",
+        work_dir="/tmp/vally-trial-hello",
+        metadata=TrajectoryMetadata(
+            model="gpt-4.1",
+            executor="command",
+            started_at=_at(0.0),
+            completed_at=_at(2.0),
+            session_id="session-1",
+        ),
+    )
+    grade = trial_verdict(
+        [
+            GraderResult(
+                name="file-contains",
+                type="file-contains",
+                passed=True,
+                score=1.0,
+                evidence="hello.txt contains 'hi'",
+            )
+        ],
+        None,
+    )
+    run_id = "0b7f4c1e-0000-4000-8000-000000000000"
+    record = TrialResultRecord(
+        run_id=run_id,
+        eval_name="greetings",
+        eval_file="evals/greetings/eval.yaml",
+        stimulus_name="hello",
+        stimulus=stimulus,
+        variant=None,
+        model="gpt-4.1",
+        trial_index=0,
+        trial_id="greetings/hello/gpt-4.1/0",
+        status="success",
+        error=None,
+        started_at=_at(-0.5),
+        completed_at=_at(2.5),
+        duration_ms=3000,
+        tags={"area": "files"},
+        grade_result=grade,
+        trajectory=trajectory,
+    )
+    summary = summarize_eval(
+        [record],
+        run_id=run_id,
+        eval_name="greetings",
+        eval_file="evals/greetings/eval.yaml",
+        started_at=_at(-1.0),
+        completed_at=_at(3.0),
+        vally_version="0.1.0",
+        plugins=[
+            {
+                "kind": "executor",
+                "name": "command",
+                "source": "entry-point",
+                "target": "vally_builtin.executors.command:CommandExecutor",
+                "distribution": "vally",
+                "version": "0.1.0",
+            }
+        ],
+    )
+    return record, summary
+
+
+def _record_models(root: type) -> list[type]:
+    """``root`` and the record models it contains, depth first (spec models excluded)."""
+    from vally.models.base import RecordModel
+
+    seen: list[type] = []
+
+    def visit(model: type) -> None:
+        if model in seen or not issubclass(model, RecordModel):
+            return
+        seen.append(model)
+        for field in model.model_fields.values():  # type: ignore[attr-defined]
+            for nested in _nested_models(field.annotation):
+                visit(nested)
+
+    visit(root)
+    return seen
+
+
+def _json_block(line: str) -> str:
+    return "```json\n" + line + "\n```\n"
+
+
+def render_records() -> str:
+    """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
+    from vally import rundir
+    from vally.models import records, trajectory as traj
+    from vally.models.base import SpecModel
+
+    event_classes = list(typing.get_args(typing.get_args(traj.TrajectoryEvent)[0]))
+    data_anchor = {
+        cls.model_fields["data"].annotation: cls.model_fields["type"].default
+        for cls in reversed(event_classes)
+    }
+
+    def link(model: type) -> str:
+        if issubclass(model, SpecModel):
+            return f"[{model.__name__}](eval-spec.md#{model.__name__.lower()})"
+        if model in event_classes:
+            name = model.model_fields["type"].default  # type: ignore[attr-defined]
+            return f"[`{name}`](#{name})"
+        if model in data_anchor:
+            return f"[{model.__name__}](#{data_anchor[model]})"
+        return f"[{model.__name__}](#{model.__name__.lower()})"
+
+    def section(model: type) -> list[str]:
+        out = [f"### {model.__name__}\n"]
+        summary = _md(_summary(model))
+        if summary:
+            out.append(summary + "\n")
+        out.extend(_field_table(model, link, defaults=False))
+        out.append("")
+        return out
+
+    record, summary = example_records()
+    layout = (inspect.getdoc(rundir) or "").split("::", 1)[-1].split("\n\n")[1]
+    lines = [
+        _header("vally.models.records and vally.models.trajectory"),
+        "# Record formats\n",
+        "What vally writes to a run folder, field by field. Records are JSON with camelCase"
+        " keys (the field names below are exactly the keys on disk), one record per line in"
+        " the `.jsonl` files.\n",
+        "- **Every record carries every field**: a value that does not apply is `null`"
+        " (or an empty list or object), never a missing key, so scripts over the files"
+        " need no defaults.",
+        f"- `schemaVersion` versions the format (now {records.SCHEMA_VERSION}); readers"
+        " ignore unknown keys, so a newer file stays readable.",
+        "- Times are ISO 8601 strings in UTC (`2026-01-15T09:30:00.000Z`); durations are"
+        " integers in milliseconds (`...Ms`).",
+        "- The trajectory events are also the line format of `events.jsonl` and of the"
+        " `command` executor's `events: vally` stream ([event streams](#event-streams)).\n",
+        "## Run folder\n",
+        "```text\n" + textwrap_dedent(layout) + "\n```\n",
+        "## results.jsonl\n",
+        "One [TrialResultRecord](#trialresultrecord) per finished trial, appended and flushed"
+        " as each trial ends (also what `vally eval --output jsonl` prints). Example"
+        " (one line):\n",
+        _json_block(record.to_json_line()),
+    ]
+    trajectory_models = _record_models(traj.Trajectory)
+    for model in _record_models(records.TrialResultRecord):
+        if model not in trajectory_models:
+            lines.extend(section(model))
+    lines += [
+        "## run-summary.jsonl\n",
+        "One [RunSummaryRecord](#runsummaryrecord) per eval (and variant) of the run,"
+        " written when the run ends. Example (one line, the summary of the record above):\n",
+        _json_block(summary.to_json_line()),
+    ]
+    for model in _record_models(records.RunSummaryRecord):
+        if model is not records.ExperimentBlock:
+            lines.extend(section(model))
+    lines += [
+        "## Trajectory\n",
+        "The `trajectory` of a trial record: everything the agent did. Executors return"
+        " it; metrics are computed from the events.\n",
+    ]
+    for model in _record_models(traj.Trajectory):
+        if model in event_classes or model in data_anchor:
+            continue
+        lines.extend(section(model))
+    lines += [
+        "## Trajectory events\n",
+        _md(inspect.getdoc(traj) or "").split("\n\n")[1].replace("\n", " ") + "\n",
+        "| key | type | description |",
+        "|---|---|---|",
+        "| `type` | string | The event type (below). |",
+        "| `timestamp` | string | When it happened (ISO 8601, UTC). |",
+        "| `turn` | integer | 0-based index of the authored prompt (turn) it belongs to. |",
+        "| `data` | object | The fields of that event type. |\n",
+        "Types: " + ", ".join(link(cls) for cls in event_classes) + ".\n",
+    ]
+    examples = {event.type: event for event in example_events()}
+    for cls in event_classes:
+        name = cls.model_fields["type"].default
+        data_model = cls.model_fields["data"].annotation
+        lines.append(f"### {name}\n")
+        lines.append(_md(inspect.getdoc(cls) or "") + "\n")
+        more = _md(_summary(data_model)).split("\n\n", 1)[1:]
+        if more:
+            lines.append(more[0] + "\n")
+        lines.extend(_field_table(data_model, link, defaults=False))
+        lines.append("")
+        if name in examples:
+            lines.append(_json_block(examples[name].to_json_line()))
+    stream = [
+        '{"type":"session","data":{"sessionId":"session-1"}}',
+        *(
+            json.dumps(
+                {
+                    "type": e.type,
+                    "data": e.data.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+                },
+                separators=(",", ":"),
+            )
+            for e in example_events()
+            if e.type in ("tool_call", "tool_result", "token_usage", "assistant_message")
+        ),
+    ]
+    lines += [
+        "## Event streams\n",
+        "The `command` executor with `events: vally` reads the agent's stdout as one"
+        " trajectory event per line, in the format above. In a stream:\n",
+        "- `timestamp` may be left out (then the time vally reads the stream is used), and"
+        " `turn` is ignored: one stream is one turn of the trial, and its events get that"
+        " turn;",
+        "- `data` fields with a default may be left out;",
+        "- one extra line type sets the agent's session id (used for `{session_id}` in"
+        " `resume`): `{\"type\": \"session\", \"data\": {\"sessionId\": \"...\"}}`"
+        " (`session_id` is accepted too);",
+        "- lines of an unknown `type` are skipped; a line that is not JSON, or a known"
+        " event whose `data` does not validate, becomes an `error` event (never fatal);",
+        "- the final answer is the last `assistant_message`.\n",
+        "Example stream:\n",
+        "```json\n" + "\n".join(stream) + "\n```\n",
+        "Each trial folder's `events.jsonl` holds the executor's session log, or, when it"
+        " kept none, the trajectory's events in this format.\n",
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def textwrap_dedent(text: str) -> str:
+    """``text`` without its common indentation."""
+    import textwrap
+
+    return textwrap.dedent(text).strip("\n")
+
+
 # --------------------------------------------------------------------------- pages
 
 
@@ -498,6 +1192,8 @@ def pages() -> dict[Path, str]:
             "vally.models.project",
         ),
         REFERENCE / "hooks.md": render_hooks(),
+        REFERENCE / "builtins.md": render_builtins(),
+        REFERENCE / "records.md": render_records(),
     }
 
 

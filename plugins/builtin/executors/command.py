@@ -161,8 +161,8 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             model_flag: When set and a model is chosen, ``[model_flag, model]`` is appended
                 (unless the command already uses ``{model}``).
             output_limit: Bytes of stdout and of stderr kept per turn.
-            mcp_config: Write the trial's MCP servers to a file the agent reads (see the
-                module docstring); required when a trial declares MCP servers.
+            mcp_config: Write the trial's MCP servers to a file the agent reads (see
+                ``docs/mcp.md``); required when a trial declares MCP servers.
         """
 
         command: list[str] | str

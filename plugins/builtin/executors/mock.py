@@ -50,14 +50,24 @@ from vally.protocols import ExecutorOptions, Sandbox
 
 
 class MockToolCall(StrictConfig):
-    """A tool call the mock agent pretends to make (its result is ``"ok"``)."""
+    """A tool call the mock agent pretends to make (its result is ``"ok"``).
+
+    Attributes:
+        name: The tool name recorded in the ``tool_call`` event.
+        arguments: The call's arguments (an object, or a raw string).
+    """
 
     name: str
     arguments: dict[str, Any] | str = Field(default_factory=dict)
 
 
 class MockTokens(StrictConfig):
-    """Token usage reported once per turn."""
+    """Token usage reported once per turn.
+
+    Attributes:
+        input: Input tokens of the turn's ``token_usage`` event.
+        output: Output tokens of the turn's ``token_usage`` event.
+    """
 
     input: int = Field(default=0, ge=0)
     output: int = Field(default=0, ge=0)

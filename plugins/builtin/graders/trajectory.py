@@ -49,7 +49,17 @@ def _metadata(name: str, description: str, cost: Any = "free") -> GraderMetadata
 
 
 class ToolMatcher(StrictConfig):
-    """One ``tool-calls`` matcher (see the module docstring)."""
+    """One ``tool-calls`` matcher: a plain string is shorthand for ``{name: STRING}``; at
+    least one field must be set, and every regex is searched unanchored (use ``^...$``).
+
+    Attributes:
+        name: Regex searched in the tool name.
+        command: Regex searched in the call's ``command`` argument (or in the raw argument
+            text when the arguments are not a JSON object).
+        args: Argument name to a regex searched in that argument's value (non-string
+            values in their JSON form).
+        pattern: Regex searched in the JSON-serialised arguments.
+    """
 
     name: str | None = None
     command: str | None = None
@@ -314,13 +324,21 @@ class SkillInvocationGrader(BaseGrader[SkillInvocationConfig]):
 
 
 class MaxConfig(StrictConfig):
-    """Config of the count budgets: ``max`` (an integer >= 0)."""
+    """Config of the count budgets: ``max`` (an integer >= 0).
+
+    Attributes:
+        max: The largest count that still passes (inclusive).
+    """
 
     max: int = Field(ge=0)
 
 
 class MaxDurationConfig(StrictConfig):
-    """Config of ``wall-time``: ``max`` (a duration such as ``5m``)."""
+    """Config of ``wall-time``: ``max`` (a duration such as ``5m``).
+
+    Attributes:
+        max: The longest wall-clock time that still passes, with a unit (``90s``, ``5m``).
+    """
 
     max: Duration
 

@@ -74,6 +74,22 @@ class PromptConfig(StrictConfig):
     ``scale`` maps the judge's answer to [0, 1]: ``binary`` (pass 1, fail 0) or ``1-5``
     ((x - 1) / 4). ``threshold`` is the pass mark on that [0, 1] score (default 1 for
     binary, 0.75 for 1-5, i.e. a 4 or 5).
+
+    Attributes:
+        prompt: The rubric as one text (``judge_model``, ``scoring`` and ``evidence: inline``
+            are accepted as older spellings of ``model``, ``scale`` and ``delivery``).
+        rubric: The rubric as a list of criteria (used when ``prompt`` is not set; default:
+            the stimulus ``rubric``).
+        scale: How the judge scores: ``binary`` (pass or fail) or ``1-5``.
+        threshold: Pass mark on the normalised 0..1 score (default 1 for ``binary``, 0.75
+            for ``1-5``).
+        model: Judge model (default: ``--judge-model``, then the spec's ``judge_model``).
+        judge_provider: LLM provider of the judge calls (default: the run's).
+        judge_reasoning_effort: Reasoning effort of the judge calls.
+        judge_timeout: Timeout of each judge turn, with a unit (``30s``, ``2m``).
+        delivery: How the judge sees the evidence: ``tools`` (reads files through
+            ``read_evidence``) or ``inline`` (in the prompt, capped in size).
+        read_budget: Most evidence reads per judgement with ``tools`` delivery.
     """
 
     prompt: str | None = None
