@@ -155,26 +155,58 @@ def load_records(path: Path) -> list[TrialResultRecord]:
         ConfigError: The path does not exist, holds no results, or has a bad line.
     """
     file = path / "results.jsonl" if path.is_dir() else path
-    if not file.exists():
-        raise ConfigError(
-            f"no results at {path}",
-            hint="pass a run directory holding results.jsonl, or a results JSONL file",
+    if not file.is_file():
+        variants = (
+            sorted(c.name for c in path.iterdir() if (c / "results.jsonl").is_file())
+            if path.is_dir() and not file.exists()
+            else []
         )
+        hint = (
+            f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
+            f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
+            f"{path / variants[0]}"
+            if variants
+            else "pass a run directory holding results.jsonl, or a results JSONL file"
+        )
+        problem = "is not a file" if file.exists() else "does not exist"
+        what = f"no results at {path}" if file == path else f"no results in {path}"
+        raise ConfigError(f"{what}: {file} {problem}", hint=hint)
     records: list[TrialResultRecord] = []
-    with file.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{file}:{number}: not JSON: {exc.msg}") from None
-            if data.get("type") != "trial-result":
-                continue
-            try:
-                records.append(TrialResultRecord.model_validate(data))
-            except Exception as exc:
-                raise ConfigError(f"{file}:{number}: not a trial-result record: {exc}") from None
+    bad_line_hint = "each line must be one JSON trial record as written by vally eval"
+    try:
+        with file.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"{file}:{number}: not JSON: {exc.msg}",
+                        hint=f"{bad_line_hint}; fix or remove that line (a killed run can "
+                        "leave a truncated last line)",
+                    ) from None
+                if not isinstance(data, dict):
+                    raise ConfigError(
+                        f"{file}:{number}: holds a JSON {type(data).__name__}, "
+                        "not a trial record object",
+                        hint=bad_line_hint,
+                    )
+                if data.get("type") != "trial-result":
+                    continue
+                try:
+                    records.append(TrialResultRecord.model_validate(data))
+                except Exception as exc:
+                    raise ConfigError(
+                        f"{file}:{number}: not a trial-result record: {exc}"
+                    ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="pass a results.jsonl written by vally eval or vally experiment run",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
     return records
 
 

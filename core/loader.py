@@ -245,7 +245,7 @@ class PluginLoader:
     def _not_found(self, kind: PluginKind, spec: str, candidate: Path) -> PluginNotFoundError:
         base = self.registries[kind].not_found(spec)
         return PluginNotFoundError(
-            f"{base.message}. {spec!r} is not a {kind_label(kind)} name, an installed "
+            f"{base.message}. {spec!r} is not {_article(kind_label(kind))} name, an installed "
             f"distribution, an importable module, nor an existing path ({candidate})",
             hint=base.hint,
         )
@@ -521,3 +521,8 @@ class PluginLoader:
         )
         self.modules[key] = loaded
         return list(loaded.registrations)
+
+
+def _article(label: str) -> str:
+    """``label`` with its indefinite article ("an eval provider", "a grader")."""
+    return f"{'an' if label[:1] in 'aeiou' else 'a'} {label}"

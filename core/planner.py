@@ -255,6 +255,32 @@ def workspace_path(root: Path, key: TrialKey, *, many_evals: bool, many_models: 
     return root.joinpath(*parts, f"trial-{key.trial}")
 
 
+def _check_stimuli(loaded: LoadedEval) -> None:
+    """Reject what would make trials overwrite each other or fail only after running:
+    two stimuli with one name, and a grader ``turn`` beyond its stimulus's turns."""
+    spec = loaded.spec
+    first: dict[str, int] = {}
+    for index, stimulus in enumerate(spec.stimuli):
+        previous = first.setdefault(stimulus.name, index)
+        if previous != index:
+            raise ConfigError(
+                f"{loaded.source}: stimuli[{index}] is named {stimulus.name!r} like "
+                f"stimuli[{previous}]; their trials would overwrite each other's files",
+                hint="give every stimulus of the file a distinct 'name:' (vally lint finds "
+                "these)",
+            )
+        turns = len(stimulus.prompts)
+        for config in [*spec.graders, *stimulus.graders]:
+            if config.turn is not None and config.turn >= turns:
+                raise ConfigError(
+                    f"{loaded.source}: grader '{config.label}' of stimulus {stimulus.name!r} "
+                    f"has turn: {config.turn}, but the stimulus has {turns} "
+                    f"turn{'s' if turns != 1 else ''}",
+                    hint=f"turns are numbered from 0, so the last is {turns - 1}; fix 'turn:' "
+                    "or add turns to the stimulus",
+                )
+
+
 def build_plan(
     inputs: Sequence[PlanInput],
     options: PlanOptions,
@@ -293,6 +319,7 @@ def build_plan(
                 hint="give each eval file a distinct 'name:'",
             )
         seen[(item.variant, name)] = loaded.source
+        _check_stimuli(loaded)
         runs = options.runs if options.runs is not None else spec.defaults.runs
         models: list[str | None] = list(options.models) if options.models else [spec.defaults.model]
         all_models.update(model_label(m) for m in models)

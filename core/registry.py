@@ -450,8 +450,9 @@ class Registry:
         message = f"unknown {label} {name!r}"
         if close:
             message += f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        plural = label[:-1] + "ies" if label.endswith("y") else label + "s"
         hint = (
-            f"known {label}s: {', '.join(known)}" if known else f"no {label} plugins are installed"
+            f"known {plural}: {', '.join(known)}" if known else f"no {label} plugins are installed"
         )
         hint += f". Install a distribution providing it (entry-point group {self.group}) or load "
         hint += "it with a plugin flag (a module:Attr, a .py file or a folder)"

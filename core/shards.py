@@ -303,7 +303,19 @@ def read_shard(path: Path) -> ShardInput:
         ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
     """
     if not path.is_dir():
-        raise ShardValidationError(f"shard directory {path} does not exist")
+        problem = "is a file, not a directory" if path.exists() else "does not exist"
+        raise ShardValidationError(
+            f"shard directory {path} {problem}",
+            hint="pass the <output-dir>/<run-id>/shard-<i>-of-<n> folders written by "
+            "'vally experiment run --shard'",
+        )
+    inner = sorted(p.name for p in path.glob("shard-*-of-*") if (p / MANIFEST_FILE).is_file())
+    if inner and not (path / MANIFEST_FILE).exists():
+        raise ShardValidationError(
+            f"{path} is a run folder holding shard directories, not a shard directory",
+            hint="pass each shard directory explicitly: "
+            + " ".join(str(path / name) for name in inner),
+        )
     manifest = _read_json(path / MANIFEST_FILE, "shard manifest")
     snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot")
     shard = manifest.get("shard")
@@ -431,6 +443,15 @@ def read_shard_records(shard: ShardInput, variant_dirs: Mapping[str, str]) -> di
                     f"{shard.index}/{shard.total} did not select"
                 )
         out[variant] = records
+    found = {record_key_id(r) for records in out.values() for r in records}
+    lost = [k for k in shard.manifest.get("completedKeys") or [] if k not in found]
+    if lost:
+        raise ShardValidationError(
+            f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
+            f"that its results files do not hold, e.g. {lost[0]}",
+            hint="a results.jsonl of that shard was removed or truncated; restore it, or "
+            "re-run that shard with the same --run-id and --shard",
+        )
     return out
 
 

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import typer
@@ -29,9 +30,17 @@ def fail(error: VallyError, code: int = EXIT_FAILURE) -> NoReturn:
     """Print ``error`` for the user (no traceback unless debugging) and exit."""
     typer.echo(f"error[{error.code}]: {error.render()}", err=True)
     cause = error.__cause__
-    if cause is not None and not isinstance(cause, VallyError):
+    if cause is not None and not isinstance(cause, VallyError) and not _is_validation(cause):
         typer.echo(f"  caused by: {type(cause).__name__}: {cause}", err=True)
     raise typer.Exit(code)
+
+
+def _is_validation(cause: BaseException) -> bool:
+    # A pydantic ValidationError is already summarised in the message (field: problem);
+    # its multi-line dump with documentation links would only repeat it.
+    return type(cause).__name__ == "ValidationError" and type(cause).__module__.startswith(
+        "pydantic"
+    )
 
 
 @contextmanager
@@ -81,3 +90,20 @@ def parse_key_values(
 def stdout_is_tty() -> bool:
     """True when standard output is an interactive terminal."""
     return sys.stdout.isatty()
+
+
+def check_folder_flag(flag: str, value: str, path: Path) -> None:
+    """Fail early when a folder flag (``--workspace``) names a file or a path under one.
+
+    Raises:
+        ConfigError: ``path`` or one of the folders above it is a file.
+    """
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                where = "is a file" if folder == path else f"is under the file {folder}"
+                raise ConfigError(
+                    f"{flag} {value}: {path} {where}, not a folder",
+                    hint=f"pass a folder (it is created when missing) to {flag}",
+                )
+            return

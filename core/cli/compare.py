@@ -67,16 +67,25 @@ def load_experiment_runs(
     from vally.errors import ConfigError
 
     if not directory.is_dir():
-        raise ConfigError(f"experiment directory {directory} does not exist")
+        problem = "is a file, not a directory" if directory.exists() else "does not exist"
+        raise ConfigError(
+            f"experiment directory {directory} {problem}",
+            hint="pass the timestamped folder written by 'vally experiment run' (or a merged "
+            "one); to compare two results files use --baseline and --treatment",
+        )
     runs: dict[str, list[TrialResultRecord]] = {}
     for child in sorted(directory.iterdir()):
         if child.is_dir() and (child / "results.jsonl").is_file():
             runs[child.name] = load_records(child)
     if not runs:
-        raise ConfigError(
-            f"no variant folders with results.jsonl in {directory}",
-            hint="pass the timestamped experiment run directory (or a merged one)",
-        )
+        hint = "pass the timestamped experiment run directory (or a merged one)"
+        if (directory / "results.jsonl").is_file():
+            hint = (
+                f"{directory} looks like a 'vally eval' run directory (it holds "
+                "results.jsonl); compare two eval runs with --baseline <run-dir> "
+                "--treatment <run-dir>"
+            )
+        raise ConfigError(f"no variant folders with results.jsonl in {directory}", hint=hint)
     recorded = {
         r.experiment.baseline
         for records in runs.values()
@@ -300,10 +309,39 @@ async def run_comparisons(
     return results
 
 
+def check_output_file(path: Path) -> None:
+    """Fail before any judging when ``--output`` cannot be written.
+
+    Raises:
+        OutputError: ``path`` is a directory, or its folder is a file or cannot be created.
+    """
+    from vally.errors import OutputError
+
+    if path.is_dir():
+        raise OutputError(
+            f"--output {path} is a directory", hint="pass a file path, e.g. comparison.jsonl"
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(
+                    f"--output {path} cannot be written: {parent} is a file",
+                    hint="pass another --output path",
+                )
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"--output {path}: cannot create {path.parent}: {exc.strerror or exc}",
+            hint="pass a writable --output path",
+        ) from exc
+
+
 def execute(request: CompareRequest, session: Session | None = None) -> int:
     """Run a comparison request, print it, write ``--output``; return the exit code."""
     from vally import compare
-    from vally.errors import ConfigError
+    from vally.errors import ConfigError, OutputError
     from vally.rundir import write_text_atomic
     from vally.session import Session
     from vally.specs import find_project
@@ -322,6 +360,14 @@ def execute(request: CompareRequest, session: Session | None = None) -> int:
         ]
     if len(ordered) < 2:
         raise ConfigError("nothing to compare: only the baseline has results")
+    for name, records in ordered:
+        if not records:
+            raise ConfigError(
+                f"no trial records in {name}",
+                hint="pass a results.jsonl (or its run directory) that holds finished trials",
+            )
+    if request.output is not None:
+        check_output_file(request.output)
     results = asyncio.run(run_comparisons(request, ordered, session))
     for result in results:
         _print_result(result, request.verbose)
@@ -330,7 +376,13 @@ def execute(request: CompareRequest, session: Session | None = None) -> int:
         lines = "".join(
             json.dumps(compare.to_record(r), ensure_ascii=False) + "\n" for r in results
         )
-        write_text_atomic(request.output, lines)
+        try:
+            write_text_atomic(request.output, lines)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write --output {request.output}: {exc.strerror or exc}",
+                hint="the comparison printed above is complete; pass a writable --output path",
+            ) from exc
     return compare.exit_code(results, fail_on_regression=request.fail_on_regression)
 
 
@@ -390,6 +442,12 @@ def compare_command(
 
         if judge_reasoning_effort is not None and not judge_reasoning_effort.strip():
             raise ConfigError("--judge-reasoning-effort must not be empty")
+        timeout = parse_duration(judge_timeout, field="--judge-timeout") if judge_timeout else None
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(
+                f"--judge-timeout must be longer than zero, got {judge_timeout!r}",
+                hint="write e.g. --judge-timeout 2m",
+            )
         request = CompareRequest(
             experiment_dir=experiment_dir,
             baseline=baseline,
@@ -397,9 +455,7 @@ def compare_command(
             baseline_variant=baseline_variant,
             eval_spec=eval_spec,
             judge_model=judge_model,
-            judge_timeout=parse_duration(judge_timeout, field="--judge-timeout")
-            if judge_timeout
-            else None,
+            judge_timeout=timeout,
             judge_reasoning_effort=judge_reasoning_effort,
             judge_evidence=judge_evidence,
             judge_workers=judge_workers,

@@ -22,6 +22,7 @@ from vally.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    check_folder_flag,
     debug_enabled,
     fail,
     parse_key_values,
@@ -271,6 +272,11 @@ def _prepare(opts: EvalOptions) -> _Setup:
 
     tag_filter = specs.parse_tag_flags(opts.tags) if opts.tags else None
     timeout = parse_duration(opts.timeout, field="--timeout") if opts.timeout else None
+    if timeout is not None and timeout <= 0:
+        raise ConfigError(
+            f"--timeout must be longer than zero, got {opts.timeout!r}",
+            hint="write e.g. --timeout 5m, or leave it out for the spec's timeout",
+        )
     options = PlanOptions(
         models=parse_models(opts.model),
         runs=opts.runs,
@@ -281,6 +287,8 @@ def _prepare(opts: EvalOptions) -> _Setup:
         extra_skills=_skill_folders(opts.skill_dirs, cwd),
         workspace_root=_absolute(cwd, opts.workspace) if opts.workspace else None,
     )
+    if opts.workspace:
+        check_folder_flag("--workspace", opts.workspace, _absolute(cwd, opts.workspace))
 
     def stimulus_filter(item: LoadedEval, stimulus: Any) -> bool:
         if suite_filter is None:

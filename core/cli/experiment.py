@@ -39,6 +39,7 @@ from vally.cli.common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    check_folder_flag,
     debug_enabled,
     fail,
     parse_key_values,
@@ -130,6 +131,15 @@ def _check_flags(opts: ExperimentOptions) -> None:
             )
     if opts.judge_reasoning_effort is not None and not opts.judge_reasoning_effort.strip():
         raise ConfigError("--judge-reasoning-effort must not be empty")
+    if opts.judge_timeout is not None:
+        from vally.durations import parse_duration
+
+        # Checked before any trial runs, not only when the comparison starts.
+        if parse_duration(opts.judge_timeout, field="--judge-timeout") <= 0:
+            raise ConfigError(
+                f"--judge-timeout must be longer than zero, got {opts.judge_timeout!r}",
+                hint="write e.g. --judge-timeout 2m",
+            )
     if opts.otlp_endpoint is not None:
         from vally.otel import check_endpoint
 
@@ -300,9 +310,13 @@ def prepare(opts: ExperimentOptions, *, build_components: bool = True) -> _Setup
     cwd = Path.cwd()
     experiment_path = _absolute(cwd, opts.experiment_file)
     if not experiment_path.is_file():
+        problem = "is a folder, not a file" if experiment_path.is_dir() else "does not exist"
         raise ConfigError(
-            f"experiment file {opts.experiment_file} does not exist ({experiment_path})"
+            f"experiment file {opts.experiment_file} {problem} ({experiment_path})",
+            hint="pass the experiment YAML file (with name, evals, baseline and variants)",
         )
+    if opts.workspace:
+        check_folder_flag("--workspace", opts.workspace, _absolute(cwd, opts.workspace))
     base = experiment_path.parent
     params = {k: str(v) for k, v in parse_key_values(opts.params, flag="--param").items()}
     project, root = specs.find_project(base, params=params)
@@ -973,6 +987,16 @@ def merge_shards(
     baseline = str(snapshot.get("baseline"))
     folders = {v: safe_name(v) for v in variants}
     target = _absolute(cwd, output_dir)
+    resolved = target.resolve()
+    for shard in shards:
+        folder = shard.path.resolve()
+        if resolved == folder or folder in resolved.parents:
+            raise OutputError(
+                f"merge output {target} is inside shard directory {shard.path}: merging there "
+                "would overwrite or mix with that shard's files",
+                hint="pass an -o/--output-dir outside every shard directory, e.g. "
+                f"{folder.parent / 'merged'}",
+            )
     try:
         if target.exists() and not target.is_dir():
             raise OutputError(

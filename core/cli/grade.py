@@ -201,9 +201,10 @@ def run_grade(opts: GradeOptions, stdin: TextIO) -> int:
     cwd = Path.cwd()
     spec_path = (cwd / opts.eval_spec).absolute()
     if not spec_path.is_file():
+        problem = "is a folder, not a file" if spec_path.is_dir() else "no such file"
         raise ConfigError(
-            f"--eval-spec {opts.eval_spec}: no such file ({spec_path})",
-            hint="pass the eval spec whose graders to apply",
+            f"--eval-spec {opts.eval_spec}: {problem} ({spec_path})",
+            hint="pass the eval spec file whose graders to apply",
         )
     workspace: Path | None = None
     if opts.workspace:
@@ -229,6 +230,11 @@ def run_grade(opts: GradeOptions, stdin: TextIO) -> int:
     loaded = specs.load_eval_file(spec_path, cli_params=params, project=project)
     spec = loaded.spec
     source = str(opts.eval_spec)
+    if opts.stimulus is not None and opts.stimulus not in {s.name for s in spec.stimuli}:
+        raise ConfigError(
+            f"--stimulus {opts.stimulus!r} is not a stimulus of {source}",
+            hint="its stimuli: " + ", ".join(s.name for s in spec.stimuli),
+        )
 
     items = read_items(stdin, source="<stdin>")
     if not items:

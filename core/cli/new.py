@@ -116,10 +116,19 @@ def write_scaffold(scaffold: Scaffold, *, force: bool = False) -> list[Path]:
 
     Raises:
         ConfigError: The target folder exists and is not empty (and ``force`` is off).
+        OutputError: The target (or a folder above it) is a file, or cannot be written.
     """
-    from vally.errors import ConfigError
+    from vally.errors import ConfigError, OutputError
 
     root = scaffold.root
+    for folder in (root, *root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise OutputError(
+                    f"cannot create the package folder {root}: {folder} is a file",
+                    hint="pass another --output-dir, or move the file away",
+                )
+            break
     if root.exists() and any(root.iterdir()) and not force:
         raise ConfigError(
             f"{root} already exists and is not empty",
@@ -128,8 +137,14 @@ def write_scaffold(scaffold: Scaffold, *, force: bool = False) -> list[Path]:
     written: list[Path] = []
     for relative, text in render_files(scaffold).items():
         path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write {path}: {exc.strerror or exc}",
+                hint="check that --output-dir is a writable folder",
+            ) from exc
         written.append(path)
     return written
 

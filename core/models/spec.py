@@ -164,6 +164,14 @@ class EvalConfig(SpecModel):
     def _executor_shorthand(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
+    @field_validator("timeout", "judge_timeout", "max_agent_duration")
+    @classmethod
+    def _positive_duration(cls, value: float | None) -> float | None:
+        # Zero would otherwise silently fall back to the default.
+        if value is not None and value <= 0:
+            raise ValueError("must be longer than zero, e.g. '5m' (leave it out for the default)")
+        return value
+
 
 class GraderConfig(SpecModel):
     """One grader entry: a registered ``type`` and its ``config``.

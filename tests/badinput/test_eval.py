@@ -1,0 +1,92 @@
+"""Bad input to ``vally eval``: fail before running, say what/where/what to do, exit 1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.badinput.conftest import vally
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_duplicate_stimulus_names_fail_before_any_trial_overwrites_another(
+    project: Path,
+) -> None:
+    _write(
+        project,
+        "dup.yaml",
+        "name: dup\ndefaults: {runs: 1, executor: {name: mock}}\n"
+        "stimuli:\n  - {name: a, prompt: one}\n  - {name: a, prompt: two}\n",
+    )
+    result = vally("eval", "-e", "dup.yaml", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "stimuli[1] is named 'a' like stimuli[0]" in result.stderr
+    assert "dup.yaml" in result.stderr and "distinct 'name:'" in result.stderr
+    assert not (project / "out").exists()
+
+
+def test_grader_turn_beyond_the_turns_fails_before_running(project: Path) -> None:
+    _write(
+        project,
+        "turn.yaml",
+        "name: t\ndefaults: {runs: 1, executor: {name: mock}}\nstimuli:\n"
+        "  - name: a\n    prompt: hi\n    graders:\n"
+        "      - {type: output-contains, turn: 5, config: {substring: x}}\n",
+    )
+    result = vally("eval", "-e", "turn.yaml", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "has turn: 5, but the stimulus has 1 turn" in result.stderr
+    assert "the last is 0" in result.stderr
+    assert not (project / "out").exists()
+
+
+def test_zero_timeout_flag_is_rejected(project: Path) -> None:
+    result = vally("eval", "-e", "eval.yaml", "--timeout", "0s", "--output-dir", "o", cwd=project)
+    assert result.returncode == 1
+    assert "--timeout must be longer than zero" in result.stderr
+    assert not (project / "o").exists()
+
+
+def test_zero_timeout_in_the_spec_is_a_located_schema_error(project: Path) -> None:
+    text = (project / "eval.yaml").read_text().replace("  runs: 1\n", "  runs: 1\n  timeout: 0s\n")
+    _write(project, "zero.yaml", text)
+    result = vally("eval", "-e", "zero.yaml", "--output-dir", "o", cwd=project)
+    assert result.returncode == 1
+    assert "zero.yaml:4:" in result.stderr
+    assert "defaults.timeout: must be longer than zero" in result.stderr
+
+
+def test_workspace_that_is_a_file_fails_before_running(project: Path) -> None:
+    for value in ("afile", "afile/sub"):
+        result = vally(
+            "eval", "-e", "eval.yaml", "--workspace", value, "--output-dir", "o", cwd=project
+        )
+        assert result.returncode == 1
+        assert f"--workspace {value}" in result.stderr and "not a folder" in result.stderr
+    assert not (project / "o").exists()
+
+
+def test_plugin_config_errors_print_no_pydantic_dump(project: Path) -> None:
+    result = vally(
+        "eval",
+        "-e",
+        "eval.yaml",
+        "--backend",
+        "local",
+        "--backend-args",
+        "foo=bar",
+        cwd=project,
+    )
+    assert result.returncode == 1
+    assert "foo: Extra inputs are not permitted" in result.stderr
+    assert "errors.pydantic.dev" not in result.stderr
+
+
+def test_unknown_eval_provider_reads_as_english(project: Path) -> None:
+    result = vally("eval", "-e", "eval.yaml", "--eval-plugin", "nope", cwd=project)
+    assert result.returncode == 1
+    assert "is not an eval provider name" in result.stderr
