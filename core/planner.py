@@ -281,6 +281,18 @@ def _check_stimuli(loaded: LoadedEval) -> None:
                 )
 
 
+def _check_sources(loaded: LoadedEval, stimulus: Stimulus, env: EnvironmentConfig) -> None:
+    """Every ``files[].src`` must exist before any trial starts (not fail trial by trial)."""
+    for entry in env.files:
+        if not Path(entry.src).exists():
+            raise ConfigError(
+                f"{loaded.source}: stimulus {stimulus.name!r}: files[].src "
+                f"{entry.src!r} does not exist",
+                hint="src is relative to the eval file; fix the path or create the file "
+                "(vally lint reports this as environment-file-not-found)",
+            )
+
+
 def build_plan(
     inputs: Sequence[PlanInput],
     options: PlanOptions,
@@ -367,6 +379,7 @@ def build_plan(
             environment = _with_extra_skills(
                 resolve_environment(loaded, stimulus), options.extra_skills
             )
+            _check_sources(loaded, stimulus, environment)
             graders = root_graders + tuple(stimulus.graders)
             constraints = merge_constraints(spec.constraints, stimulus.constraints)
             tags = effective_tags(spec, stimulus)

@@ -90,3 +90,18 @@ def test_unknown_eval_provider_reads_as_english(project: Path) -> None:
     result = vally("eval", "-e", "eval.yaml", "--eval-plugin", "nope", cwd=project)
     assert result.returncode == 1
     assert "is not an eval provider name" in result.stderr
+
+
+def test_missing_files_src_fails_before_any_trial(project: Path) -> None:
+    _write(
+        project,
+        "missing.yaml",
+        "name: missing\ndefaults: {runs: 3, executor: {name: mock}}\n"
+        "stimuli:\n  - name: a\n    prompt: one\n"
+        "    environment: {files: [{src: fixtures/nope.txt}]}\n",
+    )
+    result = vally("eval", "-e", "missing.yaml", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "files[].src" in result.stderr and "nope.txt" in result.stderr
+    assert "does not exist" in result.stderr and "missing.yaml" in result.stderr
+    assert not (project / "out").exists()
