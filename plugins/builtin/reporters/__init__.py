@@ -9,7 +9,6 @@ with the same records render the same reports.
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -19,6 +18,7 @@ from typing import Literal
 
 from vally.errors import OutputError
 from vally.models.records import GraderResult, RunSummaryRecord, TrialResultRecord
+from vally.scoring import pass_at_k
 
 __all__ = [
     "GroupKey",
@@ -141,12 +141,6 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _pass_at_k(n: int, c: int, k: int) -> float:
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
 def stimulus_stats(records: Sequence[TrialResultRecord]) -> StimulusStats:
     """Compute the row statistics of one group of records."""
     outcomes = [trial_outcome(r) for r in records]
@@ -165,7 +159,7 @@ def stimulus_stats(records: Sequence[TrialResultRecord]) -> StimulusStats:
         errored=outcomes.count("errored"),
         cancelled=outcomes.count("cancelled"),
         pass_rate=rate,
-        pass_at_k=_pass_at_k(n, c, n) if n else None,
+        pass_at_k=pass_at_k(n, c, n) if n else None,
         pass_to_the_k=rate**n if rate is not None else None,
         k=n,
         flaky=0 < c < n,
@@ -234,6 +228,18 @@ def cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n… ({len(text) - limit} more characters not shown)"
+
+
+def output_path(configured: str | None, run_dir: Path | None, default_name: str) -> Path | None:
+    """Where a reporter writes its file: its configured ``path`` (relative ones inside the
+    run folder), else ``default_name`` in the run folder; None when the run writes no files
+    and no path was configured."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_absolute() and run_dir is not None:
+            path = run_dir / path
+        return path
+    return run_dir / default_name if run_dir is not None else None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

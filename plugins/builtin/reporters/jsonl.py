@@ -18,6 +18,7 @@ from vally.events import RunInfo, RunOutcome
 from vally.hookspecs import hookimpl
 from vally.metadata import PluginMetadata
 from vally.models.records import TrialResultRecord
+from vally_builtin.reporters import output_path
 
 RESULTS_FILE = "results.jsonl"
 
@@ -53,12 +54,7 @@ class JsonlReporter(BaseReporter[JsonlConfig]):
 
     def target(self, run: RunInfo) -> Path | None:
         """Where the records go for ``run`` (None when the run writes no files)."""
-        if self.config.path:
-            path = Path(self.config.path).expanduser()
-            if not path.is_absolute() and run.run_dir is not None:
-                path = run.run_dir / path
-            return path
-        return run.run_dir / RESULTS_FILE if run.run_dir is not None else None
+        return output_path(self.config.path, run.run_dir, RESULTS_FILE)
 
     def _open(self, run: RunInfo) -> None:
         self.path = self.target(run)

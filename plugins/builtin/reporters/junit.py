@@ -25,6 +25,7 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
+    output_path,
     trial_outcome,
 )
 
@@ -171,13 +172,8 @@ class JunitReporter(BaseReporter[JunitConfig]):
     @hookimpl
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
         """Write the XML file (nothing when the run writes no files)."""
-        if self.config.path:
-            path = Path(self.config.path).expanduser()
-            if not path.is_absolute() and run.run_dir is not None:
-                path = run.run_dir / path
-        elif run.run_dir is not None:
-            path = run.run_dir / JUNIT_FILE
-        else:
+        path = output_path(self.config.path, run.run_dir, JUNIT_FILE)
+        if path is None:
             return
         atomic_write_text(path, render_junit(outcome.records))
         self.path = path

@@ -29,6 +29,7 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
+    output_path,
     stimulus_stats,
     summary_threshold,
     trial_outcome,
@@ -211,13 +212,8 @@ class MarkdownReporter(BaseReporter[MarkdownConfig]):
     @hookimpl
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
         """Render and write the report (nothing when the run writes no files)."""
-        if self.config.path:
-            path = Path(self.config.path).expanduser()
-            if not path.is_absolute() and run.run_dir is not None:
-                path = run.run_dir / path
-        elif run.run_dir is not None:
-            path = run.run_dir / REPORT_FILE
-        else:
+        path = output_path(self.config.path, run.run_dir, REPORT_FILE)
+        if path is None:
             return
         text = render_report(run, outcome.records, outcome.summaries, title=self.config.title)
         atomic_write_text(path, text)
