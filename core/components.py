@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from vally.models.spec import GraderConfig
     from vally.planner import PlannedTrial
     from vally.protocols import LoadedEval
+    from vally.rundir import Scrubber
     from vally.session import Session
 
 
@@ -140,8 +141,9 @@ def needs_llm(session: Session, trials: Sequence[PlannedTrial]) -> bool:
         if getattr(session.plugin_class("executor", name), "requires_llm", False):
             return True
     for name in sorted({config.type for trial in trials for config in trial.graders}):
-        behavior = getattr(getattr(session.plugin_class("grader", name), "metadata", None),
-                           "behavior", None)
+        behavior = getattr(
+            getattr(session.plugin_class("grader", name), "metadata", None), "behavior", None
+        )
         if behavior is not None and behavior.requires_llm_client:
             return True
     return False
@@ -193,3 +195,42 @@ def load_evals(
     for file in files:
         loaded.extend(provider.load(file, params))
     return loaded
+
+
+BUILTIN_RUN_REPORTERS = frozenset({"jsonl", "console", "markdown", "junit"})
+"""Reporters the commands register themselves, with their own config."""
+
+
+def register_user_reporters(
+    session: Session, specifiers: Sequence[str], *, base_dir: Path
+) -> list[str]:
+    """Register the reporters named by ``--reporter-plugin`` (and the experiment file), then
+    those of ``.vally.yaml plugins.reporter`` not registered yet; return their names."""
+    registered: list[str] = []
+    if specifiers:
+        for name in session.load_plugins("reporter", specifiers, base_dir=base_dir):
+            if name in BUILTIN_RUN_REPORTERS:
+                continue
+            session.register_observer(
+                session.create("reporter", name, {}, where="--reporter-plugin"), name
+            )
+            registered.append(name)
+    for name in session.load_project_plugins("reporter"):
+        if not session.plugin_manager.has_plugin(name):
+            session.register_observer(
+                session.create("reporter", name, {}, where=".vally.yaml plugins.reporter"), name
+            )
+            registered.append(name)
+    return registered
+
+
+def scrubber_for(trials: Sequence[PlannedTrial]) -> Scrubber:
+    """A scrubber for the secret values of the host environment, the trials' environment
+    ``env`` and the executors' ``env`` config."""
+    from vally.rundir import Scrubber
+
+    executor_envs = (trial.executor.config.get("env") for trial in trials)
+    return Scrubber.from_env(
+        *(trial.environment.env for trial in trials),
+        *(env for env in executor_envs if isinstance(env, dict)),
+    )

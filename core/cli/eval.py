@@ -364,19 +364,7 @@ def _register_reporters(opts: EvalOptions, setup: _Setup) -> None:
     session.register_observer(session.create("reporter", "markdown", {}), "markdown")
     if opts.junit:
         session.register_observer(session.create("reporter", "junit", {}), "junit")
-    if opts.reporter_plugins:
-        names = session.load_plugins("reporter", opts.reporter_plugins, base_dir=setup.cwd)
-        for name in names:
-            if name in {"jsonl", "console", "markdown", "junit"}:
-                continue
-            session.register_observer(
-                session.create("reporter", name, {}, where="--reporter-plugin"), name
-            )
-    for name in session.load_project_plugins("reporter"):
-        if not session.plugin_manager.has_plugin(name):
-            session.register_observer(
-                session.create("reporter", name, {}, where=".vally.yaml plugins.reporter"), name
-            )
+    components.register_user_reporters(session, opts.reporter_plugins, base_dir=setup.cwd)
 
 
 def run_eval(opts: EvalOptions) -> int:
@@ -390,7 +378,7 @@ def run_eval(opts: EvalOptions) -> int:
     from vally.events import RunInfo
     from vally.models.trajectory import utc_now
     from vally.otel import Tracing
-    from vally.rundir import Scrubber, create_run_dir
+    from vally.rundir import create_run_dir
     from vally.runner import RunContext, RunEngine, new_run_id
     from vally.scheduler import DEFAULT_WORKERS, stop_on_signals
 
@@ -437,14 +425,7 @@ def run_eval(opts: EvalOptions) -> int:
             "max_retries": opts.max_retries,
         },
     )
-    scrubber = Scrubber.from_env(
-        *(t.environment.env for t in plan.trials),
-        *(
-            t.executor.config.get("env", {})
-            for t in plan.trials
-            if isinstance(t.executor.config.get("env"), dict)
-        ),
-    )
+    scrubber = components.scrubber_for(plan.trials)
     context = RunContext(
         run=run,
         backend=setup.backend,

@@ -634,24 +634,10 @@ def _run_compare(setup: _Setup, opts: ExperimentOptions, run_dir: Path) -> int:
 def _register_reporters(opts: ExperimentOptions, setup: _Setup) -> list[str]:
     session = setup.session
     base = setup.experiment_path.parent
-    registered: list[str] = []
     specifiers = [*setup.experiment.reporter_plugins, *opts.reporter_plugins]
-    if specifiers:
-        names = session.load_plugins("reporter", _plugin_paths(specifiers, base), base_dir=base)
-        for name in names:
-            if name in {"jsonl", "console", "markdown", "junit"}:
-                continue
-            session.register_observer(
-                session.create("reporter", name, {}, where="--reporter-plugin"), name
-            )
-            registered.append(name)
-    for name in session.load_project_plugins("reporter"):
-        if not session.plugin_manager.has_plugin(name):
-            session.register_observer(
-                session.create("reporter", name, {}, where=".vally.yaml plugins.reporter"), name
-            )
-            registered.append(name)
-    return registered
+    return components.register_user_reporters(
+        session, _plugin_paths(specifiers, base), base_dir=base
+    )
 
 
 def _prepare_run_dir(opts: ExperimentOptions, setup: _Setup, output_dir: Path) -> Path:
@@ -692,7 +678,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
     from vally.models.trajectory import utc_now
     from vally.otel import Tracing
     from vally.report import compare_variants, comparison_table, render_report
-    from vally.rundir import SUMMARY_FILE, Scrubber, safe_name, write_jsonl
+    from vally.rundir import SUMMARY_FILE, safe_name, write_jsonl
     from vally.runner import RunContext, RunEngine, new_run_id
     from vally.scheduler import DEFAULT_WORKERS, stop_on_signals
     from vally.shards import (
@@ -788,14 +774,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
         experiment=resolved.name,
         shard=shard_label,
     )
-    scrubber = Scrubber.from_env(
-        *(t.environment.env for t in trials),
-        *(
-            t.executor.config.get("env", {})
-            for t in trials
-            if isinstance(t.executor.config.get("env"), dict)
-        ),
-    )
+    scrubber = components.scrubber_for(trials)
     context = RunContext(
         run=run,
         backend=setup.backend,
