@@ -540,7 +540,7 @@ async def run_git(repo: Path, args: Sequence[str]) -> tuple[int, str, str]:
         )
     except FileNotFoundError as exc:
         raise SetupError(
-            "git is not installed, but the environment asks for a git worktree",
+            "git is not installed, but the environment asks for a git workspace",
             hint="install git or remove 'git:' from the environment",
         ) from exc
     out, err = await proc.communicate()

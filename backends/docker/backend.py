@@ -39,6 +39,7 @@ from vally_backends.docker.cleanup import (
 from vally_backends.docker.config import Config as DockerConfig
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
+from vally_backends.local import run_git
 
 logger = logging.getLogger("vally.backends.docker")
 
@@ -529,7 +530,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 hint="git.source is relative to the eval file and must name a git repository",
             )
         ref = git.ref or "HEAD"
-        code, sha, err = await _git(source, ["rev-parse", "--verify", f"{ref}^{{commit}}"])
+        code, sha, err = await run_git(source, ["rev-parse", "--verify", f"{ref}^{{commit}}"])
         if code != 0:
             raise SetupError(
                 f"cannot resolve git ref {ref!r} in {source}: {err.strip()}",
@@ -543,7 +544,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 (checkout, ["checkout", "--quiet", "--detach", sha.strip()]),
             ]
             for where, args in steps:
-                code, _, err = await _git(where, args)
+                code, _, err = await run_git(where, args)
                 if code != 0:
                     raise SetupError(
                         f"cannot check out {ref!r} of {source}: git {args[0]} failed: {err.strip()}"
@@ -589,26 +590,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 f"{self.run_id}: " + "; ".join(problems),
                 hint="remove them with 'vally docker prune'",
             )
-
-
-async def _git(where: Path, args: list[str]) -> tuple[int, str, str]:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git",
-            "-C",
-            str(where),
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except FileNotFoundError as exc:
-        raise SetupError(
-            "git is not installed, but the environment asks for a git checkout",
-            hint="install git or remove 'git:' from the environment",
-        ) from exc
-    out, err = await proc.communicate()
-    return proc.returncode or 0, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
 def _fresh_folder(root: Path) -> None:
