@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vally.contracts.protocols import TrialContext, TrialKey
 from vally.models.spec import EnvironmentConfig
-from vally.protocols import TrialContext, TrialKey
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "docker" / "busybox"

@@ -8,7 +8,7 @@ Pages written:
 - docs/reference/cli.md: every command and option of the ``vally`` typer app;
 - docs/reference/eval-spec.md, experiment-file.md, project-file.md: field tables of the
   pydantic models of eval.yaml, experiment files and .vally.yaml;
-- docs/reference/hooks.md: the run hooks of ``vally.hookspecs`` with their docstrings;
+- docs/reference/hooks.md: the run hooks of ``vally.contracts.hookspecs`` with their docstrings;
 - docs/reference/builtins.md: every built-in plugin of the ``vally`` distribution (its entry
   points in pyproject.toml), by kind, with its metadata, grader taxonomy and ``Config`` table;
 - docs/reference/records.md: the on-disk records (``results.jsonl``, ``run-summary.jsonl``,
@@ -498,8 +498,8 @@ def _is_model(tp: Any) -> bool:
 
 @functools.cache
 def _duration_meta() -> tuple[Any, ...]:
-    """The ``Annotated`` metadata of ``vally.durations.Duration``."""
-    from vally.durations import Duration
+    """The ``Annotated`` metadata of ``vally.models.durations.Duration``."""
+    from vally.models.durations import Duration
 
     return typing.get_args(Duration)[1:]
 
@@ -633,7 +633,7 @@ def _field_table(
         if defaults:
             default = _default(field)
             if cells[1].startswith("duration") and isinstance(field.default, int | float):
-                from vally.durations import format_duration
+                from vally.models.durations import format_duration
 
                 default = f"`{json.dumps(format_duration(field.default))}`"
             cells.append(_cell(default))
@@ -647,10 +647,10 @@ def _field_table(
 
 def render_hooks() -> str:
     """The hook reference, from the hookspecs and their docstrings."""
-    from vally import hookspecs
+    from vally.contracts import hookspecs
 
     lines = [
-        _header("core/hookspecs.py"),
+        _header("core/vally/contracts/hookspecs.py"),
         "# Hook reference\n",
         _md(inspect.getdoc(hookspecs) or "") + "\n",
         "Implement a hook as a method (or module function) with the hook's name, marked with",
@@ -674,7 +674,7 @@ def render_hooks() -> str:
         owner = "" if name == "vally_register_components" else "self, "
         lines.append(f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> None: ...\n```\n")
         lines.append(_md(inspect.getdoc(function) or "") + "\n")
-    from vally import events
+    from vally.contracts import events
 
     lines.append("## Payloads\n")
     for cls in (events.RunInfo, events.RunOutcome):
@@ -736,7 +736,7 @@ def builtin_entry_points() -> list[tuple[str, str, str]]:
     in ``pyproject.toml``, sorted by :data:`KIND_ORDER`, then name."""
     import tomllib
 
-    from vally.groups import ENTRY_POINT_GROUPS
+    from vally.plugins.groups import ENTRY_POINT_GROUPS
 
     project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
     declared = project["project"].get("entry-points", {})
@@ -765,7 +765,7 @@ def _plugin_anchor(kind: str, name: str) -> str:
 
 def render_builtins() -> str:
     """Every built-in plugin by kind: description, grader taxonomy and its config table."""
-    from vally.bases import EmptyConfig
+    from vally.contracts.bases import EmptyConfig
 
     entries = builtin_entry_points()
     lines = [
@@ -911,10 +911,10 @@ def example_events() -> list[Any]:
 
 def example_records() -> tuple[Any, Any]:
     """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
+    from vally.engine.scoring import summarize_eval, trial_verdict
     from vally.models import GraderConfig, Stimulus
     from vally.models.records import GraderResult, TrialResultRecord
     from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
-    from vally.scoring import summarize_eval, trial_verdict
 
     stimulus = Stimulus(
         name="hello",
@@ -1015,7 +1015,7 @@ def _json_block(line: str) -> str:
 
 def render_records() -> str:
     """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
-    from vally import rundir
+    from vally.engine import rundir
     from vally.models import records, trajectory as traj
     from vally.models.base import SpecModel
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install vally with its dev dependencies and the example plugins, then run every check:
-# ruff, mypy on core/, the import-linter contracts and the test suite.
+# ruff, mypy (strict) on the three packages, the import-linter contracts and the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e '.[dev,mcp]'
@@ -10,8 +10,7 @@ for example in plugins/examples/*/; do
   fi
 done
 python3 -m ruff check .
-# mypy checks the kernel under its import name (core/ installs as the package vally).
-mkdir -p build/mypy && ln -sfn ../../core build/mypy/vally
-MYPYPATH=build/mypy python3 -m mypy -p vally
+# mypy --strict over the kernel, the built-ins and the backends (source roots in pyproject).
+python3 -m mypy -p vally -p vally_builtin -p vally_backends
 lint-imports
 python3 -m pytest "$@"

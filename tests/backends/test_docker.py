@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from vally.contracts.protocols import Sandbox, TrialContext, TrialKey
 from vally.errors import BackendError, ConfigError, PathEscapeError
 from vally.models.spec import EnvironmentConfig, GitConfig
-from vally.protocols import Sandbox, TrialContext, TrialKey
 from vally_backends.docker.backend import DockerBackend
 from vally_backends.docker.config import Config
 from vally_backends.docker.errors import ImageError, OutOfMemoryError

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from vally.contracts.protocols import TrialContext, TrialKey
+from vally.engine.workspace import prepare_workspace
 from vally.errors import BackendError, PathEscapeError, SetupError
 from vally.models.spec import EnvironmentConfig, FileEntry, GitConfig
-from vally.protocols import TrialContext, TrialKey
-from vally.workspace import prepare_workspace
 from vally_backends import local as local_module
 from vally_backends.local import LocalBackend, LocalSandbox
 

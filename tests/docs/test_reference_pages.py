@@ -12,9 +12,9 @@ from types import ModuleType
 import pytest
 from pydantic.alias_generators import to_camel
 
-from vally.groups import ENTRY_POINT_GROUPS
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import TrajectoryEvent
+from vally.plugins.groups import ENTRY_POINT_GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"

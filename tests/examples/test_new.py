@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vally.groups import ENTRY_POINT_GROUPS
+from vally.plugins.groups import ENTRY_POINT_GROUPS
 
 from .conftest import run_vally
 

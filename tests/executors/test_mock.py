@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from vally.contracts.protocols import ExecutorOptions, TrialContext, TrialKey
 from vally.errors import ExecutionError
 from vally.models.spec import EnvironmentConfig, Stimulus, Turn
-from vally.protocols import ExecutorOptions, TrialContext, TrialKey
 from vally_backends.local import LocalBackend, LocalSandbox
 from vally_builtin.executors.mock import MockExecutor
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from vally.errors import ConfigError
-from vally.experiment import (
+from vally.contracts.protocols import LoadedEval
+from vally.engine.experiment import (
     content_hash,
     diff_pointers,
     is_covered,
     merge_patch,
     resolve_experiment,
 )
+from vally.errors import ConfigError
 from vally.models import EvalSpec, ExperimentFile
-from vally.protocols import LoadedEval
 
 
 def loaded(raw: dict[str, Any], name: str = "e1") -> LoadedEval:

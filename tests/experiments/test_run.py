@@ -215,8 +215,8 @@ def test_named_environment_is_patched_by_variants(tmp_path: Path) -> None:
 def test_reporter_failure_is_a_warning(project: Path) -> None:
     write(project / "plugins" / "boom.py", """
         from vally import hookimpl
-        from vally.bases import BaseReporter, EmptyConfig
-        from vally.metadata import PluginMetadata
+        from vally.contracts.bases import BaseReporter, EmptyConfig
+        from vally.contracts.metadata import PluginMetadata
 
 
         class Boom(BaseReporter[EmptyConfig]):
@@ -273,7 +273,7 @@ def test_workspace_backend_args_and_params(project: Path) -> None:
 def test_plugins_relative_to_the_experiment_file_and_additive(tmp_path: Path) -> None:
     write(tmp_path / "plugins" / "short.py", """
         from vally import BaseGrader, GraderMetadata
-        from vally.bases import EmptyConfig
+        from vally.contracts.bases import EmptyConfig
 
 
         class Short(BaseGrader[EmptyConfig]):
@@ -292,7 +292,7 @@ def test_plugins_relative_to_the_experiment_file_and_additive(tmp_path: Path) ->
             registrar.grader(Short)
         """)
     write(tmp_path / "plugins" / "broken.py", """
-        from vally.metadata import PluginMetadata
+        from vally.contracts.metadata import PluginMetadata
         from vally_builtin.executors.mock import MockExecutor
 
 

@@ -176,8 +176,8 @@ def test_merge_reports_reconstructed_execution_errors(tmp_path: Path) -> None:
 def test_custom_strategy_module_relative_to_the_experiment(sharded: Path) -> None:
     (sharded / "strategies").mkdir()
     (sharded / "strategies" / "first.py").write_text(
-        "from vally.bases import EmptyConfig, Plugin\n"
-        "from vally.metadata import PluginMetadata\n\n\n"
+        "from vally.contracts.bases import EmptyConfig, Plugin\n"
+        "from vally.contracts.metadata import PluginMetadata\n\n\n"
         "class AllOnFirst(Plugin[EmptyConfig]):\n"
         "    metadata = PluginMetadata(name='all-on-first', kind='shard_strategy',\n"
         "                              description='everything on shard 1')\n\n"

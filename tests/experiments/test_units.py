@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from tests.compare.records import record
-from vally.protocols import TrialKey
-from vally.report import compare_variants, comparison_table
-from vally.shards import ShardSpec, parse_shard, select_keys
+from vally.contracts.protocols import TrialKey
+from vally.engine.report import compare_variants, comparison_table
+from vally.engine.shards import ShardSpec, parse_shard, select_keys
 from vally_builtin.sharding import ByStimulusStrategy, RoundRobinStrategy
 
 STRATEGIES = [RoundRobinStrategy(), ByStimulusStrategy()]
@@ -116,9 +116,9 @@ def test_real_plans_partition_into_shards(
 ) -> None:
     from pathlib import Path
 
+    from vally.contracts.protocols import LoadedEval
+    from vally.engine.planner import PlanInput, PlanOptions, build_plan
     from vally.models.spec import EnvironmentConfig, EvalSpec
-    from vally.planner import PlanInput, PlanOptions, build_plan
-    from vally.protocols import LoadedEval
 
     inputs = []
     for v in range(variants):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from vally.contracts.protocols import Sandbox
+from vally.engine.folder_sandbox import FolderSandbox
 from vally.errors import BackendError, UnsupportedError
-from vally.folder_sandbox import FolderSandbox
-from vally.protocols import Sandbox
 
 
 def test_files_and_commands(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reporters"))
 from reporter_helpers import make_record
 
 from vally.errors import ConfigError
-from vally.ingest import FORMAT_KEY, read_items, read_records
 from vally.models.records import TrialResultRecord
 from vally.models.trajectory import Trajectory
+from vally.tools.ingest import FORMAT_KEY, read_items, read_records
 
 ATIF = {
     "schema_version": "ATIF-v1.4",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vally.contracts.protocols import GradeContext, Sandbox
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import (
@@ -27,7 +28,6 @@ from vally.models.trajectory import (
     UserMessageEvent,
     compute_metrics,
 )
-from vally.protocols import GradeContext, Sandbox
 
 
 def stimulus(name: str = "s1", turns: Sequence[str] | None = None) -> Stimulus:

@@ -1,4 +1,4 @@
-"""The grading kernel (vally.grading) with the real built-in graders."""
+"""The grading kernel (vally.engine.grading) with the real built-in graders."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 import pytest
 from graders_support import call, say, skill, stimulus, tokens, trajectory, turn_start, user
 
-from vally.bases import BaseGrader, EmptyConfig
+from vally.contracts.bases import BaseGrader, EmptyConfig
+from vally.contracts.metadata import GraderBehavior, GraderMetadata
+from vally.contracts.protocols import GradeContext
+from vally.engine.grading import check_constraints, grade_trial
 from vally.errors import ConfigError, GradingError
-from vally.grading import check_constraints, grade_trial
-from vally.metadata import GraderBehavior, GraderMetadata
 from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig
 from vally.models.trajectory import Trajectory
-from vally.protocols import GradeContext
 from vally_builtin.graders.files import FileExistsGrader
 from vally_builtin.graders.output import OutputContainsGrader
 from vally_builtin.graders.trajectory import ToolCallsGrader

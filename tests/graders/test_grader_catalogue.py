@@ -6,8 +6,8 @@ import importlib.metadata
 
 import pytest
 
-from vally.bases import StrictConfig
-from vally.registry import validate_plugin_class
+from vally.contracts.bases import StrictConfig
+from vally.plugins.registry import validate_plugin_class
 
 EXPECTED = {
     # name: (cost, determinism, portability, requires_workspace)

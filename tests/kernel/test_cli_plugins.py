@@ -80,8 +80,9 @@ def test_plugins_list_rejects_unknown_kind() -> None:
 
 def test_plugin_machinery_is_not_imported_at_cli_start() -> None:
     code = (
-        "import sys, vally.cli.plugins, vally.registry;"
-        "print(sorted(m for m in ('stevedore', 'pluggy', 'vally.session', 'vally.loader')"
+        "import sys, vally.cli.plugins, vally.plugins.registry;"
+        "print(sorted(m for m in ('stevedore', 'pluggy', 'vally.plugins.session',"
+        " 'vally.plugins.loader')"
         " if m in sys.modules))"
     )
     out = subprocess.run(

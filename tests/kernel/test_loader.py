@@ -16,7 +16,7 @@ from vally.errors import (
     PluginNotFoundError,
     PluginValidationError,
 )
-from vally.session import Session
+from vally.plugins.session import Session
 
 REGISTER_SOLO = "\ndef register(registrar):\n    registrar.grader({cls})\n"
 

@@ -11,7 +11,7 @@ import pytest
 
 from vally.errors import ConfigError
 from vally.models import ProjectConfig
-from vally.session import Session
+from vally.plugins.session import Session
 
 
 def test_project_config_reaches_the_plugin_and_flags_win() -> None:

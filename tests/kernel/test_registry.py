@@ -16,7 +16,7 @@ from vally.errors import (
     PluginNotFoundError,
     PluginValidationError,
 )
-from vally.session import Session
+from vally.plugins.session import Session
 
 GROUP = "vally.graders"
 

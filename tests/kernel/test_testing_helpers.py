@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from vally import BaseGrader, GraderMetadata, GraderResult, hookimpl
+from vally.contracts.events import RunInfo
+from vally.contracts.protocols import GradeContext
 from vally.errors import ConfigError, PluginValidationError
-from vally.events import RunInfo
-from vally.protocols import GradeContext
-from vally.session import Session
+from vally.plugins.session import Session
 from vally.testing import (
     RecordingReporter,
     grade,
@@ -115,8 +115,8 @@ def test_misspelled_observer_hook_is_rejected() -> None:
 def test_fake_sandbox_files_and_commands(tmp_path: Path) -> None:
     import asyncio
 
+    from vally.contracts.protocols import ExecResult, Sandbox
     from vally.errors import PathEscapeError
-    from vally.protocols import ExecResult, Sandbox
     from vally.testing import FakeSandbox
 
     async def scenario() -> None:

@@ -12,9 +12,12 @@ from typing import ClassVar
 import pytest
 from typer.testing import CliRunner
 
-from vally.bases import BaseGrader, EmptyConfig, StrictConfig
 from vally.cli.app import app
-from vally.lint import (
+from vally.contracts.bases import BaseGrader, EmptyConfig, StrictConfig
+from vally.contracts.metadata import GraderBehavior, GraderMetadata
+from vally.models.project import ProjectConfig
+from vally.plugins.session import Session
+from vally.tools.lint import (
     Diagnostic,
     MappingGraderCatalog,
     SessionGraderCatalog,
@@ -22,9 +25,6 @@ from vally.lint import (
     lint_skills,
     run_lint,
 )
-from vally.metadata import GraderBehavior, GraderMetadata
-from vally.models.project import ProjectConfig
-from vally.session import Session
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 LINT = FIXTURES / "lint"

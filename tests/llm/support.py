@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.llm.chat_server import ChatServer
+from vally.contracts.protocols import TrialContext, TrialKey
 from vally.models.spec import EnvironmentConfig
-from vally.protocols import TrialContext, TrialKey
 from vally_backends.local import LocalBackend, LocalSandbox
 from vally_builtin.llm.openai import OpenAIProvider
 

@@ -13,15 +13,17 @@ import pytest
 
 from tests.llm.chat_server import ChatServer, Received, Reply, completion, error, tool_call
 from tests.llm.support import make_provider, open_sandbox, run
+from vally.contracts.protocols import ExecutorOptions, GradeContext, LLMProvider, Sandbox, SkillRef
 from vally.errors import ExecutionError, LLMError
 from vally.models.spec import Constraints, GraderConfig, Stimulus, Turn
 from vally.models.trajectory import Trajectory
-from vally.protocols import ExecutorOptions, GradeContext, LLMProvider, Sandbox, SkillRef
-from vally.registry import Registry
+from vally.plugins.registry import Registry
 from vally_backends.local import LocalSandbox
 from vally_builtin.executors.chat_agent import ChatAgentExecutor
 
-SYSTEM_MD = Path(__file__).parents[2] / "plugins" / "builtin" / "executors" / "chat_agent_system.md"
+SYSTEM_MD = (
+    Path(__file__).parents[2] / "plugins/builtin/vally_builtin/executors/chat_agent_system.md"
+)
 
 
 def stimulus(prompt: str = "Create hello.txt saying hello", **kw: Any) -> Stimulus:

@@ -10,11 +10,11 @@ from pydantic import ValidationError
 
 from tests.llm.chat_server import ChatServer, Reply, completion, error, tool_call
 from tests.llm.support import TEST_KEY, make_provider, run
+from vally.contracts.protocols import ChatMessage, ChatRequest, ToolCall, ToolSpec
+from vally.engine.llm import provider_config_from_settings
 from vally.errors import LLMError
-from vally.llm import provider_config_from_settings
 from vally.models.project import LLMSettings, ProjectConfig
-from vally.protocols import ChatMessage, ChatRequest, ToolCall, ToolSpec
-from vally.registry import Registry
+from vally.plugins.registry import Registry
 from vally_builtin.llm import openai as openai_mod
 from vally_builtin.llm.openai import OpenAIProvider, parse_retry_after
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vally.contracts.protocols import ExecutorOptions, LLMProvider, Sandbox
 from vally.models.spec import Constraints, McpServerConfig, Stimulus
 from vally.models.trajectory import Trajectory
-from vally.protocols import ExecutorOptions, LLMProvider, Sandbox
 from vally_builtin.executors.chat_agent import ChatAgentExecutor
 
 SERVERS = Path(__file__).parent / "servers"

@@ -18,11 +18,11 @@ import pytest
 from tests.llm.chat_server import ChatServer, Received, Reply, completion, tool_call
 from tests.llm.support import make_provider, open_sandbox, run
 from tests.mcp.support import BROKEN, NOTES, SILENT, http_notes_server, run_agent, stdio
+from vally.contracts.protocols import GradeContext, Sandbox
 from vally.errors import SetupError
 from vally.models.spec import GraderConfig, McpServerConfig
 from vally.models.trajectory import Trajectory
-from vally.protocols import GradeContext, Sandbox
-from vally.registry import Registry
+from vally.plugins.registry import Registry
 
 
 def _script(*calls: tuple[str, dict[str, Any]], final: str = "Done.") -> Any:

@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from tests.llm.support import open_sandbox, run
+from vally.contracts.protocols import ExecutorOptions
 from vally.errors import UnsupportedError
 from vally.models.spec import McpServerConfig, Stimulus
 from vally.models.trajectory import Trajectory
-from vally.protocols import ExecutorOptions
 from vally_builtin.executors.command import CommandExecutor
 from vally_builtin.mcp.config import MAX_TOOL_NAME, render_mcp_config, tool_name_for
 

@@ -13,9 +13,9 @@ from tests.backends.docker_helpers import busybox_image, docker_api
 from tests.llm.chat_server import ChatServer, completion, tool_call
 from tests.llm.support import make_provider, run
 from tests.mcp.support import SERVERS, run_agent
+from vally.contracts.protocols import TrialContext, TrialKey
 from vally.errors import SetupError
 from vally.models.spec import EnvironmentConfig, McpServerConfig
-from vally.protocols import TrialContext, TrialKey
 
 __all__ = ["busybox_image", "docker_api"]
 

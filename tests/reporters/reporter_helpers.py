@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vally.events import EventEmitter, RunInfo, RunOutcome, new_plugin_manager
+from vally.contracts.events import EventEmitter, RunInfo, RunOutcome, new_plugin_manager
+from vally.contracts.protocols import TrialKey
 from vally.models.records import GradeResult, GraderResult, TrialError, TrialResultRecord
 from vally.models.spec import Stimulus
 from vally.models.trajectory import (
@@ -19,7 +20,6 @@ from vally.models.trajectory import (
     TrajectoryMetadata,
     compute_metrics,
 )
-from vally.protocols import TrialKey
 
 
 def make_trajectory(

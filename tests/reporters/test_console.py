@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from reporter_helpers import Driver, make_record, make_run
 
-from vally.events import RunOutcome
+from vally.contracts.events import RunOutcome
 from vally.models.records import TrialError
 from vally_builtin.reporters import stimulus_stats
 from vally_builtin.reporters.console import ConsoleConfig, ConsoleReporter, make_console

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from reporter_helpers import Driver, make_record, make_run
 
+from vally.contracts.events import RunOutcome
 from vally.errors import OutputError
-from vally.events import RunOutcome
 from vally.models.records import TrialResultRecord
 from vally_builtin.reporters.jsonl import JsonlConfig, JsonlReporter
 

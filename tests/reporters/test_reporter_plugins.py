@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from vally.bases import BaseReporter
+from vally.contracts.bases import BaseReporter
 
 NAMES = ["console", "jsonl", "markdown", "junit"]
 

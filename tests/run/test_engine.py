@@ -7,17 +7,17 @@ import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vally.bases import BaseExecutor
-from vally.events import RunInfo
-from vally.hookspecs import hookimpl
-from vally.metadata import PluginMetadata
+from vally.contracts.bases import BaseExecutor
+from vally.contracts.events import RunInfo
+from vally.contracts.hookspecs import hookimpl
+from vally.contracts.metadata import PluginMetadata
+from vally.engine.planner import PlanInput, PlanOptions, build_plan
+from vally.engine.rundir import Scrubber, create_run_dir
+from vally.engine.runner import RunContext, RunEngine, executor_key
 from vally.models.project import ProjectConfig
 from vally.models.trajectory import AssistantMessageEvent, MessageData, Trajectory, utc_now
-from vally.planner import PlanInput, PlanOptions, build_plan
-from vally.rundir import Scrubber, create_run_dir
-from vally.runner import RunContext, RunEngine, executor_key
-from vally.session import Session
-from vally.specs import load_eval_file, resolve_environment
+from vally.plugins.session import Session
+from vally.specs.loading import load_eval_file, resolve_environment
 from vally.testing import RecordingReporter
 
 from .conftest import write_spec
@@ -206,7 +206,7 @@ def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
 ) -> None:
     import threading
 
-    from vally.runner import TrialRunner
+    from vally.engine.runner import TrialRunner
 
     executor = GateExecutor(others=0)
     engine, plan, _, run_dir = _engine(tmp_path, executor)

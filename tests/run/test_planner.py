@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vally.errors import ConfigError
-from vally.models.project import ProjectConfig
-from vally.planner import (
+from vally.engine.planner import (
     DEFAULT_TIMEOUT,
     PlanInput,
     PlanOptions,
@@ -16,7 +14,9 @@ from vally.planner import (
     merge_constraints,
     parse_models,
 )
-from vally.specs import load_eval_file, resolve_environment
+from vally.errors import ConfigError
+from vally.models.project import ProjectConfig
+from vally.specs.loading import load_eval_file, resolve_environment
 
 from .conftest import write_spec
 

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vally.errors import OutputError
-from vally.models.records import TrialError
-from vally.protocols import TrialKey
-from vally.rundir import (
+from vally.contracts.protocols import TrialKey
+from vally.engine.rundir import (
     REDACTED,
     Scrubber,
     create_run_dir,
@@ -20,6 +18,8 @@ from vally.rundir import (
     secret_values,
     trial_relpath,
 )
+from vally.errors import OutputError
+from vally.models.records import TrialError
 
 
 def test_timestamp_format() -> None:

@@ -1,4 +1,4 @@
-"""Golden and property tests of vally.scoring (reference §8.1, §8.2)."""
+"""Golden and property tests of vally.engine.scoring (reference §8.1, §8.2)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from vally.models.records import GradeResult, GraderResult, TrialResultRecord
-from vally.models.spec import GraderConfig, Stimulus
-from vally.models.trajectory import Trajectory, TrajectoryMetrics
-from vally.scoring import (
+from vally.engine.scoring import (
     multi_trial_metrics,
     pass_at_k,
     pass_at_k_naive,
@@ -24,6 +21,9 @@ from vally.scoring import (
     trial_verdict,
     weighted_score,
 )
+from vally.models.records import GradeResult, GraderResult, TrialResultRecord
+from vally.models.spec import GraderConfig, Stimulus
+from vally.models.trajectory import Trajectory, TrajectoryMetrics
 
 
 def gr(

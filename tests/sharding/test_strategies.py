@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from vally.protocols import TrialKey
+from vally.contracts.protocols import TrialKey
 from vally_builtin.sharding import ByStimulusStrategy, RoundRobinStrategy
 
 keys_strategy = st.lists(

@@ -8,7 +8,7 @@ import pytest
 
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
-from vally.specs import (
+from vally.specs.loading import (
     discover_eval_files,
     load_eval_file,
     matches_tag_filter,

@@ -8,8 +8,8 @@ import pytest
 
 from vally.errors import ParamError
 from vally.models.project import ProjectConfig
-from vally.params import eval_param_files
-from vally.specs import load_eval_file, load_project
+from vally.specs.loading import load_eval_file, load_project
+from vally.specs.params import eval_param_files
 
 SPEC = """\
 defaults:

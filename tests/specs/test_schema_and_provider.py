@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from vally.cli.app import app
 from vally.errors import SchemaError
-from vally.session import Session
+from vally.plugins.session import Session
 
 runner = CliRunner()
 

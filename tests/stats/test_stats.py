@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vally import stats
+from vally.tools import stats
 
 
 def test_t_interval_matches_scipy() -> None:

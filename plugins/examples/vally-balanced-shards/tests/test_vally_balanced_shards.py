@@ -9,7 +9,7 @@ import pytest
 from vally_balanced_shards import BalancedShardsConfig, BalancedShardStrategy, assign
 
 from vally import ConfigError, TrialKey
-from vally.session import Session
+from vally.plugins.session import Session
 
 
 def _keys(stimuli: list[str], trials: int = 1) -> list[TrialKey]:

@@ -9,7 +9,7 @@ import pytest
 from vally_csv_reporter import COLUMNS, CsvReporter
 
 from vally import ConfigError, GradeResult, RunInfo, RunOutcome, TrialResultRecord
-from vally.session import Session
+from vally.plugins.session import Session
 from vally.testing import make_session, make_trajectory
 
 

@@ -9,7 +9,7 @@ import pytest
 from vally_jsonl_provider import DatasetEvalProvider
 
 from vally import ConfigError
-from vally.session import Session
+from vally.plugins.session import Session
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

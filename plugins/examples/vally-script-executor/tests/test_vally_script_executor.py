@@ -13,7 +13,7 @@ from vally_script_executor import ScriptExecutor, parse_output
 from vally_script_executor.fake_agent import respond
 
 from vally import EnvironmentConfig, ExecutionError, ExecutorOptions, TrialContext, TrialKey
-from vally.session import Session
+from vally.plugins.session import Session
 from vally.testing import make_stimulus
 
 

@@ -6,7 +6,7 @@ import pytest
 from vally_word_count_grader import WordCountGrader, count_words
 
 from vally import ConfigError
-from vally.session import Session
+from vally.plugins.session import Session
 from vally.testing import grade, make_trajectory
 
 

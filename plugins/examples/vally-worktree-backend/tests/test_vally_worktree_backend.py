@@ -16,7 +16,7 @@ from vally import (
     TrialContext,
     TrialKey,
 )
-from vally.session import Session
+from vally.plugins.session import Session
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -280,7 +280,10 @@ class WorktreeBackend(BaseBackend[WorktreeConfig]):
             root = trial.keep_workspace
             root.parent.mkdir(parents=True, exist_ok=True)
         else:
-            root = Path(tempfile.mkdtemp(prefix="vally-worktree-")) / "work"
+            # A unique folder name: git names the worktree's admin folder after it, and two
+            # trials adding worktrees named alike at the same moment race for that name.
+            parent = Path(tempfile.mkdtemp(prefix="vally-worktree-"))
+            root = parent / f"work-{parent.name}"
         result = await asyncio.to_thread(
             _git, self.repo, "worktree", "add", "--detach", str(root), self.commit
         )

@@ -1,0 +1,611 @@
+"""The ``docker`` backend: one container per trial, created with safe defaults.
+
+Defaults: no network (only ``lo``), every capability dropped, ``no-new-privileges``, a pids
+limit (256), a memory limit (1g, swap disabled), a non-root user when the image has one, and
+only allow-listed host environment variables. Blocking docker SDK calls run in worker
+threads. Containers carry labels (:mod:`vally_backends.docker.cleanup`) so that leftovers of
+dead runs are swept at the next ``start`` and by ``vally docker prune``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, ClassVar
+
+from vally import (
+    BackendError,
+    BaseBackend,
+    CleanupError,
+    ConfigError,
+    PluginMetadata,
+    SetupError,
+    TrialContext,
+)
+from vally_backends.docker.archive import TarBuilder
+from vally_backends.docker.cleanup import (
+    LABEL_TRIAL,
+    base_labels,
+    find_leftovers,
+    remove_containers,
+    remove_dead_volumes,
+)
+from vally_backends.docker.config import Config as DockerConfig
+from vally_backends.docker.errors import DockerUnavailableError, ImageError
+from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
+from vally_backends.local import run_git
+
+logger = logging.getLogger("vally.backends.docker")
+
+IDLE_COMMAND = ["/bin/sh", "-c", "sleep 2147483647 || while :; do sleep 86400; done"]
+"""The container's idle process; commands then run beside it with ``docker exec``."""
+
+BUILD_TAG_PREFIX = "vally-build"
+"""Repository of images built from ``dockerfile=``; the tag is the build context's hash."""
+
+ROOT_WARNING = (
+    "commands run as root in the container: the image sets no user and has no user with "
+    "uid >= 1000; set user=<name|uid> or add a user to the image"
+)
+
+
+def connect() -> Any:
+    """A docker ``APIClient`` from the environment (``DOCKER_HOST`` etc.), pinged.
+
+    Raises:
+        DockerUnavailableError: No engine answers.
+    """
+    try:
+        import docker
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise DockerUnavailableError(
+            "the docker backend needs the 'docker' Python package",
+            hint="pip install docker",
+        ) from exc
+    try:
+        client = docker.from_env(max_pool_size=64)
+        client.ping()
+    except Exception as exc:
+        raise DockerUnavailableError(
+            f"no Docker engine is reachable: {exc}",
+            hint="start Docker (or set DOCKER_HOST) and check that this user may use it",
+        ) from exc
+    return client.api
+
+
+def parse_passwd(text: str) -> list[tuple[str, int, int]]:
+    """``(name, uid, gid)`` of every well-formed line of an ``/etc/passwd``."""
+    users: list[tuple[str, int, int]] = []
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) >= 4 and parts[2].isdigit() and parts[3].isdigit():
+            users.append((parts[0], int(parts[2]), int(parts[3])))
+    return users
+
+
+def parse_group(text: str) -> dict[str, int]:
+    """Group name to gid, from an ``/etc/group``."""
+    groups: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) >= 3 and parts[2].isdigit():
+            groups[parts[0]] = int(parts[2])
+    return groups
+
+
+def resolve_user(
+    spec: str, passwd: list[tuple[str, int, int]], groups: dict[str, int], image: str
+) -> tuple[int, int]:
+    """Turn ``name``, ``uid``, ``name:group`` or ``uid:gid`` into numeric ids using the
+    image's own ``/etc/passwd`` and ``/etc/group``.
+
+    Raises:
+        ConfigError: A name is not known in the image.
+    """
+    user, _, group = spec.partition(":")
+    uid: int | None = None
+    gid: int | None = None
+    if user.isdigit():
+        uid = int(user)
+        gid = next((g for _, u, g in passwd if u == uid), uid)
+    else:
+        entry = next(((u, g) for name, u, g in passwd if name == user), None)
+        if entry is None:
+            raise ConfigError(
+                f"user {user!r} does not exist in image {image!r} (no entry in /etc/passwd)",
+                hint="give a numeric uid (user=1000) or a user the image defines",
+            )
+        uid, gid = entry
+    if group:
+        if group.isdigit():
+            gid = int(group)
+        elif group in groups:
+            gid = groups[group]
+        else:
+            raise ConfigError(
+                f"group {group!r} does not exist in image {image!r} (no entry in /etc/group)",
+                hint="give a numeric gid (user=1000:1000) or a group the image defines",
+            )
+    return uid, gid if gid is not None else uid
+
+
+def context_digest(context: Path, dockerfile: Path) -> str:
+    """A hash of everything a build sends: the Dockerfile and the files of the context that
+    ``.dockerignore`` keeps (paths, modes, contents)."""
+    from docker.utils.build import exclude_paths
+
+    ignore = context / ".dockerignore"
+    patterns: list[str] = []
+    if ignore.is_file():
+        patterns = [
+            line.strip()
+            for line in ignore.read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
+    digest = hashlib.sha256()
+    digest.update(b"dockerfile\0" + dockerfile.read_bytes())
+    for rel in sorted(exclude_paths(str(context), patterns)):
+        path = context / rel
+        digest.update(rel.encode() + b"\0")
+        if path.is_symlink():
+            digest.update(b"link\0" + os.readlink(path).encode())
+        elif path.is_file():
+            digest.update(oct(path.stat().st_mode & 0o777).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+class DockerBackend(BaseBackend[DockerConfig]):
+    """Runs each trial in its own Docker container (see the module docstring for defaults).
+
+    Lifecycle: :meth:`start` connects, sweeps containers of dead runs, resolves (pulls or
+    builds) the image and decides the user; :meth:`open` creates one container per trial;
+    :meth:`shutdown` removes whatever is still open.
+    """
+
+    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+        name="docker",
+        kind="backend",
+        description="Run each trial in its own Docker container (no network, "
+        "no capabilities, memory and pids limits by default).",
+    )
+    Config = DockerConfig
+
+    def __init__(self, config: DockerConfig | None = None) -> None:
+        super().__init__(config)
+        self._api: Any = None
+        self.run_id = ""
+        self.image = ""
+        self.uid = 0
+        self.gid = 0
+        self.warnings: list[str] = []
+        self._env: dict[str, str] = {}
+        self._sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+    @property
+    def api(self) -> Any:
+        """The docker ``APIClient`` (after :meth:`start`)."""
+        if self._api is None:
+            raise BackendError("the docker backend was not started; call start(run_id) first")
+        return self._api
+
+    # ----------------------------------------------------------------- start
+
+    async def start(self, run_id: str) -> None:
+        """Connect, sweep containers of dead runs, make the image available, pick the user.
+
+        Raises:
+            DockerUnavailableError: No engine answers.
+            ImageError: The image is absent and cannot be pulled, or its build failed.
+            ConfigError: An argument names something that does not exist (network, user).
+        """
+        self.run_id = run_id
+        self._api = await run_blocking(connect)
+        await self.sweep()
+        self.image = await run_blocking(self._ensure_image)
+        await run_blocking(self._check_network)
+        await run_blocking(self._decide_user)
+        self._env = {name: os.environ[name] for name in self.config.env if name in os.environ}
+        for warning in self.warnings:
+            logger.warning("docker backend: %s", warning)
+
+    async def sweep(self) -> list[str]:
+        """Remove containers (and volumes) left by dead vally runs of this host.
+
+        Returns:
+            The ids of the removed containers.
+        """
+
+        def _sweep() -> list[str]:
+            leftovers = find_leftovers(self.api, dead_only=True)
+            problems = remove_containers(self.api, leftovers)
+            remove_dead_volumes(self.api)
+            for problem in problems:
+                logger.warning("docker backend: cannot remove a leftover container: %s", problem)
+            return [item.id for item in leftovers]
+
+        removed: list[str] = await run_blocking(_sweep)
+        return removed
+
+    def _ensure_image(self) -> str:
+        import docker.errors
+
+        if self.config.image is None:
+            return self._build()
+        ref: str = self.config.image
+        present = True
+        try:
+            self.api.inspect_image(ref)
+        except docker.errors.ImageNotFound:
+            present = False
+        except docker.errors.APIError as exc:
+            raise ImageError(f"cannot inspect image {ref!r}: {exc}") from exc
+        if self.config.pull == "always" or (not present and self.config.pull == "missing"):
+            try:
+                from docker.utils import parse_repository_tag
+
+                repository, tag = parse_repository_tag(ref)
+                errors = [
+                    str(line["error"])
+                    for line in self.api.pull(
+                        repository, tag=tag or "latest", stream=True, decode=True
+                    )
+                    if isinstance(line, dict) and "error" in line
+                ]
+                if errors:
+                    raise docker.errors.APIError(errors[-1])
+                self.api.inspect_image(ref)
+                present = True
+            except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+                if present:
+                    raise ImageError(
+                        f"cannot pull image {ref!r} (pull=always): {exc.explanation or exc}",
+                        hint="check the registry is reachable, or use pull=missing",
+                    ) from exc
+                raise ImageError(
+                    f"image {ref!r} is not available locally and could not be pulled: "
+                    f"{exc.explanation or exc}",
+                    hint="build or load the image locally (docker build / docker load), "
+                    "check the name, or make the registry reachable",
+                ) from exc
+        if not present:
+            raise ImageError(
+                f"image {ref!r} is not available locally and pull=never forbids pulling it",
+                hint="build or load it first, or use pull=missing",
+            )
+        return ref
+
+    def _build(self) -> str:
+        import docker.errors
+
+        context = Path(self.config.context or Path(self.config.dockerfile or ".").parent)
+        context = context.resolve()
+        dockerfile = Path(self.config.dockerfile) if self.config.dockerfile else None
+        dockerfile = (dockerfile or context / "Dockerfile").resolve()
+        if not dockerfile.is_file():
+            raise ConfigError(
+                f"dockerfile={dockerfile} does not exist",
+                hint="give the Dockerfile's path (relative to the current folder)",
+            )
+        if not context.is_dir():
+            raise ConfigError(f"context={context} is not a folder")
+        tag = f"{BUILD_TAG_PREFIX}:{context_digest(context, dockerfile)[:20]}"
+        try:
+            self.api.inspect_image(tag)
+            return tag  # built before from the same context
+        except docker.errors.ImageNotFound:
+            pass
+        log: list[str] = []
+        try:
+            for chunk in self.api.build(
+                path=str(context),
+                dockerfile=str(dockerfile),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=self.config.pull == "always",
+                decode=True,
+                labels={"vally.build": "1"},
+            ):
+                if "stream" in chunk:
+                    log.append(str(chunk["stream"]))
+                if "error" in chunk:
+                    tail = "".join(log[-10:]).strip()
+                    raise ImageError(
+                        f"building {dockerfile} failed: {chunk['error'].strip()}\n{tail}",
+                        hint="fix the Dockerfile; base images must be local when no "
+                        "registry is reachable",
+                    )
+        except docker.errors.APIError as exc:
+            raise ImageError(f"building {dockerfile} failed: {exc}") from exc
+        return tag
+
+    def _check_network(self) -> None:
+        import docker.errors
+
+        name = self.config.network
+        if name in ("none", "bridge"):
+            return
+        try:
+            self.api.inspect_network(name)
+        except docker.errors.NotFound as exc:
+            raise ConfigError(
+                f"network={name!r} does not exist",
+                hint=f"create it with 'docker network create {name}' or use none/bridge",
+            ) from exc
+
+    def _image_files(self, paths: list[str]) -> dict[str, str | None]:
+        """Read files of the image from a created, never started container.
+
+        Returns, per path, the file's text ("" for a link or other non-regular entry), or
+        None when it does not exist.
+        """
+        import docker.errors
+
+        found: dict[str, str | None] = {}
+        created = self.api.create_container(
+            self.image, command=["true"], labels=base_labels(self.run_id)
+        )
+        try:
+            for path in paths:
+                try:
+                    stream, _ = self.api.get_archive(created["Id"], path)
+                except docker.errors.NotFound:
+                    found[path] = None
+                    continue
+                found[path] = ""
+                with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                    for member in tar:
+                        handle = tar.extractfile(member) if member.isfile() else None
+                        if handle is not None:
+                            found[path] = handle.read().decode("utf-8", "replace")
+                        break
+        finally:
+            with contextlib.suppress(docker.errors.APIError):
+                self.api.remove_container(created["Id"], force=True)
+        return found
+
+    def _decide_user(self) -> None:
+        image_user = (self.api.inspect_image(self.image).get("Config") or {}).get("User") or ""
+        files = self._image_files(["/bin/sh", "/etc/passwd", "/etc/group"])
+        if files["/bin/sh"] is None:
+            raise ImageError(
+                f"image {self.image!r} has no /bin/sh; the docker backend runs every command "
+                "through it (and idles with sleep)",
+                hint="use an image with a shell (e.g. a -slim or alpine variant)",
+            )
+        passwd = parse_passwd(files["/etc/passwd"] or "")
+        groups = parse_group(files["/etc/group"] or "")
+        self.warnings = []
+        if self.config.user:
+            self.uid, self.gid = resolve_user(self.config.user, passwd, groups, self.image)
+        elif image_user:
+            self.uid, self.gid = resolve_user(image_user, passwd, groups, self.image)
+        else:
+            regular = [(u, g) for _, u, g in passwd if 1000 <= u < 65534]
+            self.uid, self.gid = regular[0] if regular else (0, 0)
+        if self.uid == 0:
+            self.warnings.append(ROOT_WARNING)
+
+    # ----------------------------------------------------------------- open
+
+    async def open(self, trial: TrialContext) -> DockerSandbox:
+        """Create and start the trial's container with its workspace (and git checkout).
+
+        Raises:
+            SetupError: The container or the workspace could not be created.
+        """
+        if not self.image:
+            raise BackendError("the docker backend was not started; call start(run_id) first")
+        labels = {**dict(trial.labels), **base_labels(trial.run_id or self.run_id)}
+        labels[LABEL_TRIAL] = trial.key.as_id()
+        env = {**self._env, **{str(k): str(v) for k, v in trial.environment.env.items()}}
+        if trial.keep_workspace is not None:
+            try:
+                await asyncio.to_thread(_fresh_folder, Path(trial.keep_workspace))
+            except OSError as exc:
+                raise SetupError(
+                    f"cannot prepare the kept workspace {trial.keep_workspace}: {exc}",
+                    hint="check that the --workspace folder is writable",
+                ) from exc
+        try:
+            info = await run_blocking(self._create, labels, env)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise SetupError(
+                f"cannot create a container from {self.image!r} for {trial.key.as_id()}: {exc}",
+                hint="the image needs /bin/sh and sleep; check the backend arguments "
+                "('docker info' shows the engine)",
+            ) from exc
+        sandbox = DockerSandbox(
+            self.api,
+            info,
+            workdir=self.config.workdir,
+            memory=self.config.memory,
+            keep_workspace=trial.keep_workspace,
+        )
+        self._sandboxes.add(sandbox)
+        try:
+            if trial.environment.git is not None:
+                await self._checkout(trial, sandbox)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await sandbox.close()
+            raise
+        return sandbox
+
+    def _create(self, labels: dict[str, str], env: dict[str, str]) -> ContainerInfo:
+        from docker.types import Mount
+
+        config = self.config
+        workdir = config.workdir
+        mounts: list[Any] = []
+        tmpfs: dict[str, str] | None = None
+        volume: str | None = None
+        if config.read_only:
+            volume = f"vally-ws-{uuid.uuid4().hex[:16]}"
+            self.api.create_volume(
+                volume,
+                driver="local",
+                driver_opts={
+                    "type": "tmpfs",
+                    "device": "tmpfs",
+                    "o": f"uid={self.uid},gid={self.gid},mode=0755,size={config.memory_bytes}",
+                },
+                labels=labels,
+            )
+            mounts.append(Mount(target=workdir, source=volume, type="volume"))
+            tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
+        host_config = self.api.create_host_config(
+            network_mode=config.network,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=config.pids,
+            mem_limit=config.memory,
+            memswap_limit=config.memory,
+            nano_cpus=int(config.cpus * 1e9) if config.cpus else None,
+            read_only=config.read_only,
+            init=config.init,
+            mounts=mounts or None,
+            tmpfs=tmpfs,
+        )
+        user = f"{self.uid}:{self.gid}"
+        try:
+            created = self.api.create_container(
+                self.image,
+                entrypoint=IDLE_COMMAND[:1],
+                command=IDLE_COMMAND[1:],
+                user=user,
+                environment=env,
+                working_dir=workdir,
+                labels=labels,
+                host_config=host_config,
+                hostname="vally-sandbox",
+            )
+        except Exception:
+            if volume is not None:
+                with contextlib.suppress(Exception):
+                    self.api.remove_volume(volume, force=True)
+            raise
+        container = created["Id"]
+        try:
+            if not config.read_only:
+                builder = TarBuilder(self.uid, self.gid)
+                builder.add_dir(workdir.lstrip("/"))
+                archive = builder.finish()
+                self.api.put_archive(container, "/", archive)
+            self.api.start(container)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.api.remove_container(container, force=True, v=True)
+            if volume is not None:
+                with contextlib.suppress(Exception):
+                    self.api.remove_volume(volume, force=True)
+            raise
+        return ContainerInfo(
+            id=container,
+            image=self.image,
+            user=user,
+            uid=self.uid,
+            gid=self.gid,
+            started_at=time.time(),
+            warnings=list(self.warnings),
+            volume=volume,
+        )
+
+    async def _checkout(self, trial: TrialContext, sandbox: DockerSandbox) -> None:
+        git = trial.environment.git
+        assert git is not None
+        source = (Path(trial.spec_dir) / git.source).resolve()
+        if not source.is_dir():
+            raise SetupError(
+                f"git.source {source} is not a folder",
+                hint="git.source is relative to the eval file and must name a git repository",
+            )
+        ref = git.ref or "HEAD"
+        code, sha, err = await run_git(source, ["rev-parse", "--verify", f"{ref}^{{commit}}"])
+        if code != 0:
+            raise SetupError(
+                f"cannot resolve git ref {ref!r} in {source}: {err.strip()}",
+                hint="check that git.source is a git repository and git.ref exists in it",
+            )
+        folder = Path(tempfile.mkdtemp(prefix="vally-docker-git-"))
+        try:
+            checkout = folder / "repo"
+            steps = [
+                (Path.cwd(), ["clone", "--quiet", "--no-checkout", str(source), str(checkout)]),
+                (checkout, ["checkout", "--quiet", "--detach", sha.strip()]),
+            ]
+            for where, args in steps:
+                code, _, err = await run_git(where, args)
+                if code != 0:
+                    raise SetupError(
+                        f"cannot check out {ref!r} of {source}: git {args[0]} failed: {err.strip()}"
+                    )
+            await sandbox.copy_in(checkout, ".")
+        finally:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+
+    # ----------------------------------------------------------------- shutdown
+
+    async def shutdown(self) -> None:
+        """Remove containers of this run that are still there.
+
+        Raises:
+            CleanupError: Some container could not be removed.
+        """
+        if self._api is None:
+            return
+        problems: list[str] = []
+        for sandbox in list(self._sandboxes):
+            try:
+                await sandbox.close()
+            except CleanupError as exc:
+                problems.append(exc.message)
+        self._sandboxes.clear()
+
+        def _leftovers() -> list[str]:
+            items = [
+                item
+                for item in find_leftovers(self.api, dead_only=False)
+                if item.run_id == self.run_id and item.pid == str(os.getpid())
+            ]
+            problems: list[str] = remove_containers(self.api, items)
+            return problems
+
+        try:
+            problems += await run_blocking(_leftovers)
+        except Exception as exc:
+            problems.append(str(exc))
+        if problems:
+            raise CleanupError(
+                "the docker backend could not remove containers of run "
+                f"{self.run_id}: " + "; ".join(problems),
+                hint="remove them with 'vally docker prune'",
+            )
+
+
+def _fresh_folder(root: Path) -> None:
+    """Make ``root`` an existing, empty folder (a workspace kept by an earlier run is
+    cleared; the container's workspace is copied into it at close)."""
+    if root.is_symlink() or root.is_file():
+        root.unlink()
+    elif root.is_dir():
+        for child in root.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+    root.mkdir(parents=True, exist_ok=True)

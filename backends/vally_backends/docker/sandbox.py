@@ -1,0 +1,717 @@
+"""A trial's container seen through the :class:`vally.contracts.protocols.Sandbox` protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vally import BackendError, CleanupError, ExecResult, PathEscapeError, Process
+from vally_backends.docker.archive import (
+    TarBuilder,
+    extract_confined,
+    link_target,
+    members,
+    spool,
+    within,
+)
+from vally_backends.docker.errors import OutOfMemoryError
+from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
+
+T = TypeVar("T")
+
+KILL_GRACE_SECONDS = 2.0
+"""How long output may keep flowing after a timed-out command's process group was killed."""
+
+WRAPPER = 'echo "$$" >&2 && exec "$@"'
+"""Runs every command: reports its pid (a docker exec is a session and process-group leader)
+on the first stderr line, then becomes the command. The pid lets a timeout kill the whole
+process group from a second exec, using only shell built-ins (so it works even when the
+container has no process slot left)."""
+
+SKIPPED_DIRS = (".git", "node_modules")
+"""Folders :meth:`DockerSandbox.list_files` never descends into."""
+
+_POLL = 0.25
+
+
+@dataclass
+class ContainerInfo:
+    """What a sandbox knows about its container (also exposed as ``sandbox.info``).
+
+    Attributes:
+        id: The container id.
+        image: The image reference it runs.
+        user: The numeric ``uid:gid`` commands run as.
+        uid: The numeric user id owning the workspace.
+        gid: The numeric group id owning the workspace.
+        started_at: Unix time the container started (OOM events are looked up from it).
+        warnings: Notes about weakened safety (e.g. running as root).
+        volume: The per-trial workspace volume (read-only root file system only).
+    """
+
+    id: str
+    image: str
+    user: str
+    uid: int
+    gid: int
+    started_at: float
+    warnings: list[str] = field(default_factory=list)
+    volume: str | None = None
+
+
+async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking docker SDK call in a worker thread."""
+    return await asyncio.to_thread(fn, *args)
+
+
+class _Exec:
+    """One command running in the container through an attached exec (blocking API)."""
+
+    def __init__(
+        self,
+        api: Any,
+        container: str,
+        user: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: str,
+        stdin: bool,
+    ) -> None:
+        self.api = api
+        self.container = container
+        self.user = user
+        self.argv = [str(a) for a in argv]
+        self.pid: int | None = None
+        self._stderr_head = bytearray()
+        created = api.exec_create(
+            container,
+            ["/bin/sh", "-c", WRAPPER, "vally-exec", *self.argv],
+            stdout=True,
+            stderr=True,
+            stdin=stdin,
+            environment={str(k): str(v) for k, v in (env or {}).items()} or None,
+            workdir=cwd,
+            user=user,
+        )
+        self.exec_id: str = created["Id"]
+        self.stream = ExecStream(api.exec_start(self.exec_id, socket=True))
+
+    def frame(self, wait: float) -> tuple[int, bytes] | None:
+        """The next output frame; the pid line is consumed from stderr transparently."""
+        got: tuple[int, bytes] | None = self.stream.next_frame(wait)
+        if got is None:
+            return None
+        kind, data = got
+        if kind == STDERR and self.pid is None:
+            self._stderr_head += data
+            line, sep, rest = self._stderr_head.partition(b"\n")
+            if not sep:
+                return (kind, b"")
+            try:
+                self.pid = int(line)
+            except ValueError:
+                self.pid = -1  # the wrapper did not run: pass everything through
+                return (kind, bytes(self._stderr_head))
+            return (kind, bytes(rest))
+        return got
+
+    def kill(self) -> None:
+        """Kill the command's whole process group (shell built-ins only)."""
+        if not self.pid or self.pid <= 0:
+            return
+        script = f"kill -9 -{self.pid} 2>/dev/null; kill -9 {self.pid} 2>/dev/null; true"
+        with contextlib.suppress(Exception):
+            killer = self.api.exec_create(
+                self.container, ["/bin/sh", "-c", script], user=self.user, stdout=True
+            )
+            self.api.exec_start(killer["Id"])
+
+    def exit_code(self, wait: float = 2.0) -> int | None:
+        """The exit code once the exec finished, else None."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                info = self.api.exec_inspect(self.exec_id)
+            except Exception:
+                return None
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                return int(code) if code is not None else None
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+
+
+class DockerProcess:
+    """A long-running process in a container with piped stdio (for stdio MCP servers).
+
+    Standard error is read and discarded so the process never blocks on it.
+    """
+
+    def __init__(self, execution: _Exec) -> None:
+        self._exec = execution
+        self._lines = bytearray()
+        self._read_lock = asyncio.Lock()
+        self._code: int | None = None
+        self._done = False
+
+    def _read_line(self) -> bytes:
+        while True:
+            newline = self._lines.find(b"\n")
+            if newline >= 0:
+                line = bytes(self._lines[: newline + 1])
+                del self._lines[: newline + 1]
+                return line
+            if self._exec.stream.eof:
+                rest = bytes(self._lines)
+                self._lines.clear()
+                return rest
+            got = self._exec.frame(_POLL)
+            if got is not None and got[0] == STDOUT:
+                self._lines += got[1]
+
+    async def write(self, data: bytes) -> None:
+        """Write to the process's stdin."""
+        if self._done:
+            raise BackendError("the process was terminated; it cannot take input")
+        try:
+            await run_blocking(self._exec.stream.send, data)
+        except OSError as exc:
+            raise BackendError(f"cannot write to {self._exec.argv[0]!r}: {exc}") from exc
+
+    async def readline(self) -> bytes:
+        """One line of stdout; ``b""`` at end of stream."""
+        if self._done:
+            return b""
+        async with self._read_lock:
+            return await run_blocking(self._read_line)
+
+    async def terminate(self) -> int | None:
+        """Stop the process and its children; return its exit code (None when killed)."""
+        if self._done:
+            return self._code
+        self._done = True
+
+        def _stop() -> int | None:
+            self._exec.stream.close_stdin()
+            code = None if not self._exec.stream.eof else self._exec.exit_code(0.2)
+            if code is None:
+                self._exec.kill()
+                self._exec.exit_code(KILL_GRACE_SECONDS)
+            self._exec.stream.close()
+            return code
+
+        self._code = await asyncio.shield(run_blocking(_stop))
+        return self._code
+
+
+class DockerSandbox:
+    """One trial's container: commands run via ``docker exec``, files move as tar streams.
+
+    All file paths are relative to :attr:`workdir` (or absolute inside it); anything
+    resolving outside the workspace is refused with :class:`~vally.errors.PathEscapeError`.
+    The sandbox needs ``/bin/sh`` in the image (every command runs under a tiny wrapper that
+    lets timeouts kill the whole process tree).
+
+    Args:
+        api: A docker ``APIClient``.
+        info: The container this sandbox owns.
+        workdir: The workspace inside the container.
+        memory: The memory limit, for error messages.
+        keep_workspace: Copy the workspace to this host folder at close.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        info: ContainerInfo,
+        *,
+        workdir: str,
+        memory: str = "",
+        keep_workspace: Path | None = None,
+    ) -> None:
+        self.workdir: str = workdir
+        self.host_workdir: Path | None = None
+        self.info = info
+        self._api = api
+        self._memory = memory
+        self._keep = keep_workspace
+        self._processes: list[DockerProcess] = []
+        self._oom_seen = 0
+        self._closed = False
+        self._close_task: asyncio.Future[None] | None = None
+
+    @property
+    def container_id(self) -> str:
+        """The id of the trial's container."""
+        return self.info.id
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Facts worth recording with the trial: container, image, user and warnings."""
+        return {
+            "backend": "docker",
+            "container": self.info.id[:12],
+            "image": self.info.image,
+            "user": self.info.user,
+            "warnings": list(self.info.warnings),
+        }
+
+    # ----------------------------------------------------------------- paths
+
+    def resolve(self, path: str) -> str:
+        """The absolute container path of a workspace path.
+
+        Raises:
+            PathEscapeError: The path lies outside the workspace (checked on the normalised
+                path; links inside the container never reach the host).
+        """
+        joined = posixpath.normpath(posixpath.join(self.workdir, str(path)))
+        if not within(joined, self.workdir):
+            raise PathEscapeError(
+                f"path {path!r} resolves outside the workspace {self.workdir}",
+                hint="use a path relative to the workspace without '..'",
+            )
+        return joined
+
+    def _relative(self, absolute: str) -> str:
+        return posixpath.relpath(absolute, self.workdir)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError(f"the sandbox of container {self.info.id[:12]} is closed")
+
+    # ----------------------------------------------------------------- commands
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        output_limit: int = 1_000_000,
+    ) -> ExecResult:
+        """Run ``argv`` in the container and wait for it (see :class:`vally.Sandbox`).
+
+        A timeout or a cancellation kills the command's whole process group inside the
+        container. Output beyond ``output_limit`` bytes per stream is read and dropped.
+
+        Raises:
+            BackendError: The command could not be started (no such program, no ``/bin/sh``
+                in the image, container gone).
+            OutOfMemoryError: The command was killed by the out-of-memory killer.
+        """
+        self._check_open()
+        if not argv:
+            raise BackendError("cannot run an empty command")
+        workdir = self.resolve(cwd) if cwd else self.workdir
+        cancel = threading.Event()
+        started = time.monotonic()
+        task = asyncio.ensure_future(
+            run_blocking(self._run, argv, env, workdir, timeout, stdin, output_limit, cancel)
+        )
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancel.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), KILL_GRACE_SECONDS + 5)
+            raise
+        result = ExecResult(
+            exit_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            timed_out=result.timed_out,
+            truncated=result.truncated,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        if result.exit_code == 137 and not result.timed_out and await self._oom_happened():
+            raise OutOfMemoryError(
+                f"{shlex.join(str(a) for a in argv)!r} was killed by the out-of-memory killer "
+                f"in container {self.info.id[:12]} (memory limit {self._memory or 'unset'})",
+                result=result,
+                hint="raise the limit with --backend-args memory=<size> (e.g. memory=4g)",
+            )
+        return result
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None,
+        workdir: str,
+        timeout: float | None,
+        stdin: bytes | None,
+        output_limit: int,
+        cancel: threading.Event,
+    ) -> ExecResult:
+        try:
+            execution = _Exec(
+                self._api,
+                self.info.id,
+                self.info.user,
+                argv,
+                env=env,
+                cwd=workdir,
+                stdin=stdin is not None,
+            )
+        except Exception as exc:
+            raise BackendError(
+                f"cannot start {argv[0]!r} in container {self.info.id[:12]}: {exc}",
+                hint="the container may have been removed or the engine stopped",
+            ) from exc
+        feeder: threading.Thread | None = None
+        if stdin is not None:
+            feeder = threading.Thread(target=_feed, args=(execution.stream, stdin), daemon=True)
+            feeder.start()
+        out, err = bytearray(), bytearray()
+        truncated = False
+        timed_out = False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        kill_deadline: float | None = None
+        expired_at: float | None = None
+        try:
+            while not execution.stream.eof:
+                now = time.monotonic()
+                expired = cancel.is_set() or (deadline is not None and now >= deadline)
+                if expired and expired_at is None:
+                    expired_at = now
+                # The pid arrives with the first stderr frame; wait a moment for it so the
+                # kill reaches the process group even when the timeout is tiny.
+                pid_known = execution.pid is not None or (
+                    expired_at is not None and now >= expired_at + KILL_GRACE_SECONDS
+                )
+                if kill_deadline is None and expired and pid_known:
+                    timed_out = not cancel.is_set()
+                    execution.kill()
+                    kill_deadline = now + KILL_GRACE_SECONDS
+                if kill_deadline is not None and now >= kill_deadline:
+                    break
+                if expired:
+                    limit: float | None = kill_deadline or (expired_at or now) + KILL_GRACE_SECONDS
+                else:
+                    limit = deadline
+                wait = _POLL if limit is None else max(0.01, min(_POLL, limit - now))
+                got = execution.frame(wait)
+                if got is None:
+                    continue
+                kind, data = got
+                sink = out if kind == STDOUT else err
+                room = output_limit - len(sink)
+                if room >= len(data):
+                    sink += data
+                else:
+                    if room > 0:
+                        sink += data[:room]
+                    truncated = True
+        finally:
+            execution.stream.close()
+        code = None if timed_out or cancel.is_set() else execution.exit_code()
+        if execution.pid is None and code is not None and code in (126, 127):
+            raise BackendError(
+                f"cannot run commands in container {self.info.id[:12]} of image "
+                f"{self.info.image!r}: {err.decode('utf-8', 'replace').strip()}",
+                hint="the docker backend needs /bin/sh in the image",
+            )
+        stderr = err.decode("utf-8", errors="replace")
+        if code == 127 and stderr.rstrip().endswith(f"{argv[0]}: not found"):
+            raise BackendError(
+                f"cannot start {argv[0]!r} in container {self.info.id[:12]}: not found",
+                hint="check that the program is installed in the image and on its PATH",
+            )
+        return ExecResult(
+            exit_code=code,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=stderr,
+            timed_out=timed_out,
+            truncated=truncated,
+        )
+
+    async def _oom_happened(self) -> bool:
+        def _count() -> int:
+            events = self._api.events(
+                since=int(self.info.started_at) - 1,
+                until=f"{time.time():.9f}",
+                filters={"container": self.info.id, "event": "oom"},
+                decode=True,
+            )
+            try:
+                return sum(1 for _ in events)
+            finally:
+                with contextlib.suppress(Exception):
+                    events.close()
+
+        try:
+            count = await run_blocking(_count)
+        except Exception:
+            return False
+        happened = count > self._oom_seen
+        self._oom_seen = count
+        return happened
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Process:
+        """Start a long-running process with piped stdin/stdout; it is stopped at close."""
+        self._check_open()
+        if not argv:
+            raise BackendError("cannot run an empty command")
+        workdir = self.resolve(cwd) if cwd else self.workdir
+
+        def _start() -> _Exec:
+            return _Exec(
+                self._api, self.info.id, self.info.user, argv, env=env, cwd=workdir, stdin=True
+            )
+
+        try:
+            execution = await run_blocking(_start)
+        except Exception as exc:
+            raise BackendError(
+                f"cannot start {argv[0]!r} in container {self.info.id[:12]}: {exc}"
+            ) from exc
+        process = DockerProcess(execution)
+        self._processes.append(process)
+        return process
+
+    # ----------------------------------------------------------------- files
+
+    def _put(self, builder: TarBuilder) -> None:
+        archive = builder.finish()
+        try:
+            self._api.put_archive(self.info.id, self.workdir, archive)
+        finally:
+            archive.close()
+
+    def _builder(self) -> TarBuilder:
+        return TarBuilder(self.info.uid, self.info.gid)
+
+    def _get(self, absolute: str) -> tuple[Any, dict[str, Any]]:
+        import docker.errors
+
+        try:
+            stream, stat = self._api.get_archive(self.info.id, absolute)
+        except docker.errors.NotFound as exc:
+            raise FileNotFoundError(f"no such file in the workspace: {absolute}") from exc
+        return spool(stream), stat
+
+    async def read_file(self, path: str) -> bytes:
+        """Read a workspace file (links inside the workspace are followed).
+
+        Raises:
+            FileNotFoundError: The file is absent.
+            IsADirectoryError: The path is a folder.
+            PathEscapeError: The path, or a link on it, leads outside the workspace.
+        """
+        self._check_open()
+        absolute = self.resolve(path)
+        return await run_blocking(self._read, absolute, path)
+
+    def _read(self, absolute: str, shown: str) -> bytes:
+        for _ in range(20):
+            archive, _stat = self._get(absolute)
+            with archive:
+                for tar, member in members(archive):
+                    if member.isdir():
+                        raise IsADirectoryError(f"{shown!r} is a folder, not a file")
+                    if member.issym():
+                        target = link_target(absolute, member.linkname)
+                        if not within(target, self.workdir):
+                            raise PathEscapeError(
+                                f"{shown!r} is a link to {member.linkname!r}, outside the "
+                                f"workspace {self.workdir}"
+                            )
+                        absolute = target
+                        break
+                    source = tar.extractfile(member)
+                    if source is None:
+                        raise FileNotFoundError(f"{shown!r} is not a regular file")
+                    data: bytes = source.read()
+                    return data
+                else:
+                    raise FileNotFoundError(f"no such file in the workspace: {shown}")
+        raise PathEscapeError(f"{shown!r}: too many levels of symbolic links")
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a workspace file (owned by the sandbox user), creating parent
+        folders."""
+        self._check_open()
+        rel = self._relative(self.resolve(path))
+        if rel == ".":
+            raise IsADirectoryError("cannot write the workspace folder itself as a file")
+
+        def _write() -> None:
+            builder = self._builder()
+            builder.add_parents(rel)
+            builder.add_bytes(rel, bytes(data))
+            self._put(builder)
+
+        await run_blocking(_write)
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """Every regular file below ``path`` as sorted workspace-relative POSIX paths.
+
+        Links are neither followed nor listed; ``.git`` and ``node_modules`` are skipped.
+        Uses ``find`` in the container when it has one, else walks a tar of the folder.
+        """
+        self._check_open()
+        absolute = self.resolve(path)
+        prune = " -o ".join(f"-name {name}" for name in SKIPPED_DIRS)
+        script = (
+            f'[ -e "$1" ] || exit 0; find "$1" -mindepth 1 \\( {prune} \\) -prune '
+            '-o -type f -print0; [ -f "$1" ] && printf "%s\\0" "$1"; true'
+        )
+        result = await self.exec(
+            ["sh", "-c", script, "list-files", absolute], output_limit=256 * 1024 * 1024
+        )
+        if result.exit_code == 0 and not result.truncated and "not found" not in result.stderr:
+            found = [p for p in result.stdout.split("\0") if p]
+            return sorted(self._relative(posixpath.normpath(p)) for p in found)
+        return await run_blocking(self._walk, absolute)
+
+    def _walk(self, absolute: str) -> list[str]:
+        try:
+            archive, _stat = self._get(absolute)
+        except FileNotFoundError:
+            return []
+        parent = posixpath.dirname(absolute)
+        found: list[str] = []
+        with archive:
+            for _tar, member in members(archive):
+                name = posixpath.normpath(member.name)
+                if any(part in SKIPPED_DIRS for part in name.split("/")[1:]):
+                    continue
+                if member.isfile():
+                    found.append(self._relative(posixpath.join(parent, name)))
+        return sorted(found)
+
+    async def copy_in(self, host_src: Path, dest: str) -> None:
+        """Copy a host file or folder (recursively, links kept as links) to ``dest``."""
+        self._check_open()
+        source = Path(host_src)
+        if not source.exists() and not source.is_symlink():
+            raise FileNotFoundError(f"no such file or folder: {source}")
+        rel = self._relative(self.resolve(dest))
+
+        def _copy() -> None:
+            builder = self._builder()
+            if rel != ".":
+                builder.add_parents(rel)
+            builder.add_host_path(source, rel)
+            self._put(builder)
+
+        await run_blocking(_copy)
+
+    async def copy_out(self, src: str, host_dest: Path) -> None:
+        """Copy a workspace file or folder to the host. Links pointing outside the copied
+        tree (and so outside the workspace) are skipped, never followed."""
+        self._check_open()
+        absolute = self.resolve(src)
+        await run_blocking(self._copy_out, absolute, Path(host_dest))
+
+    def _copy_out(self, absolute: str, host_dest: Path) -> None:
+        for _ in range(20):
+            archive, stat = self._get(absolute)
+            with archive:
+                link = stat.get("linkTarget") or ""
+                mode = int(stat.get("mode", 0))
+                if mode & (1 << 27) and link:  # the copied path itself is a link
+                    target = link_target(absolute, link)
+                    if not within(target, self.workdir):
+                        raise PathEscapeError(
+                            f"{self._relative(absolute)!r} links outside the workspace"
+                        )
+                    absolute = target
+                    continue
+                name = posixpath.basename(absolute) or "."
+                extract_confined(
+                    archive,
+                    archive_parent=posixpath.dirname(absolute),
+                    root_name=stat.get("name") or name,
+                    host_dest=host_dest,
+                    confine=self.workdir,
+                )
+                return
+        raise PathEscapeError(f"{absolute!r}: too many levels of symbolic links")
+
+    # ----------------------------------------------------------------- close
+
+    async def close(self) -> None:
+        """Stop spawned processes and remove the container, whatever happened.
+
+        The removal is shielded from cancellation: Ctrl-C during a run still removes the
+        container before the cancellation propagates.
+
+        Raises:
+            CleanupError: The container could not be removed.
+        """
+        if self._close_task is None:
+            self._closed = True
+            self._close_task = asyncio.ensure_future(self._close())
+        cancelled = False
+        while not self._close_task.done():
+            try:
+                await asyncio.shield(self._close_task)
+            except asyncio.CancelledError:
+                cancelled = True  # finish removing the container first
+        if cancelled:
+            raise asyncio.CancelledError
+        self._close_task.result()
+
+    async def _close(self) -> None:
+        problems: list[str] = []
+        for process in self._processes:
+            with contextlib.suppress(Exception):
+                await process.terminate()
+        if self._keep is not None:
+            try:
+                await run_blocking(self._copy_out, self.workdir, self._keep)
+            except Exception as exc:
+                problems.append(f"cannot copy the workspace to {self._keep}: {exc}")
+        try:
+            await run_blocking(self._remove)
+        except Exception as exc:
+            problems.append(f"cannot remove container {self.info.id[:12]}: {exc}")
+        if problems:
+            raise CleanupError(
+                "; ".join(problems),
+                hint="remove leftovers with 'vally docker prune' "
+                f"or 'docker rm -f {self.info.id[:12]}'",
+            )
+
+    def _remove(self) -> None:
+        import docker.errors
+
+        try:
+            self._api.remove_container(self.info.id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+        if self.info.volume is not None:
+            with contextlib.suppress(docker.errors.NotFound):
+                self._api.remove_volume(self.info.volume, force=True)
+
+
+def _feed(stream: ExecStream, data: bytes) -> None:
+    try:
+        if data:
+            stream.send(data)
+    except OSError:
+        pass
+    finally:
+        stream.close_stdin()

@@ -1,1 +1,0 @@
-"""Templates used by ``vally new`` to scaffold plugin packages."""

@@ -1,0 +1,95 @@
+"""Base classes that fill in plugin boilerplate. Subclassing them is optional: the kernel
+checks behaviour against :mod:`vally.contracts.protocols`, not inheritance."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from vally.contracts.metadata import GraderMetadata, PluginMetadata
+from vally.contracts.protocols import GradeContext
+from vally.models.records import GraderResult
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class StrictConfig(BaseModel):
+    """Base for plugin ``Config`` models: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmptyConfig(StrictConfig):
+    """The config of a plugin that takes no options."""
+
+
+class Plugin(Generic[ConfigT]):
+    """Holds the validated config as ``self.config``."""
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]] = EmptyConfig
+
+    def __init__(self, config: ConfigT | None = None) -> None:
+        self.config: ConfigT = config if config is not None else self.Config()  # type: ignore[assignment]
+
+
+class BaseGrader(Plugin[ConfigT]):
+    """Convenience base for graders: implement :meth:`grade`, build results with
+    :meth:`result`."""
+
+    metadata: ClassVar[GraderMetadata]
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """Grade one trial (override)."""
+        raise NotImplementedError
+
+    def result(
+        self,
+        context: GradeContext,
+        *,
+        passed: bool,
+        evidence: str,
+        score: float | None = None,
+        details: list[GraderResult] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> GraderResult:
+        """A :class:`GraderResult` labelled from the spec entry; score defaults to 1/0."""
+        return GraderResult(
+            name=context.grader.label,
+            type=context.grader.type,
+            passed=passed,
+            score=(1.0 if passed else 0.0) if score is None else score,
+            evidence=evidence,
+            required=context.grader.required,
+            turn=context.grader.turn,
+            details=details or [],
+            metadata=metadata or {},
+        )
+
+
+class BaseExecutor(Plugin[ConfigT]):
+    """Convenience base for executors: single-turn only unless ``supports_turns``."""
+
+    supports_turns: ClassVar[bool] = False
+
+    async def shutdown(self) -> None:
+        """Nothing to release by default."""
+
+
+class BaseBackend(Plugin[ConfigT]):
+    """Convenience base for backends with no run-wide resources."""
+
+    async def start(self, run_id: str) -> None:
+        """Nothing to prepare by default."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release by default."""
+
+
+class BaseReporter(Plugin[ConfigT]):
+    """Convenience base for reporters. Implement any hook of :mod:`vally.contracts.hookspecs` as a
+    method decorated with :data:`vally.hookimpl`. Set ``critical = True`` when a failure
+    must fail the run."""
+
+    critical: ClassVar[bool] = False

@@ -1,0 +1,107 @@
+"""Run-event payloads and the emitter that delivers them to observers one by one.
+
+pluggy stops at the first failing implementation; the emitter instead calls each
+implementation on its own, so one broken reporter cannot hide events from the others.
+Failures of observers marked ``critical = True`` are raised once the event is delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from vally.contracts import hookspecs
+from vally.models.records import RunSummaryRecord, TrialResultRecord
+
+log = logging.getLogger("vally.contracts.events")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run's identity and options, given to every hook.
+
+    Attributes:
+        run_id: The run's id (a UUID unless given).
+        command: ``eval``, ``experiment`` or ``grade``.
+        run_dir: The output folder of this run, None when nothing is written.
+        planned_trials: How many trials the run will execute.
+        started_at: ISO 8601 UTC start time.
+        options: Presentation options (``verbose``, ``require_pass``, ...).
+        experiment: The experiment name, for experiment runs.
+        shard: ``"i/n"`` for a sharded run.
+    """
+
+    run_id: str
+    command: str
+    run_dir: Path | None
+    planned_trials: int
+    started_at: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    experiment: str | None = None
+    shard: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run produced, given to ``vally_run_end``."""
+
+    records: Sequence[TrialResultRecord]
+    summaries: Sequence[RunSummaryRecord]
+    cancelled: bool = False
+
+
+@dataclass
+class ObserverFailure:
+    """One observer failing one event."""
+
+    observer: str
+    hook: str
+    error: BaseException
+    critical: bool
+
+
+class EventEmitter:
+    """Delivers hook calls to each registered observer separately.
+
+    Args:
+        manager: The session's pluggy manager with the selected observers registered.
+    """
+
+    def __init__(self, manager: pluggy.PluginManager) -> None:
+        self.manager = manager
+        self.failures: list[ObserverFailure] = []
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Call every implementation of ``hook_name``; isolate non-critical failures.
+
+        Raises:
+            The first critical observer's exception, after all observers were called.
+        """
+        hook = getattr(self.manager.hook, hook_name)
+        critical_error: BaseException | None = None
+        for impl in reversed(hook.get_hookimpls()):
+            args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
+            try:
+                impl.function(**args)
+            except Exception as exc:
+                critical = bool(getattr(impl.plugin, "critical", False))
+                name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
+                self.failures.append(ObserverFailure(name, hook_name, exc, critical))
+                if critical and critical_error is None:
+                    critical_error = exc
+                else:
+                    log.warning("reporter %s failed in %s: %s", name, hook_name, exc)
+        if critical_error is not None:
+            raise critical_error
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    """A fresh plugin manager with vally's hookspecs (one per session, never global)."""
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    return manager

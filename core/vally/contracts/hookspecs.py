@@ -1,0 +1,92 @@
+"""Run events broadcast to reporters and other observers, as pluggy hook specifications.
+
+A reporter is a plugin class (group ``vally.reporters``) whose methods are marked with
+:data:`vally.hookimpl` and named after the hooks below. Only the reporters a run selects
+are registered. Arguments are keyword-only and can only grow: implement the subset you need.
+
+An observer that raises is reported as a warning and the run goes on, unless the observer
+sets ``critical = True`` (the results writer does), in which case the run fails.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from vally.contracts.events import RunInfo, RunOutcome
+    from vally.contracts.protocols import TrialKey
+    from vally.models.records import GraderResult, TrialResultRecord
+
+PROJECT = "vally"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marks a method or function as an implementation of a vally hook."""
+
+
+@hookspec
+def vally_run_start(run: RunInfo) -> None:
+    """Called once before the first trial starts.
+
+    Args:
+        run: The run's identity, output folder, planned trial count and options.
+    """
+
+
+@hookspec
+def vally_trial_start(run: RunInfo, key: TrialKey) -> None:
+    """Called when a trial is handed to a worker, before its sandbox opens.
+
+    Args:
+        run: The run.
+        key: The trial's identity (variant, eval, stimulus, model, trial index).
+    """
+
+
+@hookspec
+def vally_grader_result(run: RunInfo, key: TrialKey, result: GraderResult) -> None:
+    """Called after each grader of a trial has produced its result.
+
+    Args:
+        run: The run.
+        key: The trial graded.
+        result: The grader's result (frozen; do not mutate).
+    """
+
+
+@hookspec
+def vally_trial_end(run: RunInfo, record: TrialResultRecord) -> None:
+    """Called once per finished trial (passed, failed, errored or cancelled), in completion
+    order. The record is exactly the line written to ``results.jsonl``.
+
+    Args:
+        run: The run.
+        record: The trial's complete result record.
+    """
+
+
+@hookspec
+def vally_run_end(run: RunInfo, outcome: RunOutcome) -> None:
+    """Called once after the last trial, also when the run was interrupted.
+
+    Args:
+        run: The run.
+        outcome: Every record, the per-eval summaries, and whether the run was cancelled.
+    """
+
+
+@hookspec
+def vally_register_components(registrar: Any) -> None:
+    """Called once when a plugin file or module is loaded by path or ``module:attr``.
+
+    The module registers the classes it provides: ``registrar.grader(MyGrader)``,
+    ``registrar.executor(...)``, ``registrar.backend(...)``, ``registrar.reporter(...)``,
+    ``registrar.eval_provider(...)``, ``registrar.shard_strategy(...)``,
+    ``registrar.llm_provider(...)``. A plain module-level ``register(registrar)`` function
+    is accepted as well.
+
+    Args:
+        registrar: A :class:`vally.plugins.registry.Registrar` recording provenance.
+    """

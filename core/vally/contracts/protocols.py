@@ -1,0 +1,498 @@
+"""The contracts every plugin kind implements, and the values passed across them.
+
+Every plugin is a class with two class attributes, ``metadata`` (a frozen
+:class:`~vally.contracts.metadata.PluginMetadata`) and ``Config`` (a pydantic model validating the
+plugin's YAML ``config:`` strictly), and a constructor ``__init__(self, config: Config)``.
+The kernel validates the config, builds the instance, and calls the async methods below.
+:mod:`vally.contracts.bases` has base classes that fill in the boilerplate.
+
+Data flow of one trial::
+
+    Backend.open(trial) -> Sandbox
+      -> Executor.execute(stimulus, sandbox, options) -> Trajectory
+      -> Grader.grade(context) for each grader -> GraderResult
+    Sandbox.close()          (always, in finally)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from vally.contracts.metadata import GraderMetadata, PluginMetadata
+from vally.models.records import GraderResult
+from vally.models.spec import (
+    Constraints,
+    EnvironmentConfig,
+    EvalSpec,
+    GraderConfig,
+    McpServerConfig,
+    Stimulus,
+)
+from vally.models.trajectory import Trajectory
+
+# --------------------------------------------------------------------------- trial identity
+
+
+@dataclass(frozen=True, order=True)
+class TrialKey:
+    """The identity of one planned trial. Ordering is plan order."""
+
+    variant: str
+    eval_name: str
+    stimulus: str
+    model: str
+    trial: int
+
+    def as_id(self) -> str:
+        """A stable, human-readable id: ``variant/eval/stimulus/model/trial``."""
+        return "/".join([self.variant, self.eval_name, self.stimulus, self.model, str(self.trial)])
+
+
+# --------------------------------------------------------------------------- sandbox/backend
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of a command run in a sandbox.
+
+    ``exit_code`` is None when the process was killed (timeout or cancellation).
+    ``stdout``/``stderr`` are decoded as UTF-8 with replacement and capped at the requested
+    limit; ``truncated`` tells whether anything was cut.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    duration_ms: int = 0
+
+
+@dataclass(frozen=True)
+class SkillRef:
+    """A skill staged for a trial: its ``SKILL.md`` frontmatter and where it lives.
+
+    ``sandbox_path`` is the skill folder as seen from inside the sandbox.
+    """
+
+    name: str
+    description: str
+    host_path: Path
+    sandbox_path: str
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What a backend needs to open a sandbox for one trial.
+
+    Attributes:
+        key: The trial's identity.
+        run_id: The run this trial belongs to (backends label resources with it).
+        environment: The resolved environment (root, named and stimulus merged, variant
+            patches applied). ``files[].src`` and ``skills`` are absolute host paths.
+        spec_dir: The folder of the eval file (for ``git.source`` and relative paths).
+        keep_workspace: When set, the workspace must be created here and kept after close.
+        labels: Labels the backend should attach to anything it creates.
+    """
+
+    key: TrialKey
+    run_id: str
+    environment: EnvironmentConfig
+    spec_dir: Path
+    keep_workspace: Path | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Process(Protocol):
+    """A long-running process in a sandbox with piped stdio (used for stdio MCP servers)."""
+
+    async def write(self, data: bytes) -> None:
+        """Write to the process's stdin."""
+
+    async def readline(self) -> bytes:
+        """Read one line from stdout; ``b""`` at end of stream."""
+
+    async def terminate(self) -> int | None:
+        """Stop the process (and its children) and return its exit code."""
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Where one trial runs: a workspace and a way to run commands in it.
+
+    All paths given to these methods are relative to :attr:`workdir` unless absolute, and
+    implementations must refuse paths that resolve outside the workspace for file
+    operations. A sandbox is used by one trial only and closed exactly once.
+    """
+
+    workdir: str
+    """The workspace directory as processes inside the sandbox see it."""
+
+    host_workdir: Path | None
+    """The workspace on the host when it is directly readable there (``local``), else None."""
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        output_limit: int = 1_000_000,
+    ) -> ExecResult:
+        """Run ``argv`` in the sandbox and wait for it.
+
+        Args:
+            argv: Program and arguments (no shell; use ``["sh", "-c", cmd]`` for one).
+            env: Extra environment variables, added to the sandbox's base environment.
+            cwd: Working directory, relative to the workspace; defaults to the workspace.
+            timeout: Seconds before the whole process tree is killed (``timed_out=True``).
+            stdin: Bytes fed to the process's standard input, which is closed afterwards.
+            output_limit: Maximum bytes kept of each of stdout and stderr.
+
+        Raises:
+            BackendError: The command could not be started at all (not for non-zero exits).
+        """
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Process:
+        """Start a long-running process with piped stdio and return a handle to it."""
+
+    async def read_file(self, path: str) -> bytes:
+        """Read a file of the workspace. Raises ``FileNotFoundError`` when it is absent."""
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a file of the workspace, creating parent folders."""
+
+    async def list_files(self, path: str = ".") -> list[str]:
+        """Every regular file below ``path``, as workspace-relative POSIX paths, sorted.
+
+        Symbolic links are not followed; ``.git`` and ``node_modules`` are skipped.
+        """
+
+    async def copy_in(self, host_src: Path, dest: str) -> None:
+        """Copy a host file or folder (recursively) into the workspace at ``dest``."""
+
+    async def copy_out(self, src: str, host_dest: Path) -> None:
+        """Copy a workspace file or folder to the host, never following links that point
+        outside the workspace."""
+
+    async def close(self) -> None:
+        """Release everything the sandbox holds. Called exactly once, always.
+
+        Raises:
+            CleanupError: Resources could not be released.
+        """
+
+
+class Backend(Protocol):
+    """Where trials physically run. One instance serves a whole run.
+
+    Lifecycle: ``start`` once, ``open`` once per trial (concurrently), ``shutdown`` once.
+    """
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    async def start(self, run_id: str) -> None:
+        """Prepare for a run (build images, sweep leftovers of dead runs)."""
+
+    async def open(self, trial: TrialContext) -> Sandbox:
+        """Create the trial's workspace (empty, or a git worktree when ``environment.git``
+        is set) and return a sandbox over it. The kernel then stages files and skills and
+        runs the setup commands through the sandbox.
+
+        Raises:
+            SetupError: The workspace could not be created.
+        """
+
+    async def shutdown(self) -> None:
+        """Release run-wide resources. Raises :class:`CleanupError` on failure."""
+
+
+# --------------------------------------------------------------------------- executor
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Everything an executor needs besides the stimulus and the sandbox.
+
+    Attributes:
+        model: The model to run, after ``--model`` fan-out (None: the agent's default).
+        timeout: Seconds for the whole trial (the kernel also enforces it from outside).
+        skills: Skills staged in the sandbox.
+        mcp_servers: MCP servers declared for the trial (resolved, nulls removed).
+        env: Environment variables for the agent (from ``environment.env``).
+        reasoning_effort: Passed to the model where supported.
+        constraints: Limits the executor must enforce in flight where it can observe them.
+        session_log_dir: A host folder for the executor's raw session log (``events.jsonl``).
+        llm: The LLM provider for executors that call models themselves, if configured.
+        spec_dir: The folder of the eval file.
+        run_id: The run's id.
+        key: The trial's identity.
+    """
+
+    model: str | None
+    timeout: float
+    skills: Sequence[SkillRef] = ()
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    reasoning_effort: str | None = None
+    constraints: Constraints = field(default_factory=Constraints)
+    session_log_dir: Path | None = None
+    llm: LLMProvider | None = None
+    spec_dir: Path | None = None
+    run_id: str = ""
+    key: TrialKey | None = None
+
+
+class Executor(Protocol):
+    """Drives an agent through a stimulus and records what it did.
+
+    An exception from :meth:`execute` is an operational error of that trial (its record gets
+    ``status: error``), never a low score. Executors that cannot honour an option (turns,
+    MCP servers, ...) raise :class:`~vally.errors.UnsupportedError`.
+    """
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+    supports_turns: ClassVar[bool]
+    """True when ``turns`` run in one shared session; checked before any trial starts."""
+
+    async def execute(
+        self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
+    ) -> Trajectory:
+        """Run the stimulus in the sandbox and return its trajectory."""
+
+    async def shutdown(self) -> None:
+        """Release anything held across trials. Called once at the end of the run."""
+
+
+# --------------------------------------------------------------------------- grader
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Resolved LLM-judge settings (grader config > CLI > spec > environment)."""
+
+    model: str | None = None
+    reasoning_effort: str | None = None
+    provider: str | None = None
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class GradeContext:
+    """What a grader sees.
+
+    Attributes:
+        trajectory: The trial's trajectory, already scoped to ``grader.turn`` when set.
+        stimulus: The stimulus graded.
+        grader: The spec entry (type, name, turn, required, raw config).
+        sandbox: The trial's sandbox, still open; None when re-grading saved records
+            without a workspace (``vally grade``). Graders needing it must then error.
+        spec_dir: The folder of the eval file (for grader files and scripts).
+        llm: The LLM provider when the grader's metadata requires one.
+        judge: Resolved judge settings.
+    """
+
+    trajectory: Trajectory
+    stimulus: Stimulus
+    grader: GraderConfig
+    sandbox: Sandbox | None = None
+    spec_dir: Path | None = None
+    llm: LLMProvider | None = None
+    judge: JudgeSettings = field(default_factory=JudgeSettings)
+
+
+class Grader(Protocol):
+    """Checks one trajectory and returns a score in [0, 1] and a pass/fail.
+
+    A grader that cannot decide (missing workspace, judge failure) raises
+    :class:`~vally.errors.GradingError`; the kernel records a result with
+    ``status: error`` and the trial as errored.
+    """
+
+    metadata: ClassVar[GraderMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """Grade the trial. ``name`` of the result defaults to the grader's label."""
+
+
+@dataclass(frozen=True)
+class PairwiseContext:
+    """What a pairwise judge sees for one pass over one (baseline, treatment) pair.
+
+    The evidence of each run was copied once into ``evidence_dir`` under a neutral folder
+    name (``run-1``, ``run-2``); ``a`` and ``b`` say which folder is "A" and which is "B"
+    in this pass. With ``delivery == "tools"`` the judge may read the folders only through
+    read-only tools confined to ``evidence_dir``, at most ``read_budget`` reads; the first
+    message must hold the task, rubric, instructions and file paths, never evidence content.
+    With ``delivery == "inline"`` the evidence goes into the prompt (capped), headed
+    ``Response A`` and ``Response B``.
+    """
+
+    evidence_dir: Path
+    a: str
+    b: str
+    task: str
+    rubric: Sequence[str]
+    judge: JudgeSettings
+    llm: LLMProvider | None
+    delivery: Literal["tools", "inline"] = "tools"
+    read_budget: int = 40
+
+
+@dataclass(frozen=True)
+class PairwiseVerdict:
+    """A judge's answer for one pass: ``{"winner": "A"|"B"|"tie",
+    "magnitude": "much"|"slightly"|null, "reasoning": "..."}``."""
+
+    winner: Literal["A", "B", "tie"]
+    magnitude: Literal["much", "slightly"] | None
+    reasoning: str = ""
+    reads: int = 0
+
+
+@runtime_checkable
+class PairwiseJudge(Protocol):
+    """A grader that can also compare two runs (``behavior.execution`` may stay ``single``:
+    this capability is what ``vally compare`` looks for).
+
+    Failures raise :class:`~vally.errors.LLMError` (``retryable`` decides retries) or
+    :class:`~vally.errors.GradingError` (terminal, e.g. an unparseable answer after
+    reminders; set ``retryable`` as an attribute to mark it retryable).
+    """
+
+    async def judge_pair(self, context: PairwiseContext) -> PairwiseVerdict:
+        """Judge one pass and return the verdict from A's and B's point of view."""
+
+
+# --------------------------------------------------------------------------- providers
+
+
+@dataclass(frozen=True)
+class LoadedEval:
+    """An eval spec as a provider produced it, with where it came from."""
+
+    spec: EvalSpec
+    source: Path
+    """The file the spec was read from (its folder anchors relative paths)."""
+    raw: Mapping[str, Any] = field(default_factory=dict)
+    """The param-resolved document before validation (for hashing and variant patches)."""
+
+
+class EvalProvider(Protocol):
+    """Turns a file (eval.yaml, a dataset, another tool's benchmark) into eval specs."""
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    def load(self, path: Path, params: Mapping[str, str]) -> list[LoadedEval]:
+        """Read ``path`` and return one or more specs.
+
+        Args:
+            path: The file named by ``--eval-spec`` or found by discovery.
+            params: Param values from ``--param`` and the project, highest precedence first
+                already applied.
+
+        Raises:
+            ConfigError: The file is invalid (with file and line where possible).
+        """
+
+
+class ShardStrategy(Protocol):
+    """Picks one shard's slice of a plan. Must be deterministic: the same keys, index and
+    total always give the same slice, and the slices of 1..total partition the keys."""
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    def select(self, keys: Sequence[TrialKey], index: int, total: int) -> list[TrialKey]:
+        """Return the keys of shard ``index`` (1-based) of ``total``, in plan order."""
+
+
+# --------------------------------------------------------------------------- LLM
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function tool offered to a model: name, description, JSON Schema of arguments."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model asked for. ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a conversation, in Chat Completions terms."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A model call."""
+
+    model: str
+    messages: Sequence[ChatMessage]
+    tools: Sequence[ToolSpec] = ()
+    reasoning_effort: str | None = None
+    response_format: Mapping[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """A model's answer with its usage."""
+
+    message: ChatMessage
+    finish_reason: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    model: str | None = None
+
+
+class LLMProvider(Protocol):
+    """A model client. Failures raise :class:`~vally.errors.LLMError` with ``retryable``
+    set for connection errors, timeouts, 429 and 5xx; providers retry those themselves
+    within their configured attempts before raising."""
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        """Send one Chat Completions request and return the answer."""
+
+    async def aclose(self) -> None:
+        """Close connections. Best effort."""

@@ -1,0 +1,236 @@
+"""Building a run's components from its plan: executors, graders, backend, LLM provider, and
+the evals themselves through an eval provider. Shared by ``vally eval`` and
+``vally experiment run`` so both validate and construct plugins the same way, before any
+trial starts."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vally.errors import PluginNotFoundError, UnsupportedError
+
+if TYPE_CHECKING:
+    from vally.contracts.protocols import LoadedEval
+    from vally.engine.planner import PlannedTrial
+    from vally.engine.rundir import Scrubber
+    from vally.models.project import ProjectConfig
+    from vally.models.spec import GraderConfig
+    from vally.plugins.session import Session
+
+
+@contextlib.contextmanager
+def located(where: str) -> Iterator[None]:
+    """Prefix a plugin-not-found error with the place that named the plugin."""
+    try:
+        yield
+    except PluginNotFoundError as exc:
+        raise PluginNotFoundError(f"{where}: {exc.message}", hint=exc.hint) from None
+
+
+def grader_key(config: GraderConfig) -> str:
+    """Graders with the same type and config share one instance."""
+    return config.type + "|" + json.dumps(config.config, sort_keys=True, default=str)
+
+
+def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[str, Any]:
+    """One executor per distinct (name, config), checked for multi-turn support.
+
+    Raises:
+        PluginNotFoundError: An executor is not installed (prefixed with the eval file).
+        ConfigError: An executor config does not validate.
+        UnsupportedError: A multi-turn stimulus meets an executor without turn support.
+    """
+    from vally.engine.runner import executor_key
+
+    executors: dict[str, Any] = {}
+    for trial in trials:
+        ref = trial.executor
+        key = executor_key(ref.name, ref.config)
+        if key not in executors:
+            where = f"{trial.loaded.source}: defaults.executor"
+            with located(where):
+                executors[key] = session.create("executor", ref.name, ref.config, where=where)
+        if trial.stimulus.is_multi_turn and not getattr(executors[key], "supports_turns", False):
+            raise UnsupportedError(
+                f"executor {ref.name!r} does not support turns, but stimulus "
+                f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
+                hint="use an executor that supports multi-turn sessions, or write the "
+                "stimulus as one prompt",
+            )
+    return executors
+
+
+def build_grader_factory(
+    session: Session, trials: Sequence[PlannedTrial], *, validate: bool = True
+) -> Callable[[GraderConfig], Any]:
+    """Validate every planned grader once (when ``validate``) and return a factory that
+    hands out one shared instance per distinct (type, config)."""
+    graders: dict[str, Any] = {}
+    by_id: dict[int, Any] = {}
+    if validate:
+        for trial in trials:
+            for config in trial.graders:
+                if id(config) in by_id:
+                    continue
+                key = grader_key(config)
+                if key not in graders:
+                    where = f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}"
+                    with located(where):
+                        graders[key] = session.create(
+                            "grader", config.type, config.config, where=where
+                        )
+                by_id[id(config)] = graders[key]
+
+    def create_grader(config: GraderConfig) -> Any:
+        found = by_id.get(id(config))
+        if found is None:
+            key = grader_key(config)
+            found = graders.get(key)
+            if found is None:
+                found = graders[key] = session.create("grader", config.type, config.config)
+        return found
+
+    return create_grader
+
+
+def listify_args(cls: Any, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Wrap a single ``--backend-args`` value in a list when the backend's config field is a
+    list (a repeated key already is one)."""
+    fields = getattr(getattr(cls, "Config", None), "model_fields", {})
+    out: dict[str, Any] = {}
+    for key, value in args.items():
+        annotation = getattr(fields.get(key), "annotation", None)
+        origins = {typing.get_origin(annotation)} | {
+            typing.get_origin(a) for a in typing.get_args(annotation)
+        }
+        out[key] = [value] if isinstance(value, str) and list in origins else value
+    return out
+
+
+def build_backend(
+    session: Session,
+    project: ProjectConfig,
+    *,
+    flag_spec: str | None,
+    flag_args: Mapping[str, Any],
+    flag_base: Path,
+    project_root: Path | None,
+) -> Any:
+    """The selected backend: ``--backend`` (resolved from ``flag_base``) with
+    ``--backend-args``, else ``.vally.yaml defaults.backend`` with its args, else ``local``."""
+    spec, args, base, where = flag_spec, dict(flag_args), flag_base, "--backend-args"
+    if spec is None and project.defaults.backend is not None:
+        spec = project.defaults.backend.name
+        args = dict(project.defaults.backend.args)
+        base = project_root or flag_base
+        where = ".vally.yaml defaults.backend"
+    name = session.resolve_single("backend", spec or "local", base_dir=base)
+    cls = session.plugin_class("backend", name)
+    return session.create("backend", name, listify_args(cls, args), where=where)
+
+
+def needs_llm(session: Session, trials: Sequence[PlannedTrial]) -> bool:
+    """True when a planned executor (``requires_llm``) or grader (metadata
+    ``behavior.requires_llm_client``) calls models through the project's provider."""
+    for name in sorted({trial.executor.name for trial in trials}):
+        if getattr(session.plugin_class("executor", name), "requires_llm", False):
+            return True
+    for name in sorted({config.type for trial in trials for config in trial.graders}):
+        behavior = getattr(
+            getattr(session.plugin_class("grader", name), "metadata", None), "behavior", None
+        )
+        if behavior is not None and behavior.requires_llm_client:
+            return True
+    return False
+
+
+def llm_provider_for(
+    session: Session, project: ProjectConfig, trials: Sequence[PlannedTrial]
+) -> Any | None:
+    """The project's LLM provider (``.vally.yaml`` ``llm:``) when the plan needs one."""
+    if not needs_llm(session, trials):
+        return None
+    from vally.engine.llm import provider_config_from_settings
+
+    settings = project.llm
+    return session.create(
+        "llm_provider",
+        settings.provider,
+        provider_config_from_settings(settings),
+        where=".vally.yaml llm",
+    )
+
+
+def load_evals(
+    session: Session,
+    project: ProjectConfig,
+    files: Sequence[Path],
+    params: Mapping[str, str],
+    *,
+    provider_spec: str | None,
+    base: Path,
+) -> list[LoadedEval]:
+    """Load eval files with the selected eval provider.
+
+    ``provider_spec`` (``--eval-plugin``, resolved from ``base``) replaces project loading;
+    without it ``.vally.yaml defaults.eval_provider`` is used, else the built-in YAML loader.
+    """
+    from vally.specs import loading as specs
+
+    provider_base = base
+    if provider_spec is None and project.defaults.eval_provider:
+        provider_spec = project.defaults.eval_provider
+        session.load_project_plugins("eval_provider")
+        provider_base = session.project_root
+    if provider_spec is None:
+        return [specs.load_eval_file(f, cli_params=params, project=project) for f in files]
+    name = session.resolve_single("eval_provider", provider_spec, base_dir=provider_base)
+    provider = session.create("eval_provider", name, {}, where="--eval-plugin")
+    loaded: list[LoadedEval] = []
+    for file in files:
+        loaded.extend(provider.load(file, params))
+    return loaded
+
+
+BUILTIN_RUN_REPORTERS = frozenset({"jsonl", "console", "markdown", "junit"})
+"""Reporters the commands register themselves, with their own config."""
+
+
+def register_user_reporters(
+    session: Session, specifiers: Sequence[str], *, base_dir: Path
+) -> list[str]:
+    """Register the reporters named by ``--reporter-plugin`` (and the experiment file), then
+    those of ``.vally.yaml plugins.reporter`` not registered yet; return their names."""
+    registered: list[str] = []
+    if specifiers:
+        for name in session.load_plugins("reporter", specifiers, base_dir=base_dir):
+            if name in BUILTIN_RUN_REPORTERS:
+                continue
+            session.register_observer(
+                session.create("reporter", name, {}, where="--reporter-plugin"), name
+            )
+            registered.append(name)
+    for name in session.load_project_plugins("reporter"):
+        if not session.plugin_manager.has_plugin(name):
+            session.register_observer(
+                session.create("reporter", name, {}, where=".vally.yaml plugins.reporter"), name
+            )
+            registered.append(name)
+    return registered
+
+
+def scrubber_for(trials: Sequence[PlannedTrial]) -> Scrubber:
+    """A scrubber for the secret values of the host environment, the trials' environment
+    ``env`` and the executors' ``env`` config."""
+    from vally.engine.rundir import Scrubber
+
+    executor_envs = (trial.executor.config.get("env") for trial in trials)
+    return Scrubber.from_env(
+        *(trial.environment.env for trial in trials),
+        *(env for env in executor_envs if isinstance(env, dict)),
+    )

@@ -1,0 +1,261 @@
+"""Grading one trial: run its graders, check its constraints, score it.
+
+:func:`grade_trial` is the kernel's only entry point here. It knows nothing about where
+graders come from: the caller passes ``create_grader`` (the session validates each grader's
+config against its plugin and builds it). For each grader entry, in spec order:
+
+1. the trajectory is scoped to the entry's ``turn`` when set (``Trajectory.for_turn``); a
+   turn beyond the stimulus's turns is an errored result;
+2. the grader is built and run. A :class:`~vally.errors.GradingError`, or any other
+   exception, becomes a result with ``status: error``, ``passed: false``, ``score: 0`` and
+   the message as evidence, and the trial is marked errored (operational, not a low score);
+3. the result is labelled (name, type, ``required``, ``turn``) and weighted with
+   ``weights[type]`` (default 1).
+
+Constraints (``expect_tools``/``reject_tools``/``expect_skills``/``reject_skills`` as name
+regexes searched in tool-call and skill-activation names; ``max_*`` limits checked against
+the end reason and the metrics of the whole trajectory) become ``constraint_violations``,
+which fail the trial. Scoring rules are in :mod:`vally.engine.scoring`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
+from vally.engine.scoring import trial_verdict
+from vally.errors import ConfigError, GradingError, VallyError
+from vally.models.records import GradeResult, GraderResult
+from vally.models.spec import Constraints, GraderConfig, Stimulus
+from vally.models.trajectory import Trajectory
+
+__all__ = ["check_constraints", "error_result", "grade_trial", "scope_trajectory"]
+
+
+def error_result(config: GraderConfig, message: str, weight: float = 1.0) -> GraderResult:
+    """An operational failure of one grader: ``status: error``, not passed, score 0."""
+    return GraderResult(
+        name=config.label,
+        type=config.type,
+        passed=False,
+        score=0.0,
+        evidence=message,
+        status="error",
+        required=config.required,
+        weight=weight,
+        turn=config.turn,
+    )
+
+
+def scope_trajectory(
+    trajectory: Trajectory, stimulus: Stimulus, config: GraderConfig
+) -> Trajectory:
+    """The trajectory a grader entry sees: the whole one, or one turn of it.
+
+    Raises:
+        ConfigError: ``turn`` is beyond the stimulus's turns.
+    """
+    if config.turn is None:
+        return trajectory
+    turns = len(stimulus.prompts)
+    if config.turn >= turns:
+        raise ConfigError(
+            f"grader '{config.label}' of stimulus '{stimulus.name}' has turn: {config.turn}, "
+            f"but the stimulus has {turns} turn{'s' if turns != 1 else ''} "
+            f"(turns are numbered from 0, so the last is {turns - 1})"
+        )
+    return trajectory.for_turn(config.turn)
+
+
+def _describe_exception(config: GraderConfig, exc: BaseException) -> str:
+    if isinstance(exc, (ConfigError, GradingError)):
+        return exc.render()
+    if isinstance(exc, VallyError):
+        return f"grader '{config.label}' ({config.type}): {exc.render()}"
+    message = str(exc) or "(no message)"
+    return f"grader '{config.label}' ({config.type}) raised {type(exc).__name__}: {message}"
+
+
+def _label(result: GraderResult, config: GraderConfig, weight: float) -> GraderResult:
+    return result.model_copy(
+        update={
+            "name": result.name or config.label,
+            "type": config.type,
+            "required": config.required,
+            "turn": config.turn,
+            "weight": weight,
+        }
+    )
+
+
+def _compile(pattern: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(
+            f"constraints.{where}: {pattern!r} is not a valid regular expression ({exc}); "
+            "fix the pattern or escape special characters"
+        ) from None
+
+
+def check_constraints(trajectory: Trajectory, constraints: Constraints | None) -> list[str]:
+    """Every way the trajectory breaks the constraints, as readable messages.
+
+    A run the executor stopped at a limit (end reason ``max_turns``, ``max_tokens``,
+    ``max_duration`` or ``max_tool_calls``) is a violation even when ``constraints`` is None.
+
+    Raises:
+        ConfigError: A tool or skill pattern is not a valid regular expression.
+    """
+    constraints = constraints or Constraints()
+    violations: list[str] = []
+    tools = [e.data.tool_name for e in trajectory.events if e.type == "tool_call"]
+    skills = [e.data.skill_name for e in trajectory.events if e.type == "skill_activation"]
+    for name in trajectory.metrics.skill_activation_breakdown:
+        if name not in skills:
+            skills.append(name)
+    for kind, names, expect, reject in (
+        ("tools", tools, constraints.expect_tools, constraints.reject_tools),
+        ("skills", skills, constraints.expect_skills, constraints.reject_skills),
+    ):
+        for pattern in expect:
+            regex = _compile(pattern, f"expect_{kind}")
+            if not any(regex.search(n) for n in names):
+                violations.append(f"expect_{kind}: nothing matching '{pattern}' was used")
+        for pattern in reject:
+            regex = _compile(pattern, f"reject_{kind}")
+            hits = sorted({n for n in names if regex.search(n)})
+            if hits:
+                violations.append(f"reject_{kind}: '{pattern}' matched {', '.join(hits)}")
+    metrics = trajectory.metrics
+    usage = metrics.token_usage
+    total_tokens = max(usage.total_tokens, usage.input_tokens + usage.output_tokens)
+    measured: dict[str, tuple[float | None, float, str]] = {
+        "max_turns": (constraints.max_turns, metrics.turn_count, "turns"),
+        "max_tokens": (constraints.max_tokens, total_tokens, "tokens"),
+        "max_tool_calls": (constraints.max_tool_calls, metrics.tool_call_count, "tool calls"),
+        "max_duration": (
+            constraints.max_duration,
+            metrics.wall_time_ms / 1000,
+            "seconds of wall time",
+        ),
+    }
+    for field, (limit, value, unit) in measured.items():
+        stopped = trajectory.end_reason == field
+        if limit is not None and value > limit + (1e-9 if field == "max_duration" else 0):
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            violations.append(f"{field} exceeded: {shown} {unit} > {limit:g}")
+        elif stopped:
+            detail = f": {trajectory.end_detail}" if trajectory.end_detail else ""
+            violations.append(f"{field}: the run was stopped at the limit{detail}")
+    return violations
+
+
+async def grade_trial(
+    trajectory: Trajectory,
+    stimulus: Stimulus,
+    graders: Sequence[GraderConfig],
+    *,
+    create_grader: Callable[[GraderConfig], Grader],
+    sandbox: Sandbox | None = None,
+    spec_dir: Path | None = None,
+    llm: LLMProvider | None = None,
+    judge: JudgeSettings | None = None,
+    weights: Mapping[str, float] | None = None,
+    threshold: float | None = None,
+    constraints: Constraints | None = None,
+    on_result: Callable[[GraderResult], None] | None = None,
+) -> GradeResult:
+    """Run every grader on one trial and decide it.
+
+    Args:
+        trajectory: The trial's trajectory (unscoped).
+        stimulus: The stimulus it answered.
+        graders: The grader entries to run, in order (stimulus and eval-level ones).
+        create_grader: Builds a grader from its entry (validating its config).
+        sandbox: The trial's open sandbox, None when re-grading without a workspace.
+        spec_dir: The eval file's folder.
+        llm: The LLM provider for judge graders.
+        judge: Resolved judge settings.
+        weights: ``scoring.weights``: weight per grader type (default 1).
+        threshold: Pass threshold, or None for the binary verdict.
+        constraints: The stimulus's effective constraints.
+        on_result: Called with each grader result as soon as it is known.
+
+    Raises:
+        ConfigError: A constraint pattern is invalid (checked before any grader runs).
+    """
+    weight_map = dict(weights or {})
+    for key, value in weight_map.items():
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"scoring.weights['{key}'] is {value}; weights must be numbers >= 0")
+    violations = check_constraints(trajectory, constraints)
+    judge_settings = judge or JudgeSettings()
+    results: list[GraderResult] = []
+    for config in graders:
+        weight = weight_map.get(config.type, 1.0)
+        result = await _run_one(
+            config,
+            trajectory=trajectory,
+            stimulus=stimulus,
+            create_grader=create_grader,
+            sandbox=sandbox,
+            spec_dir=spec_dir,
+            llm=llm,
+            judge=judge_settings,
+            weight=weight,
+        )
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return trial_verdict(results, threshold, violations)
+
+
+async def _run_one(
+    config: GraderConfig,
+    *,
+    trajectory: Trajectory,
+    stimulus: Stimulus,
+    create_grader: Callable[[GraderConfig], Grader],
+    sandbox: Sandbox | None,
+    spec_dir: Path | None,
+    llm: LLMProvider | None,
+    judge: JudgeSettings,
+    weight: float,
+) -> GraderResult:
+    try:
+        scoped = scope_trajectory(trajectory, stimulus, config)
+        grader = create_grader(config)
+        metadata: Any = getattr(grader, "metadata", None)
+        behavior = getattr(metadata, "behavior", None)
+        if getattr(behavior, "requires_llm_client", False) and llm is None:
+            return error_result(
+                config,
+                f"grader '{config.label}' ({config.type}) needs an LLM provider, but none "
+                "is configured; configure one (llm settings in .vally.yaml) or drop the grader",
+                weight,
+            )
+        context = GradeContext(
+            trajectory=scoped,
+            stimulus=stimulus,
+            grader=config,
+            sandbox=sandbox,
+            spec_dir=spec_dir,
+            llm=llm,
+            judge=judge,
+        )
+        result = await grader.grade(context)
+        if not isinstance(result, GraderResult):
+            return error_result(
+                config,
+                f"grader '{config.label}' ({config.type}) returned "
+                f"{type(result).__name__} instead of a GraderResult",
+                weight,
+            )
+    except Exception as exc:
+        return error_result(config, _describe_exception(config, exc), weight)
+    return _label(result, config, weight)

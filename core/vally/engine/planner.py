@@ -1,0 +1,418 @@
+"""The planner: from loaded evals and run options to an ordered list of planned trials.
+
+A plan enumerates ``variant x eval x stimulus x model x trial`` in that order. Each
+:class:`PlannedTrial` carries everything the trial runner needs, resolved once: the eval,
+the stimulus, its merged environment, graders (root-level ``graders:`` first, then the
+stimulus's), merged constraints, timeout, model, executor and scoring settings.
+
+Variants are a first-class input (:class:`PlanInput` holds a variant name and that
+variant's :class:`~vally.contracts.protocols.LoadedEval`), so experiments reuse the same planner;
+``vally eval`` plans with the variant ``""``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.protocols import JudgeSettings, LoadedEval, TrialKey
+from vally.errors import ConfigError
+from vally.models.spec import (
+    Constraints,
+    EnvironmentConfig,
+    EvalSpec,
+    ExecutorRef,
+    GraderConfig,
+    Stimulus,
+)
+
+DEFAULT_TIMEOUT = 120.0
+"""Per-trial timeout when neither ``--timeout`` nor ``defaults.timeout`` sets one."""
+
+DEFAULT_MODEL_LABEL = "default"
+"""The model part of a trial key (and its folder) when no model is chosen."""
+
+TagFilter = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """One eval to plan, under one variant.
+
+    Attributes:
+        loaded: The eval as loaded (for experiments: with the variant's patches applied).
+        variant: The variant name; ``""`` for plain eval runs.
+    """
+
+    loaded: LoadedEval
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Run-wide choices that shape the plan (mostly CLI flags).
+
+    Attributes:
+        models: ``--model a,b`` fan-out; None to use each spec's ``defaults.model``.
+        runs: ``--runs``; None to use each spec's ``defaults.runs``.
+        timeout: ``--timeout`` in seconds; None for spec, then 2m.
+        threshold: ``--threshold``; None for the spec's ``scoring.threshold``.
+        judge_model: ``--judge-model``; None for the spec, then ``EVAL_JUDGE_MODEL``.
+        tag_filter: Stimuli must match it (AND across keys, OR within a key's values).
+        extra_skills: Skill folders (absolute) loaded for every trial (``--skill-dir``).
+        workspace_root: ``--workspace``: keep workspaces under this folder.
+    """
+
+    models: Sequence[str] | None = None
+    runs: int | None = None
+    timeout: float | None = None
+    threshold: float | None = None
+    judge_model: str | None = None
+    tag_filter: TagFilter | None = None
+    extra_skills: Sequence[str] = ()
+    workspace_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    """One trial of the plan and what the runner needs to run it.
+
+    Attributes:
+        key: Identity (variant, eval, stimulus, model label, 0-based trial index).
+        loaded: The eval the stimulus belongs to.
+        stimulus: The stimulus.
+        environment: The resolved environment (skills and ``files[].src`` absolute).
+        graders: Root-level graders followed by the stimulus's graders.
+        constraints: Eval-level constraints merged with the stimulus's.
+        timeout: Seconds for the trial.
+        model: The model to run, None for the agent's default.
+        executor: Which executor runs it, with its config.
+        threshold: The pass threshold, None for the all-graders-pass verdict.
+        weights: Scoring weights by grader type.
+        judge: Judge settings for LLM graders.
+        tags: The stimulus's effective tags (eval tags overridden by stimulus tags).
+        reasoning_effort: Passed to the executor.
+        keep_workspace: Where to keep the workspace (``--workspace``), else None.
+    """
+
+    key: TrialKey
+    loaded: LoadedEval
+    stimulus: Stimulus
+    environment: EnvironmentConfig
+    graders: tuple[GraderConfig, ...]
+    constraints: Constraints
+    timeout: float
+    model: str | None
+    executor: ExecutorRef
+    threshold: float | None
+    weights: Mapping[str, float]
+    judge: JudgeSettings
+    tags: Mapping[str, str] = field(default_factory=dict)
+    reasoning_effort: str | None = None
+    keep_workspace: Path | None = None
+
+    @property
+    def spec_dir(self) -> Path:
+        """The folder of the eval file (anchor of relative paths)."""
+        return self.loaded.source.parent
+
+
+@dataclass(frozen=True)
+class PlannedEval:
+    """One (variant, eval) of the plan, with its resolved run count and model list."""
+
+    variant: str
+    name: str
+    loaded: LoadedEval
+    runs: int
+    models: tuple[str | None, ...]
+    threshold: float | None
+    stimuli: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The whole plan: trials in plan order, and the evals they came from."""
+
+    trials: tuple[PlannedTrial, ...]
+    evals: tuple[PlannedEval, ...]
+
+    @property
+    def keys(self) -> list[TrialKey]:
+        """The trial keys in plan order."""
+        return [t.key for t in self.trials]
+
+    @property
+    def lint_only(self) -> bool:
+        """True when the plan runs nothing (every eval has ``runs: 0`` or no stimulus)."""
+        return not self.trials
+
+
+def eval_name(loaded: LoadedEval) -> str:
+    """The eval's display name: ``name`` from the spec, else its folder's name."""
+    if loaded.spec.name:
+        return loaded.spec.name
+    parent = loaded.source.parent.name
+    stem = loaded.source.name.split(".")[0]
+    return parent if stem in {"eval", ""} and parent else stem or "eval"
+
+
+def model_label(model: str | None) -> str:
+    """The model as it appears in keys and folders (``default`` for None)."""
+    return model if model else DEFAULT_MODEL_LABEL
+
+
+def parse_models(value: str | None) -> list[str] | None:
+    """``--model a,b`` -> ``["a", "b"]``; None or blank -> None.
+
+    Raises:
+        ConfigError: An empty item (``a,,b``) or a duplicate model.
+    """
+    if value is None or not value.strip():
+        return None
+    items = [part.strip() for part in value.split(",")]
+    if any(not item for item in items):
+        raise ConfigError(f"--model {value!r} has an empty item", hint="write --model a,b")
+    duplicates = sorted({m for m in items if items.count(m) > 1})
+    if duplicates:
+        raise ConfigError(f"--model lists {', '.join(duplicates)} more than once")
+    return items
+
+
+def merge_constraints(eval_level: Constraints | None, stimulus: Constraints | None) -> Constraints:
+    """Stimulus constraints over eval-level ones: limits set on the stimulus win, lists of
+    expected/rejected tools and skills are united (eval-level first)."""
+    if eval_level is None and stimulus is None:
+        return Constraints()
+    if eval_level is None:
+        return stimulus or Constraints()
+    if stimulus is None:
+        return eval_level
+    merged: dict[str, Any] = eval_level.model_dump(exclude_unset=True)
+    for name, value in stimulus.model_dump(exclude_unset=True).items():
+        if isinstance(value, list):
+            base = list(merged.get(name) or [])
+            merged[name] = base + [v for v in value if v not in base]
+        else:
+            merged[name] = value
+    return Constraints.model_validate(merged)
+
+
+def judge_settings(spec: EvalSpec, judge_model: str | None) -> JudgeSettings:
+    """Judge settings: CLI over spec over ``EVAL_JUDGE_MODEL``/``EVAL_JUDGE_REASONING_EFFORT``
+    (grader ``config.model`` overrides all of them when grading)."""
+    defaults = spec.defaults
+    return JudgeSettings(
+        model=judge_model or defaults.judge_model or os.environ.get("EVAL_JUDGE_MODEL") or None,
+        reasoning_effort=defaults.judge_reasoning_effort
+        or os.environ.get("EVAL_JUDGE_REASONING_EFFORT")
+        or None,
+        provider=defaults.judge_provider,
+        timeout=defaults.judge_timeout or DEFAULT_TIMEOUT,
+    )
+
+
+def effective_tags(spec: EvalSpec, stimulus: Stimulus) -> dict[str, str]:
+    """Eval tags overridden key by key by the stimulus's tags."""
+    return {**spec.tags, **stimulus.tags}
+
+
+def tags_match(tags: Mapping[str, str], tag_filter: TagFilter | None) -> bool:
+    """AND across keys, OR within a key's values; an empty or absent filter matches."""
+    if not tag_filter:
+        return True
+    return all(tags.get(key) in set(values) for key, values in tag_filter.items())
+
+
+EnvironmentResolver = Callable[[LoadedEval, Stimulus], EnvironmentConfig]
+"""Resolves a stimulus's environment (root, named and stimulus merged, paths absolute)."""
+
+
+def _with_extra_skills(env: EnvironmentConfig, extra: Sequence[str]) -> EnvironmentConfig:
+    if not extra:
+        return env
+    skills = list(env.skills) + [s for s in extra if s not in env.skills]
+    return env.model_copy(update={"skills": skills})
+
+
+def workspace_path(root: Path, key: TrialKey, *, many_evals: bool, many_models: bool) -> Path:
+    """Where ``--workspace`` keeps a trial's workspace:
+    ``<root>/[<variant>/][<eval>/]<stimulus>/[<model>/]trial-<n>`` (the eval and model levels
+    appear only when the run has several evals or models)."""
+    from vally.engine.rundir import safe_name
+
+    parts: list[str] = []
+    if key.variant:
+        parts.append(safe_name(key.variant))
+    if many_evals:
+        parts.append(safe_name(key.eval_name))
+    parts.append(safe_name(key.stimulus))
+    if many_models:
+        parts.append(safe_name(key.model))
+    return root.joinpath(*parts, f"trial-{key.trial}")
+
+
+def _check_stimuli(loaded: LoadedEval) -> None:
+    """Reject what would make trials overwrite each other or fail only after running:
+    two stimuli with one name, and a grader ``turn`` beyond its stimulus's turns."""
+    spec = loaded.spec
+    first: dict[str, int] = {}
+    for index, stimulus in enumerate(spec.stimuli):
+        previous = first.setdefault(stimulus.name, index)
+        if previous != index:
+            raise ConfigError(
+                f"{loaded.source}: stimuli[{index}] is named {stimulus.name!r} like "
+                f"stimuli[{previous}]; their trials would overwrite each other's files",
+                hint="give every stimulus of the file a distinct 'name:' (vally lint finds "
+                "these)",
+            )
+        turns = len(stimulus.prompts)
+        for config in [*spec.graders, *stimulus.graders]:
+            if config.turn is not None and config.turn >= turns:
+                raise ConfigError(
+                    f"{loaded.source}: grader '{config.label}' of stimulus {stimulus.name!r} "
+                    f"has turn: {config.turn}, but the stimulus has {turns} "
+                    f"turn{'s' if turns != 1 else ''}",
+                    hint=f"turns are numbered from 0, so the last is {turns - 1}; fix 'turn:' "
+                    "or add turns to the stimulus",
+                )
+
+
+def _check_sources(loaded: LoadedEval, stimulus: Stimulus, env: EnvironmentConfig) -> None:
+    """Every ``files[].src`` must exist before any trial starts (not fail trial by trial)."""
+    for entry in env.files:
+        if not Path(entry.src).exists():
+            raise ConfigError(
+                f"{loaded.source}: stimulus {stimulus.name!r}: files[].src "
+                f"{entry.src!r} does not exist",
+                hint="src is relative to the eval file; fix the path or create the file "
+                "(vally lint reports this as environment-file-not-found)",
+            )
+
+
+def build_plan(
+    inputs: Sequence[PlanInput],
+    options: PlanOptions,
+    *,
+    resolve_environment: EnvironmentResolver,
+    stimulus_filter: Callable[[LoadedEval, Stimulus], bool] | None = None,
+    default_executor: str | None = None,
+) -> Plan:
+    """Expand evals into planned trials, in plan order.
+
+    Args:
+        inputs: The evals (with their variant) in the order they should run.
+        options: Run-wide choices.
+        resolve_environment: Resolves one stimulus's environment.
+        stimulus_filter: Extra per-stimulus selection (e.g. a suite's tag filter); the
+            ``options.tag_filter`` applies as well.
+        default_executor: Executor for specs that name none; None makes that an error.
+
+    Raises:
+        ConfigError: A spec names no executor and there is no default; two evals of one
+            variant share a name.
+    """
+    trials: list[PlannedTrial] = []
+    evals: list[PlannedEval] = []
+    seen: dict[tuple[str, str], Path] = {}
+    pending: list[tuple[PlanInput, str, list[Stimulus], list[str | None], int]] = []
+    all_models: set[str] = set()
+    for item in inputs:
+        loaded = item.loaded
+        spec = loaded.spec
+        name = eval_name(loaded)
+        previous = seen.get((item.variant, name))
+        if previous is not None:
+            raise ConfigError(
+                f"two evals are named {name!r}: {previous} and {loaded.source}",
+                hint="give each eval file a distinct 'name:'",
+            )
+        seen[(item.variant, name)] = loaded.source
+        _check_stimuli(loaded)
+        runs = options.runs if options.runs is not None else spec.defaults.runs
+        models: list[str | None] = list(options.models) if options.models else [spec.defaults.model]
+        all_models.update(model_label(m) for m in models)
+        stimuli = [
+            s
+            for s in spec.stimuli
+            if tags_match(effective_tags(spec, s), options.tag_filter)
+            and (stimulus_filter is None or stimulus_filter(loaded, s))
+        ]
+        pending.append((item, name, stimuli, models, runs))
+
+    many_evals = len({(p[0].variant, p[1]) for p in pending if p[2] and p[4]}) > 1
+    many_models = len(all_models) > 1
+    for item, name, stimuli, models, runs in pending:
+        loaded = item.loaded
+        spec = loaded.spec
+        threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
+        evals.append(
+            PlannedEval(
+                variant=item.variant,
+                name=name,
+                loaded=loaded,
+                runs=runs,
+                models=tuple(models),
+                threshold=threshold,
+                stimuli=tuple(s.name for s in stimuli),
+            )
+        )
+        if runs == 0 or not stimuli:
+            continue
+        executor = spec.defaults.executor
+        if executor is None:
+            if default_executor is None:
+                raise ConfigError(
+                    f"eval {name!r} ({loaded.source}) does not say which executor runs it",
+                    hint="set 'defaults.executor' in the eval file, e.g. 'executor: command' "
+                    "with a config, or 'executor: mock'",
+                )
+            executor = ExecutorRef(name=default_executor)
+        timeout = options.timeout or spec.defaults.timeout or DEFAULT_TIMEOUT
+        judge = judge_settings(spec, options.judge_model)
+        weights = dict(spec.scoring.weights)
+        root_graders = tuple(spec.graders)
+        for stimulus in stimuli:
+            environment = _with_extra_skills(
+                resolve_environment(loaded, stimulus), options.extra_skills
+            )
+            _check_sources(loaded, stimulus, environment)
+            graders = root_graders + tuple(stimulus.graders)
+            constraints = merge_constraints(spec.constraints, stimulus.constraints)
+            tags = effective_tags(spec, stimulus)
+            for model in models:
+                for index in range(runs):
+                    key = TrialKey(item.variant, name, stimulus.name, model_label(model), index)
+                    keep = (
+                        workspace_path(
+                            options.workspace_root,
+                            key,
+                            many_evals=many_evals,
+                            many_models=many_models,
+                        )
+                        if options.workspace_root is not None
+                        else None
+                    )
+                    trials.append(
+                        PlannedTrial(
+                            key=key,
+                            loaded=loaded,
+                            stimulus=stimulus,
+                            environment=environment,
+                            graders=graders,
+                            constraints=constraints,
+                            timeout=timeout,
+                            model=model,
+                            executor=executor,
+                            threshold=threshold,
+                            weights=weights,
+                            judge=judge,
+                            tags=tags,
+                            reasoning_effort=spec.defaults.reasoning_effort,
+                            keep_workspace=keep,
+                        )
+                    )
+    return Plan(trials=tuple(trials), evals=tuple(evals))

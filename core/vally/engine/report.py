@@ -1,0 +1,349 @@
+"""The experiment report (``report.md``) and the comparison shown on the console.
+
+Both are pure functions of the plan snapshot, the run summaries and the records. Apart from
+the ``Rendered:`` line, the report is deterministic: records are ordered by plan key and no
+wall-clock values appear, so a merged run renders the same report as an unsharded run.
+
+Comparison rules (shared by the console and the report):
+
+* only variants with observed results are shown;
+* when the baseline did not run, or variants observed different stimuli, the comparison is
+  *unavailable* and no deltas are shown;
+* "tie" for all variants only when every variant matches the baseline; otherwise each
+  variant is labelled ``tie``, ``better`` or ``regression`` (partial ties are distinct);
+* a sharded run shows observed counts only, labelled partial with the shard index and total,
+  without winners or deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vally.models.records import RunSummaryRecord, TrialResultRecord
+
+_EPSILON = 1e-9
+EVIDENCE_LIMIT = 300
+"""Characters of grader evidence shown per failed grader in the report."""
+
+
+@dataclass(frozen=True)
+class VariantStats:
+    """Observed counts of one variant."""
+
+    name: str
+    trials: int
+    graded: int
+    passed: int
+    failed: int
+    errored: int
+    stimuli: frozenset[tuple[str, str, str | None]]
+    """(eval, stimulus, model) observed."""
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Passed / graded, None when nothing was graded."""
+        return self.passed / self.graded if self.graded else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The comparison of observed variants with the baseline."""
+
+    variants: tuple[VariantStats, ...]
+    baseline: str
+    available: bool
+    reason: str | None
+    partial: str | None
+    """``i/n`` for a sharded run, else None."""
+    deltas: Mapping[str, float | None]
+    labels: Mapping[str, str]
+    """``tie``, ``better``, ``regression`` or ``n/a`` per non-baseline variant."""
+    headline: str
+
+
+def variant_stats(
+    variants: Sequence[str], records: Sequence[TrialResultRecord]
+) -> list[VariantStats]:
+    """Counts per variant, in ``variants`` order, for variants with at least one record."""
+    from vally.engine.scoring import is_errored, is_graded
+
+    out: list[VariantStats] = []
+    for name in variants:
+        own = [r for r in records if (r.variant or "") == name]
+        if not own:
+            continue
+        graded = [r for r in own if is_graded(r)]
+        passed = sum(1 for r in graded if r.grade_result is not None and r.grade_result.passed)
+        out.append(
+            VariantStats(
+                name=name,
+                trials=len(own),
+                graded=len(graded),
+                passed=passed,
+                failed=len(graded) - passed,
+                errored=sum(1 for r in own if is_errored(r)),
+                stimuli=frozenset((r.eval_name, r.stimulus_name, r.model) for r in own),
+            )
+        )
+    return out
+
+
+def compare_variants(
+    variants: Sequence[str],
+    baseline: str,
+    records: Sequence[TrialResultRecord],
+    *,
+    shard: str | None = None,
+) -> Comparison:
+    """Apply the comparison rules (see the module docstring)."""
+    stats = tuple(variant_stats(variants, records))
+    names = [s.name for s in stats]
+    deltas: dict[str, float | None] = {}
+    labels: dict[str, str] = {}
+    if shard is not None:
+        index, _, total = shard.partition("/")
+        headline = (
+            f"Partial results (shard {index} of {total}): observed counts only, no winner. "
+            "Run 'vally experiment merge' for the full comparison."
+        )
+        return Comparison(stats, baseline, False, "partial", shard, deltas, labels, headline)
+    if not stats:
+        return Comparison(
+            stats,
+            baseline,
+            False,
+            "no results",
+            None,
+            deltas,
+            labels,
+            "Comparison unavailable: no variant produced results.",
+        )
+    if baseline not in names:
+        return Comparison(
+            stats,
+            baseline,
+            False,
+            "baseline missing",
+            None,
+            deltas,
+            labels,
+            f"Comparison unavailable: the baseline variant '{baseline}' did not run.",
+        )
+    if len(stats) == 1:
+        return Comparison(
+            stats,
+            baseline,
+            False,
+            "single variant",
+            None,
+            deltas,
+            labels,
+            "Comparison unavailable: only the baseline variant ran.",
+        )
+    if len({s.stimuli for s in stats}) > 1:
+        return Comparison(
+            stats,
+            baseline,
+            False,
+            "different stimuli",
+            None,
+            deltas,
+            labels,
+            "Comparison unavailable: variants observed different stimuli.",
+        )
+    base = next(s for s in stats if s.name == baseline)
+    for item in stats:
+        if item.name == baseline:
+            continue
+        if item.pass_rate is None or base.pass_rate is None:
+            deltas[item.name] = None
+            labels[item.name] = "n/a"
+            continue
+        delta = item.pass_rate - base.pass_rate
+        deltas[item.name] = delta
+        labels[item.name] = (
+            "tie" if abs(delta) < _EPSILON else "better" if delta > 0 else "regression"
+        )
+    values = list(labels.values())
+    if values and all(v == "tie" for v in values):
+        headline = "Tie: every variant matches the baseline."
+    else:
+        ties = [n for n, v in labels.items() if v == "tie"]
+        better = [n for n, v in labels.items() if v == "better"]
+        worse = [n for n, v in labels.items() if v == "regression"]
+        parts = []
+        if better:
+            parts.append("better than the baseline: " + ", ".join(better))
+        if worse:
+            parts.append("regression: " + ", ".join(worse))
+        if ties:
+            parts.append("tie with the baseline (partial tie): " + ", ".join(ties))
+        if not parts:
+            parts.append("no graded trials to compare")
+        text = "; ".join(parts)
+        headline = text[0].upper() + text[1:] + "."
+        rated = [s for s in stats if s.pass_rate is not None]
+        if rated:
+            best = max(s.pass_rate or 0.0 for s in rated)
+            leaders = [s.name for s in rated if abs((s.pass_rate or 0.0) - best) < _EPSILON]
+            if len(leaders) == 1:
+                headline += f" Best: {leaders[0]}."
+    return Comparison(stats, baseline, True, None, None, deltas, labels, headline)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").strip()
+
+
+def comparison_table(comparison: Comparison) -> list[str]:
+    """The comparison as plain-text lines for the console."""
+    lines: list[str] = []
+    title = "Experiment results"
+    if comparison.partial:
+        title += f" (partial: shard {comparison.partial.replace('/', ' of ')})"
+    lines.append(title)
+    width = max([len(s.name) + 11 for s in comparison.variants] + [8])
+    header = f"  {'Variant':<{width}}  {'Trials':>6}  {'Passed':>6}  {'Failed':>6}  "
+    header += f"{'Errored':>7}  {'Pass rate':>9}"
+    show_delta = comparison.available
+    if show_delta:
+        header += f"  {'Δ vs baseline':>13}  Result"
+    lines.append(header)
+    for s in comparison.variants:
+        name = s.name + (" (baseline)" if s.name == comparison.baseline else "")
+        row = (
+            f"  {name:<{width}}  {s.trials:>6}  {s.passed:>6}  {s.failed:>6}  {s.errored:>7}  "
+            f"{_pct(s.pass_rate):>9}"
+        )
+        if show_delta:
+            if s.name == comparison.baseline:
+                row += f"  {'—':>13}  baseline"
+            else:
+                delta = comparison.deltas.get(s.name)
+                text = "n/a" if delta is None else f"{delta * 100:+.1f} pts"
+                row += f"  {text:>13}  {comparison.labels.get(s.name, 'n/a')}"
+        lines.append(row)
+    lines.append(comparison.headline)
+    return lines
+
+
+def render_report(
+    snapshot: Mapping[str, Any],
+    summaries: Mapping[str, Sequence[RunSummaryRecord]],
+    records: Sequence[TrialResultRecord],
+    *,
+    run_id: str,
+    rendered_at: str,
+) -> str:
+    """The experiment-level ``report.md``.
+
+    Args:
+        snapshot: The plan snapshot (experiment, baseline, variants, evals, trials).
+        summaries: The run summaries by variant.
+        records: Every trial record of the run (any order).
+        run_id: The experiment run id.
+        rendered_at: The render timestamp (the only non-deterministic line).
+    """
+    from vally.engine.shards import order_records
+
+    variants = [str(v) for v in snapshot.get("variants") or []]
+    baseline = str(snapshot.get("baseline"))
+    ordered = order_records(records, list(snapshot.get("trials") or []))
+    comparison = compare_variants(variants, baseline, ordered)
+    lines = [
+        f"# Experiment report: {snapshot.get('experiment')}",
+        "",
+        f"Rendered: {rendered_at}",
+        "",
+        f"- Run ID: `{run_id}`",
+        f"- Baseline: `{baseline}`",
+        f"- Variants: {', '.join(f'`{v}`' for v in variants)}",
+        f"- Vary: {', '.join(f'`{p}`' for p in snapshot.get('vary') or []) or '(matrix)'}",
+        f"- Planned trials: {len(snapshot.get('trials') or [])}; finished: {len(ordered)}",
+        "",
+        "## Comparison with the baseline",
+        "",
+        "| Variant | Trials | Passed | Failed | Errored | Pass rate | Δ vs baseline | Result |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for s in comparison.variants:
+        if s.name == baseline:
+            delta, label = "—", "baseline"
+        elif comparison.available:
+            value = comparison.deltas.get(s.name)
+            delta = "n/a" if value is None else f"{value * 100:+.1f} pts"
+            label = comparison.labels.get(s.name, "n/a")
+        else:
+            delta, label = "n/a", "n/a"
+        lines.append(
+            f"| `{_cell(s.name)}` | {s.trials} | {s.passed} | {s.failed} | {s.errored} | "
+            f"{_pct(s.pass_rate)} | {delta} | {label} |"
+        )
+    lines += ["", comparison.headline, ""]
+    evals = list(snapshot.get("evals") or [])
+    for variant in variants:
+        title = f"## Variant `{variant}`" + (" (baseline)" if variant == baseline else "")
+        lines += [title, ""]
+        for summary in summaries.get(variant, []):
+            meta: Mapping[str, Any] = next(
+                (e for e in evals if e["variant"] == variant and e["name"] == summary.eval_name),
+                {},
+            )
+            lines += [
+                f"### {summary.eval_name}: verdict {summary.verdict}",
+                "",
+                f"File: `{meta.get('file', summary.eval_file)}`; config hash "
+                f"`{summary.config_hash}`; eval hash `{summary.eval_hash}`; "
+                f"threshold {_num(summary.threshold)}",
+                "",
+                "| Stimulus | Model | Trials | Passed | Errored | Pass rate | pass@k | pass^k | "
+                "Flaky | Mean score | Mean tokens | Mean turns | Mean tool calls |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+            ]
+            for st in summary.stimuli:
+                m = st.metrics
+                lines.append(
+                    f"| {_cell(st.stimulus_name)} | {_cell(st.model or 'default')} | "
+                    f"{st.trials} | {st.passed} | {st.errored} | {_pct(m.per_trial_pass_rate)} | "
+                    f"{_num(m.pass_at_k)} | {_num(m.pass_to_the_k)} | "
+                    f"{'yes' if st.flaky else 'no'} | {_num(st.mean_score)} | "
+                    f"{_num(st.mean_tokens, 1)} | {_num(st.mean_turns, 1)} | "
+                    f"{_num(st.mean_tool_calls, 1)} |"
+                )
+            if not summary.stimuli:
+                lines.append("| (no trials) | | | | | | | | | | | | |")
+            lines.append("")
+            problems = []
+            for record in ordered:
+                if (record.variant or "") != variant or record.eval_name != summary.eval_name:
+                    continue
+                where = f"`{record.stimulus_name}` trial {record.trial_index}"
+                if record.model:
+                    where += f" ({record.model})"
+                if record.error is not None:
+                    problems.append(
+                        f"- {where}: error in {record.error.phase}: "
+                        f"{_cell(record.error.message[:EVIDENCE_LIMIT])}"
+                    )
+                    continue
+                grade = record.grade_result
+                for detail in grade.details if grade is not None else []:
+                    if not detail.passed:
+                        problems.append(
+                            f"- {where}: {_cell(detail.name)} failed: "
+                            f"{_cell(detail.evidence[:EVIDENCE_LIMIT])}"
+                        )
+            if problems:
+                lines += ["Failed graders and errors:", "", *problems, ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,276 @@
+"""The run directory: where one ``vally eval`` (or experiment) run writes its files, and the
+secret scrubbing applied to everything written there.
+
+Layout of one run::
+
+    <output-dir>/<timestamp like 2026-06-09T20-41-10-885Z>/
+      results.jsonl            one TrialResultRecord per finished trial (jsonl reporter)
+      run-summary.jsonl        one RunSummaryRecord per eval (and variant)
+      report.md                markdown report (markdown reporter)
+      junit.xml                with --junit
+      [<variant>/]<eval>/<stimulus>/<model>/trial-<n>/
+        metadata.json          always written
+        events.jsonl           the executor's session log (or the trajectory's events)
+        artifacts/             copied stimulus artifacts
+
+Folder names are made safe for every file system: characters other than letters, digits,
+``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vally.contracts.protocols import TrialKey
+from vally.errors import ConfigError, OutputError
+from vally.models.base import RecordModel
+from vally.models.records import TrialResultRecord
+
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "run-summary.jsonl"
+METADATA_FILE = "metadata.json"
+EVENTS_FILE = "events.jsonl"
+ARTIFACTS_DIR = "artifacts"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,-]+")
+
+R = TypeVar("R", bound=RecordModel)
+
+
+def safe_name(value: str) -> str:
+    """``value`` as one path segment: unsafe characters become ``_``; never empty, ``.`` or
+    ``..``."""
+    cleaned = _UNSAFE.sub("_", value).strip("_") or "_"
+    return "_" + cleaned if cleaned in {".", ".."} else cleaned
+
+
+def run_timestamp(now: datetime | None = None) -> str:
+    """The run folder name: UTC time with milliseconds, ``:`` and ``.`` replaced by ``-``
+    (``2026-06-09T20-41-10-885Z``)."""
+    moment = now or datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H-%M-%S-") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """Refuse an output directory that cannot hold runs.
+
+    Raises:
+        OutputError: ``output_dir`` (or one of its parents) is a file.
+    """
+    for candidate in (output_dir, *output_dir.parents):
+        if candidate.exists() and not candidate.is_dir():
+            raise OutputError(
+                f"output directory {output_dir} cannot be created: {candidate} is a file",
+                hint="pass another --output-dir, or move the file away",
+            )
+        if candidate.exists():
+            break
+
+
+def create_run_dir(output_dir: Path, *, name: str | None = None) -> Path:
+    """Create and return a fresh run folder inside ``output_dir``.
+
+    Args:
+        output_dir: The parent folder (created when missing).
+        name: The folder name; default: the current UTC timestamp. A ``-2``, ``-3``, ...
+            suffix is added when it exists already.
+
+    Raises:
+        OutputError: The folder cannot be created (``output_dir`` is a file, no permission).
+    """
+    check_output_dir(output_dir)
+    base = name or run_timestamp()
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, 1000):
+            candidate = output_dir / (base if attempt == 1 else f"{base}-{attempt}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            return candidate
+    except OSError as exc:
+        raise OutputError(
+            f"cannot create a run folder in {output_dir}: {exc.strerror or exc}",
+            hint="check that the output directory is writable, or pass another --output-dir",
+        ) from exc
+    raise OutputError(f"cannot create a unique run folder in {output_dir}")
+
+
+def trial_relpath(key: TrialKey) -> Path:
+    """The trial's folder relative to the run folder:
+    ``[<variant>/]<eval>/<stimulus>/<model>/trial-<n>``."""
+    parts = [safe_name(key.eval_name), safe_name(key.stimulus), safe_name(key.model)]
+    if key.variant:
+        parts.insert(0, safe_name(key.variant))
+    return Path(*parts, f"trial-{key.trial}")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file next to ``path`` and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- secrets
+
+SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|^(API_?KEY|TOKEN|SECRET)$", re.I)
+"""Environment variable names whose values are secrets."""
+
+MIN_SECRET_LENGTH = 4
+"""Shorter values are not scrubbed (they would mangle ordinary text)."""
+
+REDACTED = "[REDACTED]"
+
+
+def secret_values(environ: Mapping[str, str] | None = None, *extra: Mapping[str, str]) -> set[str]:
+    """The values of every secret-looking variable of ``environ`` (default: this process's
+    environment) and of the ``extra`` mappings (e.g. ``environment.env`` of specs)."""
+    sources = [os.environ if environ is None else environ, *extra]
+    found: set[str] = set()
+    for source in sources:
+        for name, value in source.items():
+            if value and len(value) >= MIN_SECRET_LENGTH and SECRET_NAME.search(name):
+                found.add(value)
+    return found
+
+
+class Scrubber:
+    """Replaces secret values with ``[REDACTED]`` in everything vally writes.
+
+    Args:
+        secrets: The literal values to hide.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first so that a secret containing another is replaced whole.
+        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+        self.secrets: tuple[str, ...] = tuple(values)
+        escaped = {json.dumps(s, ensure_ascii=False)[1:-1] for s in values}
+        self._json_forms: tuple[str, ...] = tuple(
+            sorted(escaped | set(values), key=len, reverse=True)
+        )
+
+    @classmethod
+    def from_env(cls, *extra: Mapping[str, str]) -> Scrubber:
+        """A scrubber for the process environment plus ``extra`` variable mappings."""
+        return cls(secret_values(None, *extra))
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced."""
+        if not self.secrets:
+            return value
+        for secret in self._json_forms:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+
+    def data(self, value: Any) -> Any:
+        """A JSON-like structure with every string scrubbed (keys included)."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.data(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.data(v) for v in value]
+        return value
+
+    def record(self, record: R) -> R:
+        """``record`` itself when it holds no secret, else a scrubbed copy."""
+        if not self.secrets:
+            return record
+        line = record.to_json_line()
+        clean = self.text(line)
+        if clean == line:
+            return record
+        return type(record).model_validate_json(clean)
+
+
+def write_jsonl(
+    path: Path, records: Iterable[RecordModel], scrubber: Scrubber | None = None
+) -> None:
+    """Write records as JSON lines (temp file, then rename)."""
+    scrub = scrubber or Scrubber()
+    lines = [scrub.text(r.to_json_line()) + "\n" for r in records]
+    write_text_atomic(path, "".join(lines))
+
+
+def write_json(path: Path, data: Any, scrubber: Scrubber | None = None) -> None:
+    """Write ``data`` as indented JSON (temp file, then rename), scrubbed."""
+    scrub = scrubber or Scrubber()
+    write_text_atomic(path, json.dumps(scrub.data(data), indent=2, ensure_ascii=False) + "\n")
+
+
+def load_records(path: Path) -> list[TrialResultRecord]:
+    """Trial records from a run directory (its ``results.jsonl``) or a JSONL file.
+
+    Raises:
+        ConfigError: The path does not exist, holds no results, or has a bad line.
+    """
+    file = path / "results.jsonl" if path.is_dir() else path
+    if not file.is_file():
+        variants = (
+            sorted(c.name for c in path.iterdir() if (c / "results.jsonl").is_file())
+            if path.is_dir() and not file.exists()
+            else []
+        )
+        hint = (
+            f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
+            f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
+            f"{path / variants[0]}"
+            if variants
+            else "pass a run directory holding results.jsonl, or a results JSONL file"
+        )
+        problem = "is not a file" if file.exists() else "does not exist"
+        what = f"no results at {path}" if file == path else f"no results in {path}"
+        raise ConfigError(f"{what}: {file} {problem}", hint=hint)
+    records: list[TrialResultRecord] = []
+    bad_line_hint = "each line must be one JSON trial record as written by vally eval"
+    try:
+        with file.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ConfigError(
+                        f"{file}:{number}: not JSON: {exc.msg}",
+                        hint=f"{bad_line_hint}; fix or remove that line (a killed run can "
+                        "leave a truncated last line)",
+                    ) from None
+                if not isinstance(data, dict):
+                    raise ConfigError(
+                        f"{file}:{number}: holds a JSON {type(data).__name__}, "
+                        "not a trial record object",
+                        hint=bad_line_hint,
+                    )
+                if data.get("type") != "trial-result":
+                    continue
+                try:
+                    records.append(TrialResultRecord.model_validate(data))
+                except Exception as exc:
+                    raise ConfigError(
+                        f"{file}:{number}: not a trial-result record: {exc}"
+                    ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="pass a results.jsonl written by vally eval or vally experiment run",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    return records

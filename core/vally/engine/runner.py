@@ -1,0 +1,774 @@
+"""Running trials: one trial end to end (:class:`TrialRunner`) and a whole plan through the
+worker pool (:class:`RunEngine`).
+
+One trial::
+
+    backend.open(TrialContext) -> prepare_workspace -> executor.execute (timeout enforced
+    from outside too) -> grade_trial (unless skipped) -> artifacts copied out
+    -> sandbox.close() (always) -> TrialResultRecord
+
+Every failure of a trial becomes its record (``status: error`` with a
+:class:`~vally.models.records.TrialError` naming the phase), never an exception and never a
+traceback; a cancelled trial gets ``status: cancelled``. Records are scrubbed of secret
+values before anyone sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import fnmatch
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic_core
+
+from vally._version import __version__
+from vally.contracts.events import EventEmitter, RunInfo, RunOutcome
+from vally.contracts.protocols import (
+    ExecutorOptions,
+    LLMProvider,
+    Sandbox,
+    SkillRef,
+    TrialContext,
+    TrialKey,
+)
+from vally.engine.planner import PlannedEval, PlannedTrial
+from vally.engine.rundir import (
+    ARTIFACTS_DIR,
+    EVENTS_FILE,
+    METADATA_FILE,
+    REDACTED,
+    SUMMARY_FILE,
+    Scrubber,
+    trial_relpath,
+    write_jsonl,
+)
+from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
+from vally.errors import CleanupError, OutputError, SetupError, VallyError
+from vally.models.records import (
+    GradeResult,
+    GraderResult,
+    RunSummaryRecord,
+    TrialError,
+    TrialResultRecord,
+)
+from vally.models.trajectory import (
+    ErrorData,
+    ErrorEvent,
+    Trajectory,
+    TrajectoryMetadata,
+    TrajectoryMetrics,
+    utc_now,
+)
+
+log = logging.getLogger("vally.engine.runner")
+
+TIMEOUT_GRACE = 5.0
+"""Seconds the kernel waits past a trial's timeout before cancelling the executor itself
+(executors are expected to stop their agent at the timeout on their own)."""
+
+Phase = Literal["setup", "execute", "grade", "cleanup", "plan"]
+
+ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar("vally_trial_attempt", default=0)
+"""The 0-based attempt of the trial running in the current task (``--max-retries``)."""
+
+RETRIED_PHASES = frozenset({"setup", "execute"})
+"""Operational failures of these phases are retried with ``--max-retries``."""
+
+GraderFactory = Callable[[Any], Any]
+"""Builds (or returns a cached) grader instance for a grader config entry."""
+
+
+@dataclass
+class RunContext:
+    """What every trial of a run shares.
+
+    Attributes:
+        run: The run's identity (given to every hook).
+        backend: The started backend.
+        executors: Executor instances by ``(name, config json)``; see :func:`executor_key`.
+        create_grader: Builds the grader for a config entry (cached, validated at plan time).
+        emitter: Delivers run events to reporters.
+        scrubber: Hides secrets in everything written.
+        run_dir: Where per-trial folders go; None writes no per-trial files.
+        skip_grade: Execute without grading.
+        llm: The LLM provider for judges and LLM executors, when configured.
+    """
+
+    run: RunInfo
+    backend: Any
+    executors: Mapping[str, Any]
+    create_grader: GraderFactory
+    emitter: EventEmitter
+    scrubber: Scrubber = field(default_factory=Scrubber)
+    run_dir: Path | None = None
+    skip_grade: bool = False
+    llm: LLMProvider | None = None
+
+
+def executor_key(name: str, config: Mapping[str, Any]) -> str:
+    """The key of an executor instance: its name and config (one instance per pair)."""
+    return name + "|" + json.dumps(config, sort_keys=True, default=str)
+
+
+class _TrialFailed(Exception):
+    """Internal: a phase failed; carries the TrialError."""
+
+    def __init__(self, error: TrialError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass
+class _TrialState:
+    """What one trial has acquired so far (for cleanup and the record)."""
+
+    phase: Phase = "setup"
+    sandbox: Sandbox | None = None
+    trajectory: Trajectory | None = None
+    grade: GradeResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _error(phase: Phase, exc: BaseException) -> TrialError:
+    if isinstance(exc, VallyError):
+        return TrialError(phase=phase, code=exc.code, message=exc.render())
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return TrialError(phase=phase, code="VALLY_TIMEOUT", message=str(exc) or "timed out")
+    text = str(exc).strip()
+    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return TrialError(phase=phase, code="VALLY_INTERNAL", message=message)
+
+
+class TrialRunner:
+    """Runs one planned trial end to end and returns its record.
+
+    Args:
+        context: What the trials of the run share.
+    """
+
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self._executors: dict[int, Any] = {}
+
+    def trial_dir(self, trial: PlannedTrial) -> Path | None:
+        """The trial's folder in the run folder (None when the run writes no files)."""
+        if self.context.run_dir is None:
+            return None
+        return self.context.run_dir / trial_relpath(trial.key)
+
+    async def run(self, trial: PlannedTrial) -> TrialResultRecord:
+        """Run ``trial`` and return its (scrubbed) record; never raises except for
+        :class:`OutputError` from the trial's own files."""
+        ctx = self.context
+        attempt = ATTEMPT.get()
+        if attempt == 0:
+            ctx.emitter.emit("vally_trial_start", run=ctx.run, key=trial.key)
+        started_at = utc_now()
+        t0 = time.monotonic()
+        trial_dir = self.trial_dir(trial)
+        status: Literal["success", "error", "cancelled"] = "success"
+        error: TrialError | None = None
+        state = _TrialState()
+        try:
+            await self._phases(trial, trial_dir, state)
+            grade = state.grade
+            if grade is not None and grade.errored:
+                status = "error"
+                error = TrialError(
+                    phase="grade", code="VALLY_GRADING", message=_grader_errors(grade.details)
+                )
+        except _TrialFailed as failed:
+            status, error = "error", failed.error
+        except asyncio.CancelledError:
+            # The run is being stopped: this trial ends as a record, so the cancellation is
+            # consumed here (and the task's cancel count reset for the cleanup awaits below).
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            status = "cancelled"
+            error = TrialError(
+                phase=state.phase, code="VALLY_CANCELLED", message="the run was interrupted"
+            )
+        except Exception as exc:  # a bug somewhere: still a record, never a traceback
+            log.debug("trial %s failed unexpectedly", trial.key.as_id(), exc_info=True)
+            status, error = "error", _error(state.phase, exc)
+        finally:
+            if state.sandbox is not None:
+                state.phase = "cleanup"
+                closing = asyncio.ensure_future(state.sandbox.close())
+                try:
+                    await asyncio.shield(closing)
+                except asyncio.CancelledError:
+                    # Interrupted again while closing: still let the close finish.
+                    await asyncio.wait([closing])
+                    status = "cancelled"
+                    error = error or TrialError(
+                        phase="cleanup", code="VALLY_CANCELLED", message="the run was interrupted"
+                    )
+                except Exception as exc:
+                    if status == "success":
+                        status, error = "error", _error("cleanup", exc)
+                    else:
+                        state.notes.append(f"cleanup failed: {_error('cleanup', exc).message}")
+        trajectory = state.trajectory
+        grade = state.grade
+        notes = state.notes
+        if trajectory is None and error is not None:
+            trajectory = self._stub_trajectory(trial, error, started_at)
+        record = TrialResultRecord(
+            run_id=ctx.run.run_id,
+            eval_name=trial.key.eval_name,
+            eval_file=str(trial.loaded.source),
+            stimulus_name=trial.stimulus.name,
+            stimulus=trial.stimulus,
+            variant=trial.key.variant or None,
+            model=trial.model,
+            trial_index=trial.key.trial,
+            trial_id=trial_id(trial.key),
+            status=status,
+            error=error,
+            started_at=started_at,
+            completed_at=utc_now(),
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            tags=dict(trial.tags),
+            grade_result=grade,
+            trajectory=trajectory,
+        )
+        record = ctx.scrubber.record(record)
+        if trial_dir is not None:
+            task = asyncio.current_task()
+            if task is not None and not task.cancelling():
+                # File latency, not CPU, dominates here: overlap it with other trials. The
+                # trial has finished: an interrupt now must not lose its record.
+                writing = asyncio.ensure_future(
+                    asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+                )
+                try:
+                    await asyncio.shield(writing)
+                except asyncio.CancelledError:
+                    await asyncio.wait([writing])
+                    task.uncancel()
+                writing.result()
+            else:  # being cancelled: write synchronously so the record is never lost
+                self._write_trial_files(trial, trial_dir, record, notes)
+        return record
+
+    async def _phases(
+        self, trial: PlannedTrial, trial_dir: Path | None, state: _TrialState
+    ) -> None:
+        ctx = self.context
+        # --- setup
+        try:
+            sandbox: Sandbox = await ctx.backend.open(
+                TrialContext(
+                    key=trial.key,
+                    run_id=ctx.run.run_id,
+                    environment=trial.environment,
+                    spec_dir=trial.spec_dir,
+                    keep_workspace=trial.keep_workspace,
+                    labels={"vally.run": ctx.run.run_id, "vally.trial": trial.key.as_id()},
+                )
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _TrialFailed(_error("setup", exc)) from exc
+        state.sandbox = sandbox
+        try:
+            from vally.engine.workspace import prepare_workspace
+
+            skills = await prepare_workspace(
+                sandbox, trial.environment, setup_timeout=trial.timeout
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _TrialFailed(_error("setup", exc)) from exc
+        # --- execute
+        state.phase = "execute"
+        trajectory = await self._execute(trial, sandbox, skills, trial_dir, state)
+        state.trajectory = trajectory
+        try:
+            # --- grade
+            state.phase = "grade"
+            if not ctx.skip_grade:
+                state.grade = await self._grade(trial, trajectory, sandbox)
+        finally:
+            # --- artifacts (best effort, also when grading failed)
+            if trial_dir is not None and trial.stimulus.artifacts:
+                await self._copy_artifacts(trial, sandbox, trial_dir / ARTIFACTS_DIR, state.notes)
+
+    async def _execute(
+        self,
+        trial: PlannedTrial,
+        sandbox: Sandbox,
+        skills: Sequence[SkillRef],
+        trial_dir: Path | None,
+        state: _TrialState,
+    ) -> Trajectory:
+        ctx = self.context
+        executor = self._executors.get(id(trial.executor))
+        if executor is None:
+            executor = ctx.executors[executor_key(trial.executor.name, trial.executor.config)]
+            self._executors[id(trial.executor)] = executor
+        mcp = {k: v for k, v in trial.environment.mcpServers.items() if v is not None}
+        if trial_dir is not None:
+            trial_dir.mkdir(parents=True, exist_ok=True)
+        options = ExecutorOptions(
+            model=trial.model,
+            timeout=trial.timeout,
+            skills=tuple(skills),
+            mcp_servers=mcp,
+            env=dict(trial.environment.env),
+            reasoning_effort=trial.reasoning_effort,
+            constraints=trial.constraints,
+            session_log_dir=trial_dir,
+            llm=ctx.llm,
+            spec_dir=trial.spec_dir,
+            run_id=ctx.run.run_id,
+            key=trial.key,
+        )
+        try:
+            trajectory: Trajectory = await asyncio.wait_for(
+                executor.execute(trial.stimulus, sandbox, options),
+                timeout=trial.timeout + TIMEOUT_GRACE,
+            )
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError as exc:
+            raise _TrialFailed(
+                TrialError(
+                    phase="execute",
+                    code="VALLY_TIMEOUT",
+                    message=f"the agent did not finish within the timeout of "
+                    f"{_seconds(trial.timeout)}; it was stopped",
+                )
+            ) from exc
+        except Exception as exc:
+            raise _TrialFailed(_error("execute", exc)) from exc
+        if not isinstance(trajectory, Trajectory):
+            raise _TrialFailed(
+                TrialError(
+                    phase="execute",
+                    code="VALLY_EXECUTION",
+                    message=f"executor {trial.executor.name!r} returned "
+                    f"{type(trajectory).__name__}, not a Trajectory",
+                )
+            )
+        if trajectory.end_reason == "timeout":
+            state.trajectory = trajectory
+            raise _TrialFailed(
+                TrialError(
+                    phase="execute",
+                    code="VALLY_TIMEOUT",
+                    message=trajectory.end_detail
+                    or f"the agent did not finish within the timeout of "
+                    f"{_seconds(trial.timeout)}; it was stopped",
+                )
+            )
+        return trajectory
+
+    async def _grade(
+        self, trial: PlannedTrial, trajectory: Trajectory, sandbox: Sandbox
+    ) -> GradeResult:
+        ctx = self.context
+        from vally.engine.grading import grade_trial
+
+        def on_result(result: GraderResult) -> None:
+            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=trial.key, result=result)
+
+        try:
+            return await grade_trial(
+                trajectory,
+                trial.stimulus,
+                list(trial.graders),
+                create_grader=ctx.create_grader,
+                sandbox=sandbox,
+                spec_dir=trial.spec_dir,
+                llm=ctx.llm,
+                judge=trial.judge,
+                weights=trial.weights,
+                threshold=trial.threshold,
+                constraints=trial.constraints,
+                on_result=on_result,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _TrialFailed(_error("grade", exc)) from exc
+
+    async def _copy_artifacts(
+        self, trial: PlannedTrial, sandbox: Sandbox, dest: Path, notes: list[str]
+    ) -> None:
+        try:
+            files = await sandbox.list_files(".")
+        except Exception as exc:
+            notes.append(f"artifacts: cannot list the workspace: {exc}")
+            return
+        wanted = [
+            f
+            for f in files
+            if any(
+                fnmatch.fnmatchcase(f, pattern)
+                or fnmatch.fnmatchcase(f, pattern.rstrip("/") + "/*")
+                for pattern in trial.stimulus.artifacts
+            )
+        ]
+        for rel in wanted:
+            try:
+                await sandbox.copy_out(rel, dest / rel)
+            except Exception as exc:
+                notes.append(f"artifact {rel}: {exc}")
+        unmatched = [
+            p
+            for p in trial.stimulus.artifacts
+            if not any(
+                fnmatch.fnmatchcase(f, p) or f.startswith(p.rstrip("/") + "/") for f in files
+            )
+        ]
+        for pattern in unmatched:
+            notes.append(f"artifact pattern {pattern!r} matched no file")
+
+    def _stub_trajectory(
+        self, trial: PlannedTrial, error: TrialError, started_at: str
+    ) -> Trajectory:
+        return Trajectory(
+            stimulus=trial.stimulus,
+            events=[ErrorEvent(data=ErrorData(message=error.message, code=error.code, fatal=True))],
+            metrics=TrajectoryMetrics(error_count=1),
+            end_reason="cancelled" if error.code == "VALLY_CANCELLED" else "error",
+            end_detail=error.message,
+            metadata=TrajectoryMetadata(
+                model=trial.model,
+                executor=trial.executor.name,
+                started_at=started_at,
+                completed_at=utc_now(),
+            ),
+        )
+
+    def _write_trial_files(
+        self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
+    ) -> None:
+        scrub = self.context.scrubber
+        grade = record.grade_result
+        metadata = {
+            "runId": record.run_id,
+            "trialId": record.trial_id,
+            "variant": record.variant,
+            "evalName": record.eval_name,
+            "evalFile": record.eval_file,
+            "stimulus": record.stimulus_name,
+            "model": record.model,
+            "trialIndex": record.trial_index,
+            "executor": trial.executor.name,
+            "status": record.status,
+            "error": record.error.to_json_dict() if record.error else None,
+            "passed": grade.passed if grade else None,
+            "score": grade.score if grade else None,
+            "startedAt": record.started_at,
+            "completedAt": record.completed_at,
+            "durationMs": record.duration_ms,
+            "timeoutMs": int(trial.timeout * 1000),
+            "workspace": record.trajectory.work_dir if record.trajectory else None,
+            "keptWorkspace": str(trial.keep_workspace) if trial.keep_workspace else None,
+            "endReason": record.trajectory.end_reason if record.trajectory else None,
+            "attempt": ATTEMPT.get(),
+            "notes": notes,
+            "vallyVersion": __version__,
+        }
+        try:
+            events = trial_dir / EVENTS_FILE
+            if not trial_dir.is_dir():  # the trial failed before its executor started
+                trial_dir.mkdir(parents=True, exist_ok=True)
+            if not events.exists() and record.trajectory is not None and record.trajectory.events:
+                # The executor kept no session log: save the trajectory's events instead.
+                events.write_text(
+                    "".join(
+                        scrub.text(e.model_dump_json(by_alias=True)) + "\n"
+                        for e in record.trajectory.events
+                    ),
+                    encoding="utf-8",
+                )
+            if scrub:
+                scrub_tree(trial_dir, scrub)  # the executor's own logs, copied artifacts
+            # Per-trial files are written in place (no temp file and rename): they are
+            # complete once the trial's record is emitted, and this is the hot path.
+            (trial_dir / METADATA_FILE).write_bytes(
+                pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n"
+            )
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the trial files in {trial_dir}: {exc.strerror or exc}",
+                hint="check free disk space and permissions of the output directory",
+            ) from exc
+
+
+SCRUB_LIMIT = 64 * 1024 * 1024
+"""Files larger than this are not scanned for secrets."""
+
+
+def scrub_tree(folder: Path, scrubber: Scrubber) -> None:
+    """Replace secret values in every file below ``folder`` (in place)."""
+    needles = [(s.encode(), REDACTED.encode()) for s in scrubber.secrets]
+    for path in folder.rglob("*"):
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > SCRUB_LIMIT:
+            continue
+        data = path.read_bytes()
+        cleaned = data
+        for needle, replacement in needles:
+            if needle in cleaned:
+                cleaned = cleaned.replace(needle, replacement)
+        if cleaned != data:
+            path.write_bytes(cleaned)
+
+
+def _grader_errors(details: Sequence[GraderResult]) -> str:
+    errors = [f"{d.name}: {d.evidence}" for d in details if d.status == "error"]
+    return "; ".join(errors) or "a grader failed to produce a result"
+
+
+def _seconds(value: float) -> str:
+    from vally.models.durations import format_duration
+
+    return format_duration(value)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class RunResult:
+    """What a finished (or interrupted) run produced."""
+
+    run: RunInfo
+    records: list[TrialResultRecord]
+    summaries: list[RunSummaryRecord]
+    cancelled: bool
+    failures: list[str] = field(default_factory=list)
+    """Operational failures outside trials (cleanup, observers), as messages."""
+
+    @property
+    def errored(self) -> bool:
+        """True when a trial errored or an operational failure happened."""
+        return bool(self.failures) or any(r.status == "error" for r in self.records)
+
+    @property
+    def verdict_failed(self) -> bool:
+        """True when an eval's verdict is ``fail``."""
+        return any(s.verdict == "fail" for s in self.summaries)
+
+
+class RunEngine:
+    """Runs a plan: start the backend, emit run events, schedule the trials, write the run
+    summaries and shut everything down.
+
+    Args:
+        context: Shared trial context (its ``run`` is emitted to observers).
+        evals: The plan's evals (one run-summary line each).
+        workers: Concurrent trials.
+        plugins: Provenance of the loaded plugins, recorded in the summaries.
+        max_retries: How many times a trial that failed in setup or execution is run again
+            (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
+    """
+
+    def __init__(
+        self,
+        context: RunContext,
+        evals: Sequence[PlannedEval],
+        *,
+        workers: int = DEFAULT_WORKERS,
+        plugins: Sequence[Mapping[str, Any]] = (),
+        max_retries: int = 0,
+    ) -> None:
+        self.context = context
+        self.evals = list(evals)
+        self.workers = workers
+        self.plugins = list(plugins)
+        self.max_retries = max_retries
+        self.runner = TrialRunner(context)
+        self.records: list[TrialResultRecord] = []
+        self.failures: list[str] = []
+        self.scheduler: Scheduler[PlannedTrial, TrialResultRecord] | None = None
+        self.cancelled = False
+        self.fatal: VallyError | None = None
+        """The error that stopped the run early (a failed results writer), if any."""
+
+    def stop(self) -> None:
+        """Interrupt the run: start nothing new, cancel running trials."""
+        self.cancelled = True
+        if self.scheduler is not None:
+            self.scheduler.stop()
+
+    async def run(self, trials: Sequence[PlannedTrial]) -> RunResult:
+        """Run ``trials`` and return every record and summary.
+
+        Raises:
+            OutputError: A critical observer (the results writer), a trial's files or the
+                summary file could not be written; the run stops early (records already
+                written stay, ``vally_run_end`` is still delivered).
+        """
+        ctx = self.context
+        started_at = ctx.run.started_at
+        backend_started = False
+        try:
+            if trials:
+                try:
+                    await ctx.backend.start(ctx.run.run_id)
+                    backend_started = True
+                except Exception as exc:
+                    raise _as_vally("backend", exc) from exc
+            ctx.emitter.emit("vally_run_start", run=ctx.run)
+            self.scheduler = Scheduler(
+                self._attempts,
+                workers=self.workers,
+                on_result=self._finished,
+                on_error=self._crashed,
+            )
+            if self.cancelled:
+                self.scheduler.stop()
+            await self.scheduler.run(trials)
+        finally:
+            await self._shutdown(backend_started)
+        summaries = self._summaries(started_at)
+        result = RunResult(ctx.run, self.records, summaries, self.cancelled, self.failures)
+        if ctx.run_dir is not None:
+            try:
+                write_jsonl(ctx.run_dir / SUMMARY_FILE, summaries, ctx.scrubber)
+            except OSError as exc:
+                raise OutputError(
+                    f"cannot write {ctx.run_dir / SUMMARY_FILE}: {exc.strerror or exc}"
+                ) from exc
+        if self.fatal is not None:
+            with contextlib.suppress(Exception):  # let reporters close their files
+                ctx.emitter.emit(
+                    "vally_run_end",
+                    run=ctx.run,
+                    outcome=RunOutcome(
+                        records=list(self.records), summaries=summaries, cancelled=True
+                    ),
+                )
+            raise self.fatal
+        ctx.emitter.emit(
+            "vally_run_end",
+            run=ctx.run,
+            outcome=RunOutcome(
+                records=list(self.records), summaries=summaries, cancelled=self.cancelled
+            ),
+        )
+        return result
+
+    async def _attempts(self, trial: PlannedTrial) -> TrialResultRecord:
+        """Run ``trial``, again up to ``max_retries`` times while it fails in setup or
+        execution. Earlier attempts' folders are kept next to the final one as
+        ``trial-<n>.attempt-<k>``."""
+        attempt = 0
+        while True:
+            ATTEMPT.set(attempt)
+            record = await self.runner.run(trial)
+            error = record.error
+            if (
+                attempt >= self.max_retries
+                or self.cancelled
+                or record.status != "error"
+                or error is None
+                or error.phase not in RETRIED_PHASES
+            ):
+                return record
+            folder = self.runner.trial_dir(trial)
+            if folder is not None and folder.is_dir():
+                folder.rename(folder.with_name(f"{folder.name}.attempt-{attempt}"))
+            log.info("retrying %s after %s: %s", trial.key.as_id(), error.code, error.message)
+            attempt += 1
+
+    def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
+        self.records.append(record)
+        try:
+            self.context.emitter.emit("vally_trial_end", run=self.context.run, record=record)
+        except Exception as exc:
+            # A critical observer (the results writer) failed: nothing more can be recorded.
+            self._abort(exc)
+
+    def _crashed(self, trial: PlannedTrial, exc: BaseException) -> None:
+        self._abort(exc)
+
+    def _abort(self, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = (
+                exc
+                if isinstance(exc, VallyError)
+                else OutputError(f"the run stopped: {type(exc).__name__}: {exc}")
+            )
+        if self.scheduler is not None:
+            self.scheduler.stop()
+
+    async def _shutdown(self, backend_started: bool) -> None:
+        for name, executor in self.context.executors.items():
+            try:
+                await executor.shutdown()
+            except Exception as exc:
+                label = name.split("|")[0]
+                message = _as_vally("executor", exc).render()
+                self.failures.append(f"executor {label!r} failed to shut down: {message}")
+        if backend_started:
+            try:
+                await self.context.backend.shutdown()
+            except Exception as exc:
+                self.failures.append(
+                    f"backend shutdown failed: {_as_vally('backend', exc).render()}"
+                )
+
+    def _summaries(self, started_at: str) -> list[RunSummaryRecord]:
+        from vally.engine.scoring import summarize_eval
+
+        completed = utc_now()
+        out: list[RunSummaryRecord] = []
+        for planned in self.evals:
+            records = [
+                r
+                for r in self.records
+                if r.eval_name == planned.name and (r.variant or "") == planned.variant
+            ]
+            records.sort(key=lambda r: (r.stimulus_name, r.model or "", r.trial_index))
+            order = {name: i for i, name in enumerate(planned.stimuli)}
+            records.sort(key=lambda r: order.get(r.stimulus_name, len(order)))
+            out.append(
+                summarize_eval(
+                    records,
+                    run_id=self.context.run.run_id,
+                    eval_name=planned.name,
+                    eval_file=str(planned.loaded.source),
+                    variant=planned.variant or None,
+                    threshold=planned.threshold,
+                    started_at=started_at,
+                    completed_at=completed,
+                    plugins=self.plugins,
+                )
+            )
+        return out
+
+
+def _as_vally(what: str, exc: BaseException) -> VallyError:
+    if isinstance(exc, VallyError):
+        return exc
+    if what == "backend":
+        return SetupError(f"the backend failed: {type(exc).__name__}: {exc}")
+    return CleanupError(f"{what} failed: {type(exc).__name__}: {exc}")
+
+
+def trial_id(key: TrialKey) -> str:
+    """The record's ``trialId``: ``[variant/]eval/stimulus/model/trial``."""
+    return key.as_id() if key.variant else key.as_id()[1:]
+
+
+def new_run_id() -> str:
+    """A fresh run id (a UUID4)."""
+    return str(uuid.uuid4())

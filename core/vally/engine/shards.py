@@ -1,0 +1,514 @@
+"""Sharded experiment runs: shard selection, the plan snapshot, shard manifests, and the
+validation ``vally experiment merge`` performs before it concatenates shard results.
+
+Every shard plans the whole run and executes only its slice. The **plan snapshot**
+(``plan-snapshot.json``) describes the planned run without anything machine-specific (eval
+files relative to the experiment file, no timestamps); its SHA-256 is the **plan digest**.
+The **shard manifest** (``shard-manifest.json``) holds the run and shard identity, the
+digest, the strategy, the selected trial keys and those completed; ``finished`` is true only
+once the shard's results and summaries are written.
+
+Merge refuses shards that are missing or duplicated, disagree on the run identity or plan,
+did not finish, or whose selections do not partition the plan exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vally.errors import ConfigError, OutputError, VallyError
+
+if TYPE_CHECKING:
+    from vally.contracts.protocols import TrialKey
+    from vally.engine.experiment import ResolvedExperiment
+    from vally.engine.planner import Plan
+    from vally.models.records import RunSummaryRecord, TrialResultRecord
+
+SNAPSHOT_FILE = "plan-snapshot.json"
+MANIFEST_FILE = "shard-manifest.json"
+EXPERIMENT_MANIFEST_FILE = "experiment-manifest.json"
+SCHEMA_VERSION = 1
+
+_SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class ShardValidationError(VallyError):
+    """Shard outputs that cannot be merged (missing, duplicated, mismatched, unfinished)."""
+
+    code = "VALLY_SHARD_VALIDATION"
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """One shard of a run: ``index`` (1-based) of ``total``."""
+
+    index: int
+    total: int
+
+    @property
+    def label(self) -> str:
+        """``i/n`` as typed on the command line."""
+        return f"{self.index}/{self.total}"
+
+    @property
+    def dir_name(self) -> str:
+        """``shard-<i>-of-<n>`` with both numbers zero-padded to the same width."""
+        width = len(str(self.total))
+        return f"shard-{self.index:0{width}d}-of-{self.total:0{width}d}"
+
+
+def parse_shard(value: str) -> ShardSpec:
+    """Parse ``--shard i/n``.
+
+    Raises:
+        ConfigError: Not of the form ``i/n`` with ``1 <= i <= n``.
+    """
+    match = _SHARD.match(value)
+    if not match:
+        raise ConfigError(
+            f"--shard {value!r} is not of the form i/n", hint="write e.g. --shard 1/4"
+        )
+    index, total = int(match.group(1)), int(match.group(2))
+    if total < 1 or not 1 <= index <= total:
+        raise ConfigError(
+            f"--shard {value}: the index must be between 1 and the total",
+            hint="shards are numbered 1..n, e.g. --shard 1/4 ... --shard 4/4",
+        )
+    return ShardSpec(index, total)
+
+
+def key_id(key: TrialKey) -> str:
+    """A trial key as one string: ``variant/eval/stimulus/model/trial``."""
+    return key.as_id()
+
+
+def record_key_id(record: TrialResultRecord) -> str:
+    """The key id of a trial record (the same string :func:`key_id` gives its planned key)."""
+    from vally.engine.planner import model_label
+
+    return "/".join(
+        [
+            record.variant or "",
+            record.eval_name,
+            record.stimulus_name,
+            model_label(record.model),
+            str(record.trial_index),
+        ]
+    )
+
+
+def select_keys(
+    select: Callable[[Sequence[TrialKey], int, int], Sequence[TrialKey]],
+    keys: Sequence[TrialKey],
+    shard: ShardSpec,
+    *,
+    strategy: str = "",
+) -> list[TrialKey]:
+    """One shard's slice of the plan's keys, checked and returned in plan order.
+
+    Args:
+        select: The strategy's ``select(keys, index, total)``.
+        keys: Every planned key, in plan order.
+        shard: Which shard.
+        strategy: The strategy's name, for messages.
+
+    Raises:
+        ConfigError: The strategy raised, or returned keys that are not in the plan or
+            returned one twice.
+    """
+    try:
+        chosen = list(select(list(keys), shard.index, shard.total))
+    except VallyError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"shard strategy {strategy!r} failed for shard {shard.label}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    planned = set(keys)
+    unknown = [k for k in chosen if k not in planned]
+    if unknown:
+        raise ConfigError(
+            f"shard strategy {strategy!r} selected {len(unknown)} key(s) that are not in the "
+            f"plan, e.g. {key_id(unknown[0])}",
+            hint="a strategy must return a subset of the keys it is given",
+        )
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError(f"shard strategy {strategy!r} selected a key twice")
+    wanted = set(chosen)
+    return [k for k in keys if k in wanted]
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return Path(os.path.relpath(path, base)).as_posix()
+    except ValueError:  # another drive (Windows): keep the file name only
+        return path.name
+
+
+def plan_snapshot(
+    resolved: ResolvedExperiment, plan: Plan, experiment_file: Path
+) -> dict[str, Any]:
+    """The machine-independent description of a planned experiment run.
+
+    Eval files are relative to the experiment file's folder; there are no timestamps and
+    no absolute paths, so every shard of a run produces the identical snapshot.
+    """
+    base = experiment_file.parent
+    hashes = {(e.variant, e.loaded.source): (e.eval_hash, e.config_hash) for e in resolved.evals}
+    evals = []
+    for planned in plan.evals:
+        eval_hash, config_hash = hashes.get((planned.variant, planned.loaded.source), (None, None))
+        by_name = {s.name: s for s in planned.loaded.spec.stimuli}
+        root = [g.type for g in planned.loaded.spec.graders]
+        evals.append(
+            {
+                "variant": planned.variant,
+                "name": planned.name,
+                "file": _relative(planned.loaded.source, base),
+                "evalHash": eval_hash,
+                "configHash": config_hash,
+                "runs": planned.runs,
+                "models": list(planned.models),
+                "threshold": planned.threshold,
+                "stimuli": [
+                    {
+                        "name": name,
+                        "graders": root + [g.type for g in by_name[name].graders]
+                        if name in by_name
+                        else root,
+                    }
+                    for name in planned.stimuli
+                ],
+            }
+        )
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "experiment": resolved.name,
+        "experimentFile": experiment_file.name,
+        "baseline": resolved.baseline,
+        "variants": list(resolved.variants),
+        "vary": list(resolved.vary),
+        "evals": evals,
+        "trials": [key_id(k) for k in plan.keys],
+    }
+
+
+def canonical_json(data: Any) -> str:
+    """``data`` as canonical JSON (sorted keys, no spaces)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def plan_digest(snapshot: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of the canonical snapshot."""
+    return "sha256:" + hashlib.sha256(canonical_json(snapshot).encode("utf-8")).hexdigest()
+
+
+def shard_manifest(
+    *,
+    run_id: str,
+    experiment: str,
+    shard: ShardSpec,
+    strategy: str,
+    digest: str,
+    selected: Sequence[str],
+    completed: Sequence[str],
+    finished: bool,
+    started_at: str,
+    completed_at: str | None,
+) -> dict[str, Any]:
+    """The contents of ``shard-manifest.json``."""
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "runId": run_id,
+        "experiment": experiment,
+        "shard": {"index": shard.index, "total": shard.total, "label": shard.label},
+        "strategy": strategy,
+        "planDigest": digest,
+        "selectedKeys": list(selected),
+        "completedKeys": list(completed),
+        "finished": finished,
+        "startedAt": started_at,
+        "completedAt": completed_at,
+    }
+
+
+def write_json_file(path: Path, data: Any) -> None:
+    """Write a required JSON file atomically.
+
+    Raises:
+        OutputError: The file cannot be written.
+    """
+    from vally.engine.rundir import write_json
+
+    try:
+        write_json(path, data)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            hint="check free disk space and permissions of the output directory",
+        ) from exc
+
+
+# --------------------------------------------------------------------------- merge
+
+
+@dataclass
+class ShardInput:
+    """One shard directory as read by merge."""
+
+    path: Path
+    manifest: dict[str, Any]
+    snapshot: dict[str, Any]
+
+    @property
+    def index(self) -> int:
+        """The shard's 1-based index."""
+        return int(self.manifest["shard"]["index"])
+
+    @property
+    def total(self) -> int:
+        """The shard count of the run."""
+        return int(self.manifest["shard"]["total"])
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise ShardValidationError(
+            f"{path.parent} has no {path.name}: it is not a shard directory, or the shard "
+            f"never started",
+            hint="pass the <output-dir>/<run-id>/shard-<i>-of-<n> folders written by "
+            "'vally experiment run --shard'",
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ShardValidationError(f"cannot read the {what} {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ShardValidationError(f"the {what} {path} is not a JSON object")
+    return data
+
+
+def read_shard(path: Path) -> ShardInput:
+    """Read one shard directory's manifest and plan snapshot.
+
+    Raises:
+        ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
+    """
+    if not path.is_dir():
+        problem = "is a file, not a directory" if path.exists() else "does not exist"
+        raise ShardValidationError(
+            f"shard directory {path} {problem}",
+            hint="pass the <output-dir>/<run-id>/shard-<i>-of-<n> folders written by "
+            "'vally experiment run --shard'",
+        )
+    inner = sorted(p.name for p in path.glob("shard-*-of-*") if (p / MANIFEST_FILE).is_file())
+    if inner and not (path / MANIFEST_FILE).exists():
+        raise ShardValidationError(
+            f"{path} is a run folder holding shard directories, not a shard directory",
+            hint="pass each shard directory explicitly: "
+            + " ".join(str(path / name) for name in inner),
+        )
+    manifest = _read_json(path / MANIFEST_FILE, "shard manifest")
+    snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot")
+    shard = manifest.get("shard")
+    if not isinstance(shard, dict) or "index" not in shard or "total" not in shard:
+        raise ShardValidationError(f"the shard manifest {path / MANIFEST_FILE} has no shard")
+    return ShardInput(path, manifest, snapshot)
+
+
+def validate_shards(shards: Sequence[ShardInput]) -> None:
+    """Check that ``shards`` are every shard of one run, finished, partitioning the plan.
+
+    Raises:
+        ShardValidationError: With a message naming the problem and the shard(s).
+    """
+    if not shards:
+        raise ShardValidationError("no shard directories given")
+    first = shards[0]
+    seen_paths: dict[Path, int] = {}
+    for shard in shards:
+        resolved = shard.path.resolve()
+        if resolved in seen_paths:
+            raise ShardValidationError(f"shard directory {shard.path} is given twice")
+        seen_paths[resolved] = shard.index
+    for field, label in (("runId", "run id"), ("experiment", "experiment")):
+        for shard in shards[1:]:
+            if shard.manifest.get(field) != first.manifest.get(field):
+                raise ShardValidationError(
+                    f"shards belong to different runs: {first.path} has {label} "
+                    f"{first.manifest.get(field)!r}, "
+                    f"{shard.path} has {shard.manifest.get(field)!r}",
+                    hint="merge only the shard directories of one --run-id",
+                )
+    total = first.total
+    for shard in shards[1:]:
+        if shard.total != total:
+            raise ShardValidationError(
+                f"shards disagree on the shard count: {first.path} is of {total}, "
+                f"{shard.path} is of {shard.total}"
+            )
+        if shard.manifest.get("strategy") != first.manifest.get("strategy"):
+            raise ShardValidationError(
+                f"shards used different strategies: {first.manifest.get('strategy')!r} "
+                f"({first.path}) and {shard.manifest.get('strategy')!r} ({shard.path})"
+            )
+    digest = plan_digest(first.snapshot)
+    for shard in shards:
+        if plan_digest(shard.snapshot) != digest or shard.manifest.get("planDigest") != digest:
+            raise ShardValidationError(
+                f"the plan snapshot of {shard.path} differs from that of {first.path}",
+                hint="every shard must run the same experiment file, evals, params and "
+                "flags; re-run the odd shard with the same inputs",
+            )
+    by_index: dict[int, ShardInput] = {}
+    for shard in shards:
+        if shard.index in by_index:
+            raise ShardValidationError(
+                f"shard {shard.index}/{total} is given twice: {by_index[shard.index].path} "
+                f"and {shard.path}"
+            )
+        by_index[shard.index] = shard
+    missing = [i for i in range(1, total + 1) if i not in by_index]
+    if missing:
+        raise ShardValidationError(
+            "missing shard(s): " + ", ".join(f"{i}/{total}" for i in missing),
+            hint="pass every shard directory of the run; re-run a lost shard with the "
+            "same --run-id and --shard",
+        )
+    for index in sorted(by_index):
+        shard = by_index[index]
+        selected = list(shard.manifest.get("selectedKeys") or [])
+        completed = list(shard.manifest.get("completedKeys") or [])
+        if not shard.manifest.get("finished") or sorted(completed) != sorted(selected):
+            raise ShardValidationError(
+                f"shard {index}/{total} ({shard.path}) did not finish: "
+                f"{len(completed)} of {len(selected)} selected trial(s) completed",
+                hint="re-run that shard with the same --run-id and --shard",
+            )
+    planned = list(first.snapshot.get("trials") or [])
+    owner: dict[str, int] = {}
+    for index in sorted(by_index):
+        for key in by_index[index].manifest.get("selectedKeys") or []:
+            if key in owner:
+                raise ShardValidationError(
+                    f"shards {owner[key]}/{total} and {index}/{total} both ran trial {key}: "
+                    "their slices overlap"
+                )
+            owner[key] = index
+    unknown = sorted(set(owner) - set(planned))
+    if unknown:
+        raise ShardValidationError(
+            f"shards ran trial(s) that are not in the plan, e.g. {unknown[0]}"
+        )
+    uncovered = [k for k in planned if k not in owner]
+    if uncovered:
+        raise ShardValidationError(
+            f"the shards do not cover the plan: {len(uncovered)} planned trial(s) were run "
+            f"by no shard, e.g. {uncovered[0]}"
+        )
+
+
+def read_shard_records(shard: ShardInput, variant_dirs: Mapping[str, str]) -> dict[str, list[Any]]:
+    """Every variant's records in one shard (variant name -> records, file order).
+
+    Raises:
+        ShardValidationError: A results file is unreadable, or holds a trial the shard did
+            not select.
+    """
+    from vally.engine.rundir import load_records
+
+    selected = set(shard.manifest.get("selectedKeys") or [])
+    out: dict[str, list[Any]] = {}
+    for variant, folder in variant_dirs.items():
+        path = shard.path / folder / "results.jsonl"
+        if not path.is_file():
+            out[variant] = []
+            continue
+        try:
+            records = load_records(path)
+        except VallyError as exc:
+            raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
+        for record in records:
+            if record_key_id(record) not in selected:
+                raise ShardValidationError(
+                    f"{path} holds trial {record_key_id(record)}, which shard "
+                    f"{shard.index}/{shard.total} did not select"
+                )
+        out[variant] = records
+    found = {record_key_id(r) for records in out.values() for r in records}
+    lost = [k for k in shard.manifest.get("completedKeys") or [] if k not in found]
+    if lost:
+        raise ShardValidationError(
+            f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
+            f"that its results files do not hold, e.g. {lost[0]}",
+            hint="a results.jsonl of that shard was removed or truncated; restore it, or "
+            "re-run that shard with the same --run-id and --shard",
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def order_records(
+    records: Iterable[TrialResultRecord], planned: Sequence[str]
+) -> list[TrialResultRecord]:
+    """``records`` in plan order (records of unknown keys last, stably)."""
+    position = {key: i for i, key in enumerate(planned)}
+    return sorted(records, key=lambda r: position.get(record_key_id(r), len(position)))
+
+
+def build_summaries(
+    snapshot: Mapping[str, Any],
+    records: Sequence[TrialResultRecord],
+    *,
+    run_id: str,
+    plugins: Sequence[Mapping[str, Any]] = (),
+    shard: str | None = None,
+) -> dict[str, list[RunSummaryRecord]]:
+    """One summary per (variant, eval) of the snapshot, grouped by variant.
+
+    Records are taken in plan order, so a merged run and an unsharded run of the same plan
+    summarise identically.
+    """
+    from vally.engine.scoring import summarize_eval
+    from vally.models.records import ExperimentBlock
+
+    ordered = order_records(records, list(snapshot.get("trials") or []))
+    out: dict[str, list[RunSummaryRecord]] = {v: [] for v in snapshot.get("variants") or []}
+    for item in snapshot.get("evals") or []:
+        variant = str(item["variant"])
+        name = str(item["name"])
+        own = [r for r in ordered if (r.variant or "") == variant and r.eval_name == name]
+        block = ExperimentBlock(
+            run_id=run_id,
+            experiment=str(snapshot.get("experiment")),
+            variant=variant,
+            eval_hash=str(item.get("evalHash")),
+            config_hash=str(item.get("configHash")),
+            baseline=snapshot.get("baseline"),
+            shard=shard,
+        )
+        out.setdefault(variant, []).append(
+            summarize_eval(
+                own,
+                run_id=run_id,
+                eval_name=name,
+                eval_file=str(item.get("file")),
+                variant=variant,
+                eval_hash=item.get("evalHash"),
+                config_hash=item.get("configHash"),
+                threshold=item.get("threshold"),
+                plugins=plugins,
+                experiment=block,
+            )
+        )
+    return out

@@ -1,0 +1,526 @@
+"""The comparison engine behind ``vally compare`` and ``experiment run --compare``.
+
+For each (baseline, treatment) pair of trials, matched by eval, stimulus name and trial
+index, the evidence of both runs (captured output, recorded timeline events, metrics) is
+copied once into a fresh temporary directory outside every agent workspace, under the
+neutral names ``run-1`` and ``run-2``. A pairwise judge then judges two passes with the
+positions swapped. Disagreement on the winner is a tie; agreement scores on the five-bucket
+scale from the treatment's side (see ``docs/statistics.md``).
+
+A failed pair is retried (up to ``max_retries`` times, exponential backoff) only when every
+failed pass is retryable; each retry gets a new evidence directory. A pair that recovers
+leaves no trace. Figures cover judged pairs only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
+from vally.errors import ConfigError, LLMError, VallyError
+from vally.models.records import TrialResultRecord
+from vally.tools import stats
+
+SCORES = {("much", 1): 1.0, ("slightly", 1): 0.4, ("much", -1): -1.0, ("slightly", -1): -0.4}
+DEFAULT_RUBRIC = (
+    "The response accomplishes the task completely and correctly.",
+    "The response is clear, well organised and free of unnecessary content.",
+    "The agent used its tools sensibly, without errors or wasted steps.",
+)
+METRICS: tuple[tuple[str, Callable[[TrialResultRecord], float]], ...] = (
+    (
+        "tokens",
+        lambda r: float(r.trajectory.metrics.token_usage.total_tokens) if r.trajectory else 0.0,
+    ),
+    ("turns", lambda r: float(r.trajectory.metrics.turn_count) if r.trajectory else 0.0),
+    ("tool_calls", lambda r: float(r.trajectory.metrics.tool_call_count) if r.trajectory else 0.0),
+    ("wall_time_ms", lambda r: float(r.trajectory.metrics.wall_time_ms) if r.trajectory else 0.0),
+    ("errors", lambda r: float(r.trajectory.metrics.error_count) if r.trajectory else 0.0),
+)
+CLEANUP_PENDING = "VALLY_JUDGE_WORKSPACE_CLEANUP_PENDING"
+CLEANUP_FAILED = "VALLY_JUDGE_WORKSPACE_CLEANUP_FAILED"
+
+PairKey = tuple[str, str, int]
+"""(eval name, stimulus name, trial index)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A baseline trial and the treatment trial it is compared with."""
+
+    key: PairKey
+    baseline: TrialResultRecord
+    treatment: TrialResultRecord
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Matched pairs and the trials without a partner on the other side."""
+
+    pairs: list[Pair]
+    only_baseline: list[PairKey]
+    only_treatment: list[PairKey]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a pair could not be judged."""
+
+    error_class: str
+    retryable: bool
+    attempts: int
+    message: str
+    model: str | None
+    other_messages: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``failure`` object of ``--output`` records."""
+        data: dict[str, Any] = {
+            "errorClass": self.error_class,
+            "retryable": self.retryable,
+            "attempts": self.attempts,
+            "message": self.message,
+            "model": self.model,
+        }
+        if self.other_messages:
+            data["otherMessages"] = self.other_messages
+        return data
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """The outcome of one pair: a score, or a failure."""
+
+    pair: Pair
+    score: float | None
+    verdict: str | None
+    passes: tuple[dict[str, Any], ...] = ()
+    failure: Failure | None = None
+    cleanup: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """Everything printed and written for one treatment."""
+
+    baseline: str
+    treatment: str
+    pairing: Pairing
+    results: list[PairResult]
+    win_rate: stats.WinRate
+    score: stats.Estimate
+    mcnemar: stats.McNemarResult | None
+    deltas: list[stats.MetricDelta]
+    judge_model: str | None
+    error: str | None = None
+
+    @property
+    def judged(self) -> list[PairResult]:
+        """Pairs with a verdict."""
+        return [r for r in self.results if r.score is not None]
+
+    @property
+    def failed(self) -> list[PairResult]:
+        """Pairs that failed after retries."""
+        return [r for r in self.results if r.failure is not None]
+
+    @property
+    def status(self) -> Literal["complete", "partial", "no-signal"]:
+        """complete: every matched pair judged; partial: some failed; no-signal: none judged."""
+        if self.error is not None or not self.judged:
+            return "no-signal"
+        return "partial" if self.failed else "complete"
+
+    @property
+    def significant_regression(self) -> bool:
+        """A valid verdict whose mean is negative with the whole CI below zero."""
+        return self.status == "complete" and stats.is_significant_regression(self.score)
+
+
+# ------------------------------------------------------------------------------------ input
+
+
+def pair_records(
+    baseline: Sequence[TrialResultRecord], treatment: Sequence[TrialResultRecord]
+) -> Pairing:
+    """Match trials by (eval, stimulus, trial index).
+
+    Raises:
+        ConfigError: One side holds two trials with the same key (for example a run over
+            several models), which would make pairing ambiguous.
+    """
+
+    def index(records: Sequence[TrialResultRecord], side: str) -> dict[PairKey, TrialResultRecord]:
+        out: dict[PairKey, TrialResultRecord] = {}
+        for record in records:
+            key = (record.eval_name, record.stimulus_name, record.trial_index)
+            if key in out:
+                raise ConfigError(
+                    f"the {side} has two trials for eval {key[0]!r}, stimulus {key[1]!r}, "
+                    f"trial {key[2]} (models {out[key].model!r} and {record.model!r})",
+                    hint="compare runs of one model each, or split the run by model first",
+                )
+            out[key] = record
+        return out
+
+    base = index(baseline, "baseline")
+    treat = index(treatment, "treatment")
+    pairs = [Pair(key, base[key], treat[key]) for key in sorted(base) if key in treat]
+    return Pairing(
+        pairs,
+        sorted(k for k in base if k not in treat),
+        sorted(k for k in treat if k not in base),
+    )
+
+
+# --------------------------------------------------------------------------------- evidence
+
+
+def write_evidence(folder: Path, record: TrialResultRecord) -> None:
+    """Copy one run's evidence into ``folder``: output, timeline events and metrics."""
+    folder.mkdir(parents=True)
+    trajectory = record.trajectory
+    output = trajectory.output if trajectory else ""
+    (folder / "output.md").write_text(output, encoding="utf-8")
+    with (folder / "timeline.jsonl").open("w", encoding="utf-8") as handle:
+        for event in trajectory.events if trajectory else []:
+            handle.write(event.to_json_line() + "\n")
+    metrics = trajectory.metrics.to_json_dict() if trajectory else {}
+    metrics["status"] = record.status
+    metrics["endReason"] = trajectory.end_reason if trajectory else None
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+
+
+def task_text(record: TrialResultRecord) -> str:
+    """The task the agents were given: the prompt, or each turn's prompt in order."""
+    prompts = record.stimulus.prompts
+    if len(prompts) == 1:
+        return prompts[0]
+    return "\n\n".join(f"Turn {i + 1}: {p}" for i, p in enumerate(prompts))
+
+
+# ---------------------------------------------------------------------------------- judging
+
+
+@dataclass
+class CompareOptions:
+    """How to judge."""
+
+    judge: JudgeSettings
+    llm: LLMProvider | None
+    rubric_override: dict[str, list[str]] | None = None
+    delivery: Literal["tools", "inline"] = "tools"
+    read_budget: int = 40
+    max_retries: int = 2
+    backoff_base: float = 1.0
+    judge_workers: int = 4
+    pass_timeout: float | None = None
+    temp_root: Path | None = None
+
+
+def combine(first: Any, second: Any) -> tuple[float, str]:
+    """Score two passes (pass 1: A = baseline, pass 2: A = treatment) for the treatment.
+
+    Returns the signed score and a verdict label.
+    """
+
+    def side(verdict: Any, treatment_letter: str) -> int:
+        if verdict.winner == "tie":
+            return 0
+        return 1 if verdict.winner == treatment_letter else -1
+
+    s1, s2 = side(first, "B"), side(second, "A")
+    if s1 != s2 or s1 == 0:
+        return 0.0, "tie"
+    magnitude = "much" if first.magnitude == "much" and second.magnitude == "much" else "slightly"
+    score = SCORES[(magnitude, s1)]
+    return score, f"{magnitude} {'better' if s1 > 0 else 'worse'}"
+
+
+def _classify(exc: BaseException, model: str | None) -> tuple[str, bool, str, str | None]:
+    if isinstance(exc, LLMError):
+        return exc.error_class, exc.retryable, exc.message, exc.model or model
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return "timeout", True, "the judge pass did not finish in time", model
+    retryable = bool(getattr(exc, "retryable", False))
+    message = exc.message if isinstance(exc, VallyError) else f"{type(exc).__name__}: {exc}"
+    return str(getattr(exc, "error_class", "judge_error")), retryable, message, model
+
+
+async def judge_pair(
+    pair: Pair,
+    judge: PairwiseJudge,
+    options: CompareOptions,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> PairResult:
+    """Judge one pair in two position-swapped passes, with retries."""
+    rubric = _rubric(pair, options)
+    task = task_text(pair.treatment)
+    model = options.judge.model
+    cleanup_notes: list[str] = []
+    attempts = 0
+    while True:
+        attempts += 1
+        evidence = Path(tempfile.mkdtemp(prefix="vally-judge-", dir=options.temp_root))
+        write_evidence(evidence / "run-1", pair.baseline)
+        write_evidence(evidence / "run-2", pair.treatment)
+        contexts = [
+            PairwiseContext(
+                evidence,
+                "run-1",
+                "run-2",
+                task,
+                rubric,
+                options.judge,
+                options.llm,
+                options.delivery,
+                options.read_budget,
+            ),
+            PairwiseContext(
+                evidence,
+                "run-2",
+                "run-1",
+                task,
+                rubric,
+                options.judge,
+                options.llm,
+                options.delivery,
+                options.read_budget,
+            ),
+        ]
+        tasks = [asyncio.ensure_future(judge.judge_pair(c)) for c in contexts]
+        done, pending = await asyncio.wait(tasks, timeout=options.pass_timeout)
+        outcomes: list[Any] = []
+        for task_ in tasks:
+            if task_ in done:
+                outcomes.append(task_.exception() or task_.result())
+            else:
+                outcomes.append(TimeoutError())
+        if pending:
+            cleanup_notes.append(
+                f"{CLEANUP_PENDING}: evidence kept at {evidence} until the judge settles"
+            )
+            _cleanup_when_settled(list(pending), evidence)
+        else:
+            error = _remove(evidence)
+            if error:
+                cleanup_notes.append(f"{CLEANUP_FAILED}: {evidence}: {error}")
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if not errors:
+            score, label = combine(outcomes[0], outcomes[1])
+            passes = tuple(
+                {
+                    "a": c.a,
+                    "b": c.b,
+                    "winner": o.winner,
+                    "magnitude": o.magnitude,
+                    "reasoning": o.reasoning,
+                }
+                for c, o in zip(contexts, outcomes, strict=True)
+            )
+            return PairResult(pair, score, label, passes, None, tuple(cleanup_notes))
+        classified = [_classify(e, model) for e in errors]
+        retryable = all(c[1] for c in classified)
+        if retryable and attempts <= options.max_retries:
+            delay = options.backoff_base * (2 ** (attempts - 1)) * (1 + random.random() * 0.25)
+            await sleep(delay)
+            continue
+        first, *rest = classified
+        failure = Failure(
+            first[0],
+            retryable,
+            attempts,
+            first[2],
+            first[3],
+            [c[2] for c in rest if c[2] != first[2]],
+        )
+        return PairResult(pair, None, None, (), failure, tuple(cleanup_notes))
+
+
+def _remove(folder: Path) -> str | None:
+    try:
+        shutil.rmtree(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+def _cleanup_when_settled(pending: list[asyncio.Future[Any]], folder: Path) -> None:
+    remaining = {"n": len(pending)}
+
+    def settled(future: asyncio.Future[Any]) -> None:
+        if not future.cancelled():
+            future.exception()  # consume, so asyncio does not warn
+        remaining["n"] -= 1
+        if remaining["n"] == 0:
+            _remove(folder)
+
+    for future in pending:
+        future.add_done_callback(settled)
+
+
+def _rubric(pair: Pair, options: CompareOptions) -> list[str]:
+    if options.rubric_override is not None:
+        override = options.rubric_override.get(pair.key[1])
+        if override:
+            return override
+    return list(pair.treatment.stimulus.rubric or pair.baseline.stimulus.rubric or DEFAULT_RUBRIC)
+
+
+async def compare_runs(
+    baseline_name: str,
+    baseline: Sequence[TrialResultRecord],
+    treatment_name: str,
+    treatment: Sequence[TrialResultRecord],
+    judge: PairwiseJudge,
+    options: CompareOptions,
+    *,
+    on_pair: Callable[[PairResult], None] | None = None,
+) -> ComparisonResult:
+    """Compare one treatment with the baseline and compute every figure."""
+    pairing = pair_records(baseline, treatment)
+    limit = asyncio.Semaphore(max(1, options.judge_workers))
+
+    async def run(pair: Pair) -> PairResult:
+        async with limit:
+            result = await judge_pair(pair, judge, options)
+        if on_pair is not None:
+            on_pair(result)
+        return result
+
+    results = list(await asyncio.gather(*(run(p) for p in pairing.pairs)))
+    return summarize(baseline_name, treatment_name, pairing, results, options.judge.model)
+
+
+def summarize(
+    baseline_name: str,
+    treatment_name: str,
+    pairing: Pairing,
+    results: list[PairResult],
+    judge_model: str | None,
+    error: str | None = None,
+) -> ComparisonResult:
+    """Compute the figures over the judged pairs only."""
+    judged = [r for r in results if r.score is not None]
+    score_pairs = [(r.pair.key[:2], r.score) for r in judged if r.score is not None]
+    graded = [
+        (r.pair.key[:2], r.pair.baseline.grade_result.passed, r.pair.treatment.grade_result.passed)
+        for r in judged
+        if r.pair.baseline.grade_result is not None and r.pair.treatment.grade_result is not None
+    ]
+    mcnemar = stats.mcnemar_from_pairs(graded) if graded else None
+    deltas = [
+        stats.metric_delta(
+            name, [(r.pair.key[:2], get(r.pair.baseline), get(r.pair.treatment)) for r in judged]
+        )
+        for name, get in METRICS
+    ]
+    return ComparisonResult(
+        baseline=baseline_name,
+        treatment=treatment_name,
+        pairing=pairing,
+        results=results,
+        win_rate=stats.win_tie_loss(s for _, s in score_pairs),
+        score=stats.clustered_mean(score_pairs),
+        mcnemar=mcnemar,
+        deltas=deltas,
+        judge_model=judge_model,
+        error=error,
+    )
+
+
+# ----------------------------------------------------------------------------------- output
+
+
+def _estimate_json(estimate: stats.Estimate) -> dict[str, Any]:
+    return {
+        "mean": estimate.mean,
+        "ci95": None if estimate.ci is None else [estimate.ci.low, estimate.ci.high],
+        "insufficientData": estimate.insufficient,
+        "stimuli": estimate.n_stimuli,
+        "pairs": estimate.n_pairs,
+    }
+
+
+def to_record(result: ComparisonResult) -> dict[str, Any]:
+    """The ``--output`` JSONL record of one treatment. Deterministic: a pair recovered on
+    retry is written exactly like a clean one."""
+    trials = []
+    for r in result.results:
+        entry: dict[str, Any] = {
+            "evalName": r.pair.key[0],
+            "stimulus": r.pair.key[1],
+            "trialIndex": r.pair.key[2],
+            "errored": r.failure is not None,
+            "score": r.score,
+            "verdict": r.verdict,
+            "passes": list(r.passes),
+            "failure": r.failure.to_json() if r.failure else None,
+        }
+        trials.append(entry)
+    mc = result.mcnemar
+    return {
+        "type": "comparison",
+        "baseline": result.baseline,
+        "treatment": result.treatment,
+        "judgeModel": result.judge_model,
+        "status": result.status,
+        "matchedPairs": len(result.pairing.pairs),
+        "judgedPairs": len(result.judged),
+        "failedPairs": len(result.failed),
+        "unmatched": {
+            "baselineOnly": [list(k) for k in result.pairing.only_baseline],
+            "treatmentOnly": [list(k) for k in result.pairing.only_treatment],
+        },
+        "winRate": {
+            "wins": result.win_rate.wins,
+            "ties": result.win_rate.ties,
+            "losses": result.win_rate.losses,
+            "rate": result.win_rate.win_rate,
+        },
+        "meanScore": _estimate_json(result.score),
+        "significantRegression": result.significant_regression,
+        "mcnemar": None
+        if mc is None
+        else {
+            "b": mc.b,
+            "c": mc.c,
+            "units": mc.n_units,
+            "ties": mc.n_ties,
+            "pValue": mc.p_value,
+        },
+        "metricDeltas": [
+            {
+                "metric": d.metric,
+                "baselineMean": d.baseline_mean,
+                "treatmentMean": d.treatment_mean,
+                "delta": _estimate_json(d.delta),
+                "relative": d.relative,
+                "highVariance": d.high_variance,
+            }
+            for d in result.deltas
+        ],
+        "error": result.error,
+        "trials": trials,
+    }
+
+
+def exit_code(results: Sequence[ComparisonResult], *, fail_on_regression: bool) -> int:
+    """0 when every treatment is complete (and, when gating, none regressed); else 1."""
+    for result in results:
+        if result.status != "complete":
+            return 1
+        if fail_on_regression and result.significant_regression:
+            return 1
+    return 0

@@ -1,0 +1,541 @@
+"""Static checks of eval specs and skills (``vally lint``); no agent runs.
+
+Each finding is a :class:`Diagnostic` with a stable code:
+
+========================================  ========  ================================================
+code                                      severity  catches
+========================================  ========  ================================================
+``invalid-spec``                          error     YAML syntax, schema, param or duration errors
+``unknown-grader-type``                   error     a grader type not installed (did-you-mean)
+``invalid-grader-config``                 error     a ``config:`` the grader's ``Config`` rejects
+``grader-unavailable``                    error     an installed grader that fails to load
+``invalid-scoring-weight-key``            error     a ``scoring.weights`` key no grader type uses
+``invalid-constraint-value``              error     negative limits; an item both expected and
+                                                    rejected
+``environment-file-not-found``            error     ``files[].src`` or a skill folder is missing
+``path-escape``                           error     a ``files[].dest`` or ``artifacts`` entry leaves
+                                                    the workspace
+``duplicate-stimulus-name``               error     two stimuli share a name
+``duplicate-grader-type-in-stimulus``     warning   one grader type twice in a stimulus (shared
+                                                    weight key)
+``rubric-without-llm-judge``              warning   a ``rubric`` but no grader that needs an LLM
+``unknown-executor``                      error     ``defaults.executor`` names no installed
+                                                    executor (did-you-mean)
+``invalid-executor-config``               error     an executor ``config:`` its ``Config`` rejects
+``skill-invalid``                         error     a SKILL.md without frontmatter, name or
+                                                    description
+========================================  ========  ================================================
+
+Grader (and executor) classes come from a :class:`GraderCatalog`; :class:`SessionGraderCatalog`
+adapts a :class:`vally.plugins.session.Session`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from vally.errors import ConfigError, VallyError
+from vally.models.project import ProjectConfig
+from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig
+from vally.specs.loading import check_paths, find_project, load_eval_with_positions, source_root
+from vally.specs.skills import find_skills, read_skill
+from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
+
+if TYPE_CHECKING:
+    from vally.plugins.session import Session
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One lint finding.
+
+    Attributes:
+        code: Stable kebab-case code (see the module docstring).
+        severity: ``error`` or ``warning``.
+        file: The file it is about.
+        line: 1-based line (``None`` when unknown).
+        message: What is wrong and, where possible, what to do.
+        column: 1-based column (``None`` when unknown).
+    """
+
+    code: str
+    severity: Severity
+    file: str
+    line: int | None
+    message: str
+    column: int | None = None
+
+    def render(self) -> str:
+        """``file:line:column: severity[code]: message``."""
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.severity}[{self.code}]: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+
+@dataclass
+class LintResult:
+    """Every diagnostic of one lint run, plus what was checked."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    eval_files: list[Path] = field(default_factory=list)
+    skills: list[Path] = field(default_factory=list)
+
+    @property
+    def errors(self) -> int:
+        """Number of error diagnostics."""
+        return sum(1 for d in self.diagnostics if d.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        """Number of warning diagnostics."""
+        return sum(1 for d in self.diagnostics if d.severity == "warning")
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """0 when clean (warnings allowed unless ``strict``), else 1."""
+        if self.errors or (strict and self.warnings):
+            return 1
+        return 0
+
+    def to_json(self) -> str:
+        """``{"diagnostics": [...], "errors": n, "warnings": n}``."""
+        return json.dumps(
+            {
+                "diagnostics": [d.as_dict() for d in self.diagnostics],
+                "errors": self.errors,
+                "warnings": self.warnings,
+            },
+            indent=2,
+        )
+
+
+class GraderCatalog(Protocol):
+    """Where lint finds grader classes (each has ``.metadata`` and ``.Config``)."""
+
+    def known_names(self) -> Iterable[str]:
+        """Every grader name that can be resolved."""
+
+    def get(self, name: str) -> type:
+        """The class of grader ``name``.
+
+        Raises:
+            VallyError: The grader cannot be loaded.
+        """
+
+
+class MappingGraderCatalog:
+    """A catalog over a plain ``name -> class`` mapping (tests, embedding code)."""
+
+    def __init__(self, graders: Mapping[str, type]) -> None:
+        self._graders = dict(graders)
+
+    def known_names(self) -> Iterable[str]:
+        """The mapping's names."""
+        return self._graders.keys()
+
+    def get(self, name: str) -> type:
+        """The class registered as ``name``."""
+        try:
+            return self._graders[name]
+        except KeyError:
+            raise ConfigError(f"unknown grader type '{name}'") from None
+
+
+class SessionGraderCatalog:
+    """A catalog over a plugin :class:`~vally.plugins.session.Session` (entry points, loaded
+    ``--grader-plugin`` specifiers and ``.vally.yaml`` plugins).
+
+    Args:
+        session: The session.
+        kind: ``grader`` (default) or ``executor``.
+    """
+
+    def __init__(self, session: Session, kind: Literal["grader", "executor"] = "grader") -> None:
+        self.session = session
+        self.kind: Literal["grader", "executor"] = kind
+
+    def known_names(self) -> Iterable[str]:
+        """Every name of the kind the session can resolve."""
+        return self.session.known_names(self.kind)
+
+    def get(self, name: str) -> type:
+        """The plugin class (imported on demand)."""
+        return self.session.plugin_class(self.kind, name)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+class _Collector:
+    def __init__(self, file: str, positions: Positions) -> None:
+        self.file = file
+        self.positions = positions
+        self.items: list[Diagnostic] = []
+
+    def add(
+        self,
+        code: str,
+        severity: Severity,
+        path: Sequence[str | int],
+        message: str,
+        *,
+        key: bool = False,
+    ) -> None:
+        loc = self.positions.location(path, key=key)
+        diag = Diagnostic(code, severity, self.file, loc.line, message, loc.column)
+        if diag not in self.items:
+            self.items.append(diag)
+
+
+def _requires_llm(cls: type) -> bool:
+    behavior = getattr(getattr(cls, "metadata", None), "behavior", None)
+    return bool(getattr(behavior, "requires_llm_client", False))
+
+
+def _check_plugin_config(
+    out: _Collector,
+    cls: type,
+    config: Mapping[str, Any],
+    config_path: tuple[str | int, ...],
+    raw: Any,
+    *,
+    code: str,
+    label: str,
+) -> None:
+    model = getattr(cls, "Config", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return
+    extra = model.model_config.get("extra")
+    if extra not in ("forbid", "allow"):
+        allowed = set(model.model_fields)
+        for key in config:
+            if str(key) not in allowed:
+                message = f"unknown key '{key}' in config of {label}"
+                suggestion = did_you_mean(str(key), allowed)
+                message += (
+                    f"; did you mean '{suggestion}'?"
+                    if suggestion
+                    else f" (allowed: {', '.join(sorted(allowed)) or 'none'})"
+                )
+                out.add(code, "error", (*config_path, str(key)), message, key=True)
+    try:
+        model.model_validate(dict(config))
+    except ValidationError as exc:
+        data = raw if isinstance(raw, Mapping) else config
+        for issue in schema_issues(exc, data, out.positions, model, prefix=config_path):
+            text = issue.message
+            out.items.append(
+                Diagnostic(
+                    code, "error", out.file, issue.location.line, f"{label}: {text}",
+                    issue.location.column,
+                )
+            )
+    except VallyError as exc:
+        out.add(code, "error", config_path, f"{label}: {exc}")
+
+
+def _check_graders(
+    out: _Collector,
+    catalog: GraderCatalog,
+    graders: Sequence[GraderConfig],
+    base: tuple[str | int, ...],
+    raw_graders: Any,
+) -> list[type | None]:
+    known = sorted(set(catalog.known_names()))
+    classes: list[type | None] = []
+    for index, grader in enumerate(graders):
+        path = (*base, "graders", index)
+        raw = _raw_at(raw_graders, index, "config")
+        if grader.type not in known:
+            message = f"unknown grader type '{grader.type}'"
+            suggestion = did_you_mean(grader.type, known)
+            if suggestion:
+                message += f"; did you mean '{suggestion}'?"
+            else:
+                message += "; load its plugin with --grader-plugin or .vally.yaml plugins.grader"
+            out.add("unknown-grader-type", "error", (*path, "type"), message)
+            classes.append(None)
+            continue
+        try:
+            cls = catalog.get(grader.type)
+        except VallyError as exc:
+            out.add(
+                "grader-unavailable", "error", (*path, "type"),
+                f"grader '{grader.type}' cannot be loaded: {exc.message}",
+            )
+            classes.append(None)
+            continue
+        classes.append(cls)
+        _check_plugin_config(
+            out, cls, grader.config, (*path, "config"), raw,
+            code="invalid-grader-config", label=f"grader '{grader.type}'",
+        )
+    return classes
+
+
+def _check_executor(
+    out: _Collector, catalog: GraderCatalog, spec: EvalSpec, raw: Mapping[str, Any]
+) -> None:
+    executor = spec.defaults.executor
+    if executor is None:
+        return
+    raw_executor = _raw_at(raw, "defaults", "executor")
+    name_path: tuple[str | int, ...] = ("defaults", "executor")
+    if isinstance(raw_executor, Mapping):
+        name_path = (*name_path, "name")
+    known = sorted(set(catalog.known_names()))
+    if executor.name not in known:
+        message = f"unknown executor '{executor.name}'"
+        suggestion = did_you_mean(executor.name, known)
+        message += (
+            f"; did you mean '{suggestion}'?"
+            if suggestion
+            else f" (installed: {', '.join(known) or 'none'}); load its plugin with "
+            "--executor-plugin or .vally.yaml plugins.executor"
+        )
+        out.add("unknown-executor", "error", name_path, message)
+        return
+    try:
+        cls = catalog.get(executor.name)
+    except VallyError as exc:
+        out.add(
+            "unknown-executor", "error", name_path,
+            f"executor '{executor.name}' cannot be loaded: {exc.message}",
+        )
+        return
+    _check_plugin_config(
+        out, cls, executor.config, ("defaults", "executor", "config"),
+        _raw_at(raw_executor, "config"),
+        code="invalid-executor-config", label=f"executor '{executor.name}'",
+    )
+
+
+def _raw_at(data: Any, *parts: str | int) -> Any:
+    current = data
+    for part in parts:
+        if isinstance(current, list):
+            if not (isinstance(part, int) and 0 <= part < len(current)):
+                return None
+            current = current[part]
+        elif isinstance(current, Mapping) and part in current:
+            current = current[part]
+        else:
+            return None
+    return current
+
+
+def _check_constraints(
+    out: _Collector, constraints: Constraints | None, base: tuple[str | int, ...]
+) -> None:
+    if constraints is None:
+        return
+    path = (*base, "constraints")
+    for name in ("max_turns", "max_tokens", "max_tool_calls", "max_duration"):
+        value = getattr(constraints, name)
+        if value is not None and value < 0:
+            out.add(
+                "invalid-constraint-value", "error", (*path, name),
+                f"{format_path((*path, name))} is negative ({value}); limits must be >= 0",
+            )
+    for what in ("tools", "skills"):
+        expect = getattr(constraints, f"expect_{what}")
+        reject = set(getattr(constraints, f"reject_{what}"))
+        for index, item in enumerate(expect):
+            if item in reject:
+                out.add(
+                    "invalid-constraint-value", "error", (*path, f"expect_{what}", index),
+                    f"'{item}' is in both expect_{what} and reject_{what} of "
+                    f"{format_path(path)}; keep it in one",
+                )
+
+
+def _check_environment(
+    out: _Collector, env: EnvironmentConfig | str | None, base: tuple[str | int, ...],
+    base_dir: Path, key: str, src_root: Path | None = None,
+) -> None:
+    if not isinstance(env, EnvironmentConfig):
+        return
+    path = (*base, key)
+    for problem in check_paths(env, base_dir, src_root):
+        severity: Severity = "error"
+        out.add(problem.code, severity, (*path, *problem.path), problem.message)
+
+
+def _env_key(positions: Positions, base: tuple[str | int, ...]) -> str:
+    # The spelling the document used for the environment key at ``base``.
+    if (*base, "agent_environment") in positions.table:
+        return "agent_environment"
+    return "environment"
+
+
+def lint_eval_file(
+    path: Path,
+    catalog: GraderCatalog,
+    *,
+    project: ProjectConfig | None = None,
+    cli_params: Mapping[str, str] | None = None,
+    executors: GraderCatalog | None = None,
+    project_root: Path | None = None,
+) -> list[Diagnostic]:
+    """Every diagnostic of one eval file. Load errors become ``invalid-spec`` diagnostics.
+
+    ``executors`` (optional) enables the ``defaults.executor`` checks. ``project_root``
+    (found from the file when not given) bounds ``files[].src``.
+    """
+    if project_root is None:
+        _, project_root = find_project(path.parent)
+    src_root = source_root(path, project_root)
+    try:
+        loaded, positions = load_eval_with_positions(
+            path, cli_params=cli_params or {}, project=project
+        )
+    except SpecSchemaError as exc:
+        return [
+            Diagnostic("invalid-spec", "error", issue.location.file, issue.location.line,
+                       issue.message, issue.location.column)
+            for issue in exc.issues
+        ]
+    except VallyError as exc:
+        loc = exc.location
+        message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        return [
+            Diagnostic(
+                "invalid-spec", "error", loc.file if loc else str(path),
+                loc.line if loc else None, message, loc.column if loc else None,
+            )
+        ]
+    spec, raw = loaded.spec, loaded.raw
+    out = _Collector(str(loaded.source), positions)
+    base_dir = loaded.source.parent
+
+    if executors is not None:
+        _check_executor(out, executors, spec, raw)
+    root_classes = _check_graders(out, catalog, spec.graders, (), raw.get("graders"))
+    _check_constraints(out, spec.constraints, ())
+    # A named environment was anchored to .vally.yaml's folder already (absolute paths).
+    _check_environment(
+        out, spec.environment, (), base_dir, _env_key(positions, ()), src_root
+    )
+
+    used_types = {g.type for g in spec.graders}
+    seen_names: dict[str, int] = {}
+    for index, stimulus in enumerate(spec.stimuli):
+        base: tuple[str | int, ...] = ("stimuli", index)
+        raw_stimulus = _raw_at(raw, "stimuli", index)
+        if stimulus.name in seen_names:
+            out.add(
+                "duplicate-stimulus-name", "error", (*base, "name"),
+                f"stimulus name '{stimulus.name}' is already used by stimuli"
+                f"[{seen_names[stimulus.name]}]; names must be unique within a file",
+            )
+        else:
+            seen_names[stimulus.name] = index
+        classes = _check_graders(
+            out, catalog, stimulus.graders, base, _raw_at(raw_stimulus, "graders")
+        )
+        used_types.update(g.type for g in stimulus.graders)
+        seen_types: dict[str, int] = {g.type: -1 for g in spec.graders}
+        for g_index, grader in enumerate(stimulus.graders):
+            if grader.type in seen_types:
+                first = seen_types[grader.type]
+                where = "the eval-level graders" if first < 0 else f"graders[{first}]"
+                out.add(
+                    "duplicate-grader-type-in-stimulus", "warning",
+                    (*base, "graders", g_index, "type"),
+                    f"grader type '{grader.type}' appears again in stimulus '{stimulus.name}' "
+                    f"(also {where}); both share one scoring weight key",
+                )
+            else:
+                seen_types[grader.type] = g_index
+        if stimulus.rubric and not any(
+            cls is not None and _requires_llm(cls) for cls in [*root_classes, *classes]
+        ):
+            out.add(
+                "rubric-without-llm-judge", "warning", (*base, "rubric"),
+                f"stimulus '{stimulus.name}' has a rubric but no LLM judge grader uses it; "
+                "add a grader such as '{ type: prompt }'",
+                key=True,
+            )
+        _check_constraints(out, stimulus.constraints, base)
+        _check_environment(
+            out, stimulus.environment, base, base_dir, _env_key(positions, base), src_root
+        )
+        for a_index, pattern in enumerate(stimulus.artifacts):
+            text = pattern.replace("\\", "/")
+            if text.startswith("/") or text == ".." or text.startswith("../") or "/../" in text:
+                out.add(
+                    "path-escape", "error", (*base, "artifacts", a_index),
+                    f"artifact pattern '{pattern}' leaves the workspace; use a path inside it",
+                )
+
+    for weight_key in spec.scoring.weights:
+        if weight_key not in used_types:
+            message = f"scoring.weights key '{weight_key}' is not the type of any grader"
+            suggestion = did_you_mean(weight_key, used_types)
+            if suggestion:
+                message += f"; did you mean '{suggestion}'?"
+            elif used_types:
+                message += f" (grader types used: {', '.join(sorted(used_types))})"
+            out.add(
+                "invalid-scoring-weight-key", "error", ("scoring", "weights", weight_key),
+                message, key=True,
+            )
+    return sorted(out.items, key=lambda d: (d.line or 0, d.column or 0))
+
+
+def lint_skills(root: Path) -> tuple[list[Path], list[Diagnostic]]:
+    """Check every SKILL.md below ``root``: frontmatter present, ``name`` and
+    ``description`` not empty."""
+    skills = find_skills(root) if root.is_dir() else []
+    diagnostics: list[Diagnostic] = []
+    for folder in skills:
+        try:
+            read_skill(folder)
+        except VallyError as exc:
+            loc = exc.location
+            diagnostics.append(
+                Diagnostic(
+                    "skill-invalid", "error", loc.file if loc else str(folder / "SKILL.md"),
+                    loc.line if loc else 1, exc.message + (f" ({exc.hint})" if exc.hint else ""),
+                )
+            )
+    return skills, diagnostics
+
+
+def run_lint(
+    eval_files: Sequence[Path],
+    catalog: GraderCatalog,
+    *,
+    skills_root: Path | None = None,
+    project: ProjectConfig | None = None,
+    cli_params: Mapping[str, str] | None = None,
+    executors: GraderCatalog | None = None,
+) -> LintResult:
+    """Lint eval files and the skills below ``skills_root``; never stops at the first bad
+    file."""
+    result = LintResult(eval_files=list(eval_files))
+    for path in eval_files:
+        result.diagnostics.extend(
+            lint_eval_file(
+                path, catalog, project=project, cli_params=cli_params, executors=executors
+            )
+        )
+    if skills_root is not None:
+        skills, diagnostics = lint_skills(skills_root)
+        result.skills = skills
+        result.diagnostics.extend(diagnostics)
+    return result

@@ -1,0 +1,471 @@
+"""The ``command`` executor: run any agent CLI as a subprocess in the sandbox.
+
+Example (``eval.yaml``)::
+
+    defaults:
+      executor:
+        name: command
+        config:
+          command: ["claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"]
+          events: claude-code
+          resume: ["claude", "-p", "{prompt}", "--resume", "{session_id}",
+                   "--output-format", "stream-json", "--verbose"]
+          model_flag: --model
+
+Placeholders in ``command`` and ``resume`` (replaced inside each argument, so a prompt with
+spaces stays one argument): ``{prompt}``, ``{model}``, ``{workdir}``, ``{session_id}``,
+``{skills_dir}``, ``{mcp_config}``. A string command is split like a shell would (``shlex``)
+before replacement; it is never run through a shell.
+
+MCP servers (``environment.mcpServers``) are not started by this executor: the agent CLI
+starts them. With ``mcp_config`` set, the trial's servers are written before the agent runs
+to a workspace file in the format the agent reads, and ``{mcp_config}`` is that file's path
+(also usable in ``env`` values, as is ``{workdir}``)::
+
+    command: ["claude", "-p", "{prompt}", "--mcp-config", "{mcp_config}",
+              "--strict-mcp-config", "--output-format", "stream-json", "--verbose"]
+    mcp_config: {format: claude-code}                  # written to .mcp.json
+
+    command: ["codex", "exec", "--json", "{prompt}"]
+    env: {CODEX_HOME: "{workdir}/.codex"}
+    mcp_config: {format: codex}                        # written to .codex/config.toml
+
+A trial that declares servers while ``mcp_config`` is unset fails with
+:class:`~vally.errors.UnsupportedError` rather than silently running without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shlex
+import time
+import uuid
+from pathlib import PurePosixPath
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from vally import (
+    AssistantMessageEvent,
+    BackendError,
+    BaseExecutor,
+    ErrorData,
+    ErrorEvent,
+    ExecResult,
+    ExecutionError,
+    ExecutorOptions,
+    MessageData,
+    PluginMetadata,
+    Sandbox,
+    Stimulus,
+    StrictConfig,
+    Trajectory,
+    TrajectoryMetadata,
+    TurnData,
+    TurnEndEvent,
+    TurnStartEvent,
+    UnsupportedError,
+    UserMessageEvent,
+    compute_metrics,
+    utc_now,
+)
+
+from .streams import parse_stream
+
+PLACEHOLDERS = (
+    "{prompt}",
+    "{model}",
+    "{workdir}",
+    "{session_id}",
+    "{skills_dir}",
+    "{mcp_config}",
+)
+"""What ``command`` and ``resume`` may contain."""
+
+_STDERR_TAIL = 2000
+
+
+def _argv(value: list[str] | str) -> list[str]:
+    return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+def _tail(text: str, limit: int = _STDERR_TAIL) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+MCP_CONFIG_PATHS: dict[str, str] = {
+    "claude-code": ".mcp.json",
+    "codex": ".codex/config.toml",
+    "vally-json": ".vally/mcp.json",
+}
+"""Default workspace path of the MCP configuration file, per format."""
+
+
+class McpConfigFile(StrictConfig):
+    """Where and how the ``command`` executor writes the trial's MCP servers.
+
+    Attributes:
+        format: ``claude-code`` (the ``--mcp-config`` / ``.mcp.json`` JSON), ``codex``
+            (``config.toml`` ``[mcp_servers.<name>]`` tables) or ``vally-json`` (every field
+            vally knows). See :mod:`vally_builtin.mcp.config`.
+        path: Workspace-relative path of the file (default: ``.mcp.json``,
+            ``.codex/config.toml`` or ``.vally/mcp.json`` by format).
+    """
+
+    format: Literal["claude-code", "codex", "vally-json"] = "claude-code"
+    path: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None:
+            pure = PurePosixPath(value)
+            if not value.strip() or pure.is_absolute() or ".." in pure.parts:
+                raise ValueError(
+                    f"mcp_config.path must be a relative path inside the workspace, got {value!r}"
+                )
+        return value
+
+    @property
+    def file(self) -> str:
+        """The workspace-relative path written."""
+        return self.path or MCP_CONFIG_PATHS[self.format]
+
+
+class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
+    """Runs an agent CLI once per turn and records its output (and its event stream)."""
+
+    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+        name="command",
+        kind="executor",
+        description="Run any agent CLI as a subprocess; optionally parse its JSONL events.",
+    )
+    supports_turns: ClassVar[bool] = False
+
+    class Config(StrictConfig):
+        """Options of the ``command`` executor.
+
+        Attributes:
+            command: The agent's argv (a list, or a string split like a shell would).
+            prompt_via: ``arg`` (the prompt replaces ``{prompt}``, or is appended as the last
+                argument) or ``stdin``. Default: ``arg`` when ``{prompt}`` appears in the
+                command, else ``stdin``.
+            env: Environment variables for the agent (added to the spec's ``env``).
+            output: Where the final answer is: ``stdout`` or ``file`` (``output_file``).
+            output_file: Workspace path of the answer file when ``output: file``.
+            events: How to read stdout as a JSONL event stream: ``none`` (plain text),
+                ``vally``, ``claude-code`` or ``codex``. With a stream, the answer comes from
+                the stream.
+            resume: The argv for turns 2..n (e.g. with ``{session_id}``). Without it the
+                executor runs single-turn stimuli only.
+            session_id_from: A regular expression searched in stdout, then stderr, of each
+                turn; its first group (or the whole match) becomes ``{session_id}``. By
+                default the session id comes from the event stream, else a fresh uuid.
+            model_flag: When set and a model is chosen, ``[model_flag, model]`` is appended
+                (unless the command already uses ``{model}``).
+            output_limit: Bytes of stdout and of stderr kept per turn.
+            mcp_config: Write the trial's MCP servers to a file the agent reads (see
+                ``docs/mcp.md``); required when a trial declares MCP servers.
+        """
+
+        command: list[str] | str
+        prompt_via: Literal["arg", "stdin"] | None = None
+        env: dict[str, str] = Field(default_factory=dict)
+        output: Literal["stdout", "file"] = "stdout"
+        output_file: str | None = None
+        events: Literal["none", "vally", "claude-code", "codex"] = "none"
+        resume: list[str] | str | None = None
+        session_id_from: str | None = None
+        model_flag: str | None = None
+        output_limit: int = Field(default=50_000_000, gt=0)
+        mcp_config: McpConfigFile | None = None
+
+        @field_validator("command")
+        @classmethod
+        def _command_not_empty(cls, value: list[str] | str) -> list[str] | str:
+            if not _argv(value):
+                raise ValueError("command must name a program, e.g. ['my-agent', '{prompt}']")
+            return value
+
+        @field_validator("session_id_from")
+        @classmethod
+        def _regex(cls, value: str | None) -> str | None:
+            if value is not None:
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise ValueError(f"session_id_from is not a valid regex: {exc}") from None
+            return value
+
+        @model_validator(mode="after")
+        def _output_file(self) -> CommandExecutor.Config:
+            if self.output == "file" and not self.output_file:
+                raise ValueError("output: file needs output_file (a path in the workspace)")
+            argv = [*_argv(self.command), *_argv(self.resume or []), *self.env.values()]
+            if self.mcp_config is None and any("{mcp_config}" in a for a in argv):
+                raise ValueError(
+                    "'{mcp_config}' is used but mcp_config is not set; add e.g. "
+                    "mcp_config: {format: claude-code}"
+                )
+            return self
+
+    def __init__(self, config: CommandExecutor.Config | None = None) -> None:
+        super().__init__(config)
+        # Multi-turn works only when the agent can resume its session.
+        self.supports_turns = self.config.resume is not None  # type: ignore[misc]
+
+    # ----------------------------------------------------------------- helpers
+
+    def _render(
+        self,
+        template: list[str],
+        values: dict[str, str],
+        *,
+        via_arg: bool,
+        prompt: str,
+        model: str | None,
+    ) -> list[str]:
+        has_prompt = any("{prompt}" in a for a in template)
+        has_model = any("{model}" in a for a in template)
+        argv = []
+        for arg in template:
+            for key, value in values.items():
+                if key in arg:
+                    arg = arg.replace(key, value)
+            argv.append(arg)
+        if self.config.model_flag and model and not has_model:
+            argv += [self.config.model_flag, model]
+        if via_arg and not has_prompt:
+            argv.append(prompt)
+        return argv
+
+    def _via_arg(self, template: list[str]) -> bool:
+        if self.config.prompt_via is not None:
+            return self.config.prompt_via == "arg"
+        return any("{prompt}" in a for a in template)
+
+    def _session_from_output(self, result: ExecResult) -> str | None:
+        if not self.config.session_id_from:
+            return None
+        pattern = re.compile(self.config.session_id_from)
+        for text in (result.stdout, result.stderr):
+            match = pattern.search(text)
+            if match:
+                return match.group(1) if match.groups() else match.group(0)
+        return None
+
+    async def _write_mcp_config(self, sandbox: Sandbox, options: ExecutorOptions) -> str:
+        """Write the trial's MCP servers where the agent reads them; return the file's path
+        in the sandbox ("" when no file is configured).
+
+        Raises:
+            UnsupportedError: The trial declares servers but ``mcp_config`` is not set.
+        """
+        target = self.config.mcp_config
+        if target is None:
+            if options.mcp_servers:
+                raise UnsupportedError(
+                    "executor 'command' was given MCP servers "
+                    f"({', '.join(options.mcp_servers)}) but does not know where the agent "
+                    "reads them",
+                    hint="set config.mcp_config, e.g. mcp_config: {format: claude-code} and "
+                    "'--mcp-config {mcp_config}' in the command",
+                )
+            return ""
+        from vally_builtin.mcp.config import render_mcp_config
+
+        text = render_mcp_config(options.mcp_servers, target.format)
+        await sandbox.write_file(target.file, text.encode("utf-8"))
+        return str(PurePosixPath(sandbox.workdir, target.file))
+
+    def _log_stream(self, options: ExecutorOptions, stdout: str, turn: int) -> None:
+        """Save the raw event stream (best effort): the first turn starts the file afresh,
+        later turns append to it."""
+        if options.session_log_dir is None or self.config.events == "none":
+            return
+        mode = "w" if turn == 0 else "a"
+        with contextlib.suppress(OSError):
+            options.session_log_dir.mkdir(parents=True, exist_ok=True)
+            with (options.session_log_dir / "events.jsonl").open(mode, encoding="utf-8") as fh:
+                if stdout:
+                    fh.write(stdout if stdout.endswith("\n") else stdout + "\n")
+
+    # ----------------------------------------------------------------- execute
+
+    async def execute(
+        self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
+    ) -> Trajectory:
+        """Run each prompt of the stimulus through the agent command.
+
+        A timeout ends the trajectory with ``end_reason="timeout"``. A non-zero exit with
+        output is recorded as an ``error`` event; a first-turn crash with no output at all
+        raises :class:`ExecutionError`.
+
+        Raises:
+            UnsupportedError: A multi-turn stimulus without ``resume`` configured.
+            ExecutionError: The agent could not start, or crashed without any output.
+        """
+        prompts = stimulus.prompts
+        if len(prompts) > 1 and self.config.resume is None:
+            raise UnsupportedError(
+                "executor 'command' does not support turns; set config.resume",
+                hint="resume is the argv for turns 2..n, e.g. with '--resume {session_id}'",
+            )
+        started_at = utc_now()
+        t0 = time.monotonic()
+        deadline = t0 + options.timeout
+        skills_dir = (
+            str(PurePosixPath(options.skills[0].sandbox_path).parent)
+            if options.skills
+            else str(PurePosixPath(sandbox.workdir, ".vally", "skills"))
+        )
+        mcp_config = await self._write_mcp_config(sandbox, options)
+        env = {**options.env, **self.config.env}
+        if mcp_config or any("{workdir}" in v for v in self.config.env.values()):
+            env = {
+                k: v.replace("{mcp_config}", mcp_config).replace("{workdir}", sandbox.workdir)
+                for k, v in env.items()
+            }
+        session_id = str(uuid.uuid4())
+        events: list[Any] = []
+        output = ""
+        end_reason: Literal["completed", "timeout", "error"] = "completed"
+        end_detail: str | None = None
+        exit_codes: list[int | None] = []
+        extra: dict[str, Any] = {}
+        if mcp_config:
+            extra["mcpConfig"] = mcp_config
+
+        for turn, prompt in enumerate(prompts):
+            turn_id = f"turn-{turn + 1}"
+            events.append(UserMessageEvent(turn=turn, data=MessageData(content=prompt)))
+            events.append(TurnStartEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                end_reason, end_detail = "timeout", f"timed out after {options.timeout:g}s"
+                events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+                break
+            template = _argv(self.config.command if turn == 0 else self.config.resume or [])
+            via_arg = self._via_arg(template)
+            values = {
+                "{prompt}": prompt,
+                "{model}": options.model or "",
+                "{workdir}": sandbox.workdir,
+                "{session_id}": session_id,
+                "{skills_dir}": skills_dir,
+                "{mcp_config}": mcp_config,
+            }
+            argv = self._render(
+                template, values, via_arg=via_arg, prompt=prompt, model=options.model
+            )
+            try:
+                result = await sandbox.exec(
+                    argv,
+                    env=env,
+                    timeout=remaining,
+                    stdin=None if via_arg else prompt.encode("utf-8"),
+                    output_limit=self.config.output_limit,
+                )
+            except BackendError as exc:
+                raise ExecutionError(
+                    f"agent command {argv[0]!r} could not start: {exc.message}",
+                    hint="check config.command of the 'command' executor",
+                ) from exc
+            exit_codes.append(result.exit_code)
+            self._log_stream(options, result.stdout, turn)
+
+            turn_output = ""
+            if self.config.events != "none":
+                parsed = parse_stream(self.config.events, result.stdout, turn=turn)
+                events.extend(parsed.events)
+                turn_output = parsed.output
+                if parsed.session_id:
+                    session_id = parsed.session_id
+                extra.update(parsed.extra)
+                if turn_output and not any(
+                    e.type == "assistant_message" for e in parsed.events
+                ):
+                    events.append(
+                        AssistantMessageEvent(turn=turn, data=MessageData(content=turn_output))
+                    )
+            else:
+                turn_output = result.stdout.strip()
+            found = self._session_from_output(result)
+            if found:
+                session_id = found
+
+            if self.config.output == "file" and self.config.output_file and not result.timed_out:
+                try:
+                    raw = await sandbox.read_file(self.config.output_file)
+                    turn_output = raw.decode("utf-8", errors="replace").strip()
+                except FileNotFoundError:
+                    events.append(
+                        ErrorEvent(
+                            turn=turn,
+                            data=ErrorData(
+                                message=f"output file {self.config.output_file!r} was not "
+                                "written by the agent",
+                                code="missing_output_file",
+                            ),
+                        )
+                    )
+            if self.config.events == "none" and turn_output:
+                events.append(
+                    AssistantMessageEvent(turn=turn, data=MessageData(content=turn_output))
+                )
+            if turn_output:
+                output = turn_output
+
+            if result.timed_out:
+                end_reason, end_detail = "timeout", f"timed out after {options.timeout:g}s"
+                events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+                break
+            if result.exit_code not in (0, None):
+                stderr = _tail(result.stderr)
+                crashed = not result.stdout.strip() and not turn_output
+                if crashed and turn == 0:
+                    raise ExecutionError(
+                        f"agent command {argv[0]!r} exited with code {result.exit_code} "
+                        f"and produced no output; stderr: {stderr or '(empty)'}",
+                        hint="run the command by hand in the workspace to see why it fails",
+                    )
+                events.append(
+                    ErrorEvent(
+                        turn=turn,
+                        data=ErrorData(
+                            message=f"agent exited with exit code {result.exit_code}"
+                            + (f"; stderr: {stderr}" if stderr else ""),
+                            code="nonzero_exit",
+                            fatal=crashed,
+                        ),
+                    )
+                )
+                if crashed:
+                    end_reason, end_detail = "error", f"agent crashed in turn {turn + 1}"
+                    events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+                    break
+            events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+
+        wall_ms = int((time.monotonic() - t0) * 1000)
+        extra["exitCodes"] = exit_codes
+        extra["eventFormat"] = self.config.events
+        return Trajectory(
+            stimulus=stimulus,
+            events=events,
+            metrics=compute_metrics(events, wall_time_ms=wall_ms),
+            output=output,
+            work_dir=sandbox.workdir,
+            metadata=TrajectoryMetadata(
+                model=options.model,
+                executor=self.metadata.name,
+                skills_loaded=[s.name for s in options.skills],
+                started_at=started_at,
+                completed_at=utc_now(),
+                session_id=session_id,
+                extra=extra,
+            ),
+            end_reason=end_reason,
+            end_detail=end_detail,
+        )

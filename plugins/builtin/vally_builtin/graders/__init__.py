@@ -1,0 +1,154 @@
+"""vally's built-in graders, and the small helpers they share.
+
+Grader modules: :mod:`.output` (final output text), :mod:`.files` (workspace files),
+:mod:`.command` (``run-command``), :mod:`.program` (``program``) and :mod:`.trajectory`
+(tool calls, skills, budgets, liveness). Each is registered under the ``vally.graders``
+entry-point group by name.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from vally import GradeContext, GradingError, Sandbox
+
+__all__ = [
+    "compile_pattern",
+    "confined_relative",
+    "describe_list",
+    "require_sandbox",
+    "shorten",
+]
+
+_FLAG_LETTERS = {
+    "i": re.IGNORECASE,
+    "m": re.MULTILINE,
+    "s": re.DOTALL,
+    "x": re.VERBOSE,
+    "a": re.ASCII,
+    "u": 0,  # Python patterns are Unicode already
+    "g": 0,  # "global" means nothing for a search
+}
+_INLINE_GLOBAL = re.compile(r"(?<!\\)\(\?([aiLmsux]+)\)")
+_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>")
+_NAMED_BACKREF = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
+
+
+@lru_cache(maxsize=1024)
+def compile_pattern(pattern: str, flags: str | None = None) -> re.Pattern[str]:
+    """Compile a regex written for vally's (JavaScript/PCRE-flavoured) specs.
+
+    Accepts, beyond Python syntax: inline global flags such as ``(?i)`` anywhere (they are
+    moved to the front), ``(?<name>...)`` named groups and ``\\k<name>`` back-references,
+    and a ``flags`` string of letters (``i`` ignore case, ``m`` multi-line, ``s`` dot matches
+    newline, ``x`` verbose; ``g`` and ``u`` are accepted and ignored).
+
+    Raises:
+        ValueError: The pattern or a flag is invalid (message says which and why).
+    """
+    value = 0
+    for letter in flags or "":
+        if letter not in _FLAG_LETTERS:
+            raise ValueError(f"unknown regex flag {letter!r} in {flags!r}; use letters of 'imsx'")
+        value |= _FLAG_LETTERS[letter]
+    translated = _NAMED_GROUP.sub(r"(?P<\1>", pattern)
+    translated = _NAMED_BACKREF.sub(r"(?P=\1)", translated)
+    try:
+        return re.compile(translated, value)
+    except re.error as first:
+        hoisted = "".join(_INLINE_GLOBAL.findall(translated))
+        if hoisted:
+            rest = _INLINE_GLOBAL.sub("", translated)
+            try:
+                return re.compile(f"(?{''.join(sorted(set(hoisted)))}){rest}", value)
+            except re.error:
+                pass
+        raise ValueError(f"invalid regular expression {pattern!r}: {first}") from None
+
+
+def require_sandbox(context: GradeContext, grader: str) -> Sandbox:
+    """The trial's sandbox, or a :class:`GradingError` saying the grader needs one."""
+    if context.trajectory.workspace_status == "remote":
+        raise GradingError(
+            f"grader '{context.grader.label}' ({grader}) needs the trial workspace, but the "
+            "executor kept it remote (workspaceStatus 'remote'); use an executor that "
+            "materializes the workspace, or drop this grader"
+        )
+    if context.sandbox is None:
+        raise GradingError(
+            f"grader '{context.grader.label}' ({grader}) needs the trial workspace, but none "
+            "is available (saved trajectories are re-graded without one); pass a workspace "
+            "or use graders that only read the trajectory"
+        )
+    return context.sandbox
+
+
+def confined_relative(path: str, *, what: str) -> str:
+    """Normalise a workspace-relative POSIX path; reject absolute paths and ``..`` escapes.
+
+    Raises:
+        ValueError: The path is empty, absolute or climbs out of its root.
+    """
+    text = path.replace("\\", "/").strip()
+    if not text:
+        raise ValueError(f"{what} must not be empty")
+    if text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
+        raise ValueError(f"{what} {path!r} must be relative to the workspace, not absolute")
+    parts: list[str] = []
+    for part in PurePosixPath(text).parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise ValueError(f"{what} {path!r} points outside the workspace")
+            parts.pop()
+            continue
+        parts.append(part)
+    if not parts:
+        raise ValueError(f"{what} {path!r} names the workspace itself, not a file")
+    return "/".join(parts)
+
+
+def resolve_host_source(spec_dir: Path, src: str, *, what: str) -> Path:
+    """Resolve ``src`` against ``spec_dir`` and make sure it stays inside it.
+
+    Raises:
+        GradingError: The path escapes ``spec_dir`` or does not exist.
+    """
+    root = spec_dir.resolve()
+    candidate = (root / src).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise GradingError(
+            f"{what} {src!r} resolves outside the eval file's folder ({candidate}); keep "
+            "grader files next to the eval file"
+        )
+    if not candidate.exists():
+        raise GradingError(
+            f"{what} {src!r} does not exist (looked for {candidate}, relative to the eval "
+            "file's folder)"
+        )
+    return candidate
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe_list(items: list[str], limit: int = 20) -> str:
+    """``a, b, c`` with at most ``limit`` items and ``(+N more)`` after."""
+    shown = ", ".join(items[:limit])
+    if len(items) > limit:
+        shown += f" (+{len(items) - limit} more)"
+    return shown
+
+
+def pattern_validator(value: Any) -> Any:
+    """Pydantic helper: check a regex compiles (with vally's translations) and keep it."""
+    if isinstance(value, str):
+        compile_pattern(value)
+    return value

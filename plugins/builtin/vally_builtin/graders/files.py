@@ -1,0 +1,331 @@
+"""Graders over the agent's workspace files: ``file-exists``, ``file-not-exists``,
+``file-contains``, ``file-not-contains``, ``file-matches`` and ``file-not-matches``.
+
+``path`` is a glob matched against workspace-relative POSIX paths: ``*`` matches within one
+folder, ``**`` across folders (``src/**/*.py`` also matches ``src/a.py``), ``?`` one
+character, ``[abc]`` a character class. A path without glob characters names one file.
+Files are read only through the trial's sandbox, which lists regular files without following
+symbolic links and skips ``.git`` and ``node_modules``.
+
+The content graders pass when **some** matching file contains (matches) the text, and their
+negations pass when **no** matching file does. When no file matches ``path`` at all, the
+positive graders fail and the negative ones pass (there is nothing that holds the text); add
+a ``file-exists`` grader when the file must exist.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from vally import (
+    BaseGrader,
+    GradeContext,
+    GraderBehavior,
+    GraderMetadata,
+    GraderResult,
+    PathEscapeError,
+    Sandbox,
+    StrictConfig,
+)
+from vally_builtin.graders import (
+    compile_pattern,
+    confined_relative,
+    describe_list,
+    require_sandbox,
+    shorten,
+)
+
+_GLOB_CHARS = set("*?[")
+
+
+@lru_cache(maxsize=256)
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a workspace glob (with ``**``) into an anchored regex over POSIX paths."""
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            if pattern.startswith("**", i):
+                at_segment_start = i == 0 or pattern[i - 1] == "/"
+                i += 2
+                if at_segment_start and i < n and pattern[i] == "/":
+                    out.append("(?:.*/)?")  # '**/' : zero or more folders
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "^") else i + 1)
+            if end == -1:
+                out.append(re.escape(ch))
+            else:
+                body = pattern[i + 1 : end]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+                i = end
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def _static_prefix(pattern: str) -> str:
+    """The folder part of ``pattern`` before its first glob character (``.`` if none)."""
+    segments = pattern.split("/")
+    folders: list[str] = []
+    for segment in segments[:-1]:
+        if _GLOB_CHARS & set(segment):
+            break
+        folders.append(segment)
+    return "/".join(folders) or "."
+
+
+async def find_matching_files(sandbox: Sandbox, pattern: str) -> list[str]:
+    """Workspace-relative paths of the regular files matching the glob, sorted."""
+    regex = glob_to_regex(pattern)
+    try:
+        candidates = await sandbox.list_files(_static_prefix(pattern))
+    except (FileNotFoundError, NotADirectoryError, PathEscapeError):
+        # A missing folder holds no files; a folder that is a link leaving the workspace is
+        # not followed, like every other link.
+        return []
+    return sorted(p for p in candidates if regex.match(p))
+
+
+class PathConfig(StrictConfig):
+    """Config of ``file-exists`` / ``file-not-exists``.
+
+    Attributes:
+        path: A workspace-relative path or glob (``**`` spans folders).
+    """
+
+    path: str
+
+    @field_validator("path")
+    @classmethod
+    def _confined(cls, value: str) -> str:
+        return confined_relative(value, what="path")
+
+
+class ContainsConfig(PathConfig):
+    """Config of ``file-contains`` / ``file-not-contains``.
+
+    Attributes:
+        path: A workspace-relative path or glob.
+        value: The text to look for.
+        case_sensitive: Compare case-sensitively (default true).
+    """
+
+    value: str = Field(min_length=1)
+    case_sensitive: bool = True
+
+
+class FilePatternConfig(PathConfig):
+    """Config of ``file-matches`` / ``file-not-matches``.
+
+    Attributes:
+        path: A workspace-relative path or glob.
+        pattern: A regular expression searched in each file's content.
+        flags: Optional flag letters (``i``, ``m``, ``s``, ``x``).
+    """
+
+    pattern: str = Field(min_length=1)
+    flags: str | None = None
+
+    @model_validator(mode="after")
+    def _compiles(self) -> FilePatternConfig:
+        compile_pattern(self.pattern, self.flags)
+        return self
+
+
+def _metadata(name: str, description: str) -> GraderMetadata:
+    return GraderMetadata(
+        name=name,
+        description=description,
+        determinism="static",
+        cost_profile="low",
+        portability="t1-universal",
+        behavior=GraderBehavior(requires_workspace=True),
+    )
+
+
+async def _read_text(sandbox: Sandbox, path: str) -> str:
+    return (await sandbox.read_file(path)).decode("utf-8", errors="replace")
+
+
+class FileExistsGrader(BaseGrader[PathConfig]):
+    """Passes when at least one workspace file matches ``path``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-exists", "A file matching a path or glob exists in the workspace."
+    )
+    Config = PathConfig
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """List matching files through the sandbox."""
+        sandbox = require_sandbox(context, "file-exists")
+        found = await find_matching_files(sandbox, self.config.path)
+        if found:
+            return self.result(
+                context,
+                passed=True,
+                evidence=f"Files matching '{self.config.path}' found: {describe_list(found)}",
+                metadata={"files": found},
+            )
+        return self.result(
+            context, passed=False, evidence=f"No files matching '{self.config.path}' found"
+        )
+
+
+class FileNotExistsGrader(BaseGrader[PathConfig]):
+    """Passes when no workspace file matches ``path``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-not-exists", "No file matching a path or glob exists in the workspace."
+    )
+    Config = PathConfig
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """List matching files through the sandbox; any match fails."""
+        sandbox = require_sandbox(context, "file-not-exists")
+        found = await find_matching_files(sandbox, self.config.path)
+        if found:
+            return self.result(
+                context,
+                passed=False,
+                evidence=f"Files matching '{self.config.path}' found (they must not exist): "
+                f"{describe_list(found)}",
+                metadata={"files": found},
+            )
+        return self.result(
+            context, passed=True, evidence=f"No files matching '{self.config.path}' found"
+        )
+
+
+async def _files_with(
+    sandbox: Sandbox, pattern: str, test: re.Pattern[str] | tuple[str, bool]
+) -> tuple[list[str], list[str]]:
+    """(matching files, those whose content passes ``test``)."""
+    found = await find_matching_files(sandbox, pattern)
+    hits: list[str] = []
+    for path in found:
+        try:
+            text = await _read_text(sandbox, path)
+        except FileNotFoundError:
+            continue
+        if isinstance(test, tuple):
+            needle, case_sensitive = test
+            hit = needle in text if case_sensitive else needle.casefold() in text.casefold()
+        else:
+            hit = test.search(text) is not None
+        if hit:
+            hits.append(path)
+    return found, hits
+
+
+class _FileContentGrader(BaseGrader[Any]):
+    """Shared logic of the content graders: read the files matching ``path`` through the
+    sandbox and test each one's content; subclasses set the test, the verdict's direction
+    and the evidence texts (formatted with ``what``, ``path``, ``hits`` and ``found``)."""
+
+    negate: ClassVar[bool] = False
+    hit_text: ClassVar[str]
+    no_files_text: ClassVar[str]
+    miss_text: ClassVar[str]
+
+    def content_test(self) -> re.Pattern[str] | tuple[str, bool]:
+        """A compiled pattern, or ``(text, case_sensitive)``."""
+        raise NotImplementedError
+
+    def what(self) -> str:
+        """How the searched text or pattern is shown in evidence."""
+        raise NotImplementedError
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """Read matching files through the sandbox and test their content."""
+        sandbox = require_sandbox(context, self.metadata.name)
+        path = self.config.path
+        found, hits = await _files_with(sandbox, path, self.content_test())
+        texts = {"what": self.what(), "path": path}
+        if hits:
+            evidence = self.hit_text.format(**texts, hits=describe_list(hits))
+            return self.result(
+                context, passed=not self.negate, evidence=evidence, metadata={"files": hits}
+            )
+        template = self.miss_text if found else self.no_files_text
+        evidence = template.format(**texts, found=describe_list(found))
+        return self.result(context, passed=self.negate, evidence=evidence)
+
+
+class FileContainsGrader(_FileContentGrader):
+    """Passes when some file matching ``path`` contains ``value``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-contains", "A workspace file matching a path or glob contains a text."
+    )
+    Config = ContainsConfig
+    hit_text = "{what} found in {hits}"
+    no_files_text = "No files matching '{path}' found"
+    miss_text = "{what} not found in files matching '{path}' (checked: {found})"
+
+    def content_test(self) -> tuple[str, bool]:
+        """The text and its case sensitivity."""
+        return self.config.value, self.config.case_sensitive
+
+    def what(self) -> str:
+        """The text, quoted and shortened."""
+        return f"'{shorten(self.config.value)}'"
+
+
+class FileNotContainsGrader(FileContainsGrader):
+    """Passes when no file matching ``path`` contains ``value``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-not-contains", "No workspace file matching a path or glob contains a text."
+    )
+    negate = True
+    hit_text = "{what} found in {hits} (it must be absent)"
+    no_files_text = "No files matching '{path}' found (nothing holds the text)"
+    miss_text = "{what} not found in {found}"
+
+
+class FileMatchesGrader(_FileContentGrader):
+    """Passes when the content of some file matching ``path`` matches ``pattern``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-matches", "A workspace file's content matches a regular expression."
+    )
+    Config = FilePatternConfig
+    hit_text = "{what} matched in {hits}"
+    no_files_text = "No files matching '{path}' found"
+    miss_text = "{what} did not match any file matching '{path}' (checked: {found})"
+
+    def content_test(self) -> re.Pattern[str]:
+        """The compiled pattern."""
+        return compile_pattern(self.config.pattern, self.config.flags)
+
+    def what(self) -> str:
+        """The pattern between slashes."""
+        return f"/{self.config.pattern}/"
+
+
+class FileNotMatchesGrader(FileMatchesGrader):
+    """Passes when no file matching ``path`` has content matching ``pattern``."""
+
+    metadata: ClassVar[GraderMetadata] = _metadata(
+        "file-not-matches", "No workspace file's content matches a regular expression."
+    )
+    negate = True
+    hit_text = "{what} matched in {hits} (it must not)"
+    no_files_text = "No files matching '{path}' found (nothing to match)"
+    miss_text = "{what} did not match {found}"

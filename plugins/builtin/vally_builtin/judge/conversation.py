@@ -1,0 +1,179 @@
+"""The judge's conversation: read evidence through tools, then answer with one JSON object.
+
+The answer is requested with a ``response_format`` JSON schema; a server that rejects it
+(HTTP 400 naming ``response_format``) is asked again without it, and the text answer is then
+parsed leniently (the first balanced ``{...}`` object in the text). An answer that is not
+valid after two reminders raises a terminal :class:`GradingError`; model failures raise the
+provider's :class:`LLMError` unchanged, so retry decisions see its ``retryable`` flag.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vally import (
+    ChatMessage,
+    ChatRequest,
+    GradingError,
+    JudgeSettings,
+    LLMError,
+    LLMProvider,
+    ToolSpec,
+)
+from vally_builtin.judge.evidence import TOOLS, EvidenceReader
+
+REMINDERS = 2
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """The parsed JSON answer and how many evidence reads it took."""
+
+    data: dict[str, Any]
+    reads: int
+
+
+def extract_json(text: str) -> dict[str, Any] | None:
+    """The first JSON object found in ``text`` (fenced or bare), or None."""
+    text = text.strip()
+    try:
+        value = json.loads(text)
+        return value if isinstance(value, dict) else None
+    except json.JSONDecodeError:
+        pass
+    start = text.find("{")
+    while start >= 0:
+        depth = 0
+        in_string = False
+        escaped = False
+        for index in range(start, len(text)):
+            char = text[index]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == '"':
+                    in_string = False
+            elif char == '"':
+                in_string = True
+            elif char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    try:
+                        value = json.loads(text[start : index + 1])
+                    except json.JSONDecodeError:
+                        break
+                    return value if isinstance(value, dict) else None
+        start = text.find("{", start + 1)
+    return None
+
+
+async def converse(
+    llm: LLMProvider | None,
+    judge: JudgeSettings,
+    *,
+    system: str,
+    prompt: str,
+    schema: Mapping[str, Any],
+    validate: Callable[[dict[str, Any]], str | None],
+    reader: EvidenceReader | None,
+) -> JudgeAnswer:
+    """Run the judge until it gives a valid answer.
+
+    Args:
+        llm: The provider; None raises a GradingError explaining how to configure one.
+        judge: Model, reasoning effort and per-turn timeout.
+        system: The system prompt.
+        prompt: The first user message (task, rubric, instructions, file paths).
+        schema: JSON schema of the answer (sent as ``response_format``).
+        validate: Returns an error text for an invalid answer, None for a valid one.
+        reader: Evidence tools; None for inline delivery (no tools offered).
+    """
+    if llm is None:
+        raise GradingError(
+            "the LLM judge needs a model provider; set 'llm:' in .vally.yaml or "
+            "OPENAI_BASE_URL / OPENAI_API_KEY"
+        )
+    if not judge.model:
+        raise GradingError(
+            "no judge model: set the grader's 'model', --judge-model, 'judge_model' in the "
+            "spec's defaults, or EVAL_JUDGE_MODEL"
+        )
+    tools: tuple[ToolSpec, ...] = TOOLS if reader is not None else ()
+    messages: list[ChatMessage] = [
+        ChatMessage(role="system", content=system),
+        ChatMessage(role="user", content=prompt),
+    ]
+    response_format: Mapping[str, Any] | None = {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": dict(schema), "strict": False},
+    }
+    reminders = 0
+    steps = 0
+    max_steps = (reader.budget if reader else 0) + 8
+    while True:
+        steps += 1
+        if steps > max_steps:
+            raise GradingError(f"the judge did not answer within {max_steps} steps")
+        request = ChatRequest(
+            model=judge.model,
+            messages=list(messages),
+            tools=tools,
+            reasoning_effort=judge.reasoning_effort,
+            response_format=response_format,
+            temperature=0.0,
+            timeout=judge.timeout,
+        )
+        try:
+            response = await llm.chat(request)
+        except LLMError as exc:
+            if response_format is not None and exc.status == 400 and "response_format" in str(exc):
+                response_format = None
+                continue
+            raise
+        message = response.message
+        messages.append(message)
+        if message.tool_calls:
+            for call in message.tool_calls:
+                try:
+                    arguments = json.loads(call.arguments or "{}")
+                    if not isinstance(arguments, dict):
+                        raise ValueError("arguments must be a JSON object")
+                except ValueError as exc:
+                    ok, text = False, f"invalid arguments: {exc}"
+                else:
+                    assert reader is not None or not tools
+                    if reader is None:
+                        ok, text = False, "no tools are available; answer with the JSON object"
+                    else:
+                        ok, text = reader.call(call.name, arguments)
+                messages.append(
+                    ChatMessage(
+                        role="tool",
+                        tool_call_id=call.id,
+                        name=call.name,
+                        content=text if ok else f"error: {text}",
+                    )
+                )
+            continue
+        data = extract_json(message.content or "")
+        problem = "the answer is not a JSON object" if data is None else validate(data)
+        if problem is None and data is not None:
+            return JudgeAnswer(data, reader.reads if reader else 0)
+        if reminders >= REMINDERS:
+            shown = (message.content or "")[:200]
+            raise GradingError(f"the judge's answer could not be used ({problem}): {shown!r}")
+        reminders += 1
+        messages.append(
+            ChatMessage(
+                role="user",
+                content=f"Your answer could not be used: {problem}. Reply with only the JSON "
+                f"object, matching this schema: {json.dumps(dict(schema))}",
+            )
+        )

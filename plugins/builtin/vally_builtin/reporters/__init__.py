@@ -1,0 +1,265 @@
+"""Built-in reporters: ``console``, ``jsonl``, ``markdown`` and ``junit``.
+
+Each reporter is a plugin class selected by name (group ``vally.reporters``) whose methods
+implement the run hooks of :mod:`vally.contracts.hookspecs`. This module holds what they share: the
+stable ordering of records, the per-stimulus statistics (pass rate, pass@k, pass^k, flaky)
+and small text helpers. Everything here is computed from the records alone, so two runs
+with the same records render the same reports.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from vally import GraderResult, OutputError, RunSummaryRecord, TrialResultRecord, pass_at_k
+
+__all__ = [
+    "GroupKey",
+    "StimulusStats",
+    "TrialOutcome",
+    "atomic_write_text",
+    "cap",
+    "failed_graders",
+    "format_count",
+    "format_ms",
+    "format_rate",
+    "format_score",
+    "group_records",
+    "one_line",
+    "record_sort_key",
+    "sorted_records",
+    "stimulus_stats",
+    "summary_threshold",
+    "trial_outcome",
+]
+
+TrialOutcome = Literal["passed", "failed", "errored", "cancelled", "ungraded"]
+"""How one trial ended, as reports show it."""
+
+
+@dataclass(frozen=True, order=True)
+class GroupKey:
+    """The rows of a report: one eval, variant, stimulus and model."""
+
+    eval_name: str
+    variant: str
+    stimulus: str
+    model: str
+
+    @property
+    def model_label(self) -> str:
+        """The model as shown to users (``default`` when the agent picked it)."""
+        return self.model or "default"
+
+
+def record_sort_key(record: TrialResultRecord) -> tuple[str, str, str, str, int, str]:
+    """Sort records by eval, variant, stimulus, model, trial index (then trial id)."""
+    return (
+        record.eval_name,
+        record.variant or "",
+        record.stimulus_name,
+        record.model or "",
+        record.trial_index,
+        record.trial_id,
+    )
+
+
+def sorted_records(records: Iterable[TrialResultRecord]) -> list[TrialResultRecord]:
+    """The records in report order (see :func:`record_sort_key`)."""
+    return sorted(records, key=record_sort_key)
+
+
+def group_records(
+    records: Iterable[TrialResultRecord],
+) -> dict[GroupKey, list[TrialResultRecord]]:
+    """Group records by eval, variant, stimulus and model, groups and trials sorted."""
+    groups: dict[GroupKey, list[TrialResultRecord]] = {}
+    for record in sorted_records(records):
+        key = GroupKey(
+            record.eval_name, record.variant or "", record.stimulus_name, record.model or ""
+        )
+        groups.setdefault(key, []).append(record)
+    return groups
+
+
+def trial_outcome(record: TrialResultRecord) -> TrialOutcome:
+    """Classify a record: errored and cancelled trials are never counted as failures."""
+    if record.status == "cancelled":
+        return "cancelled"
+    grade = record.grade_result
+    if record.status == "error" or record.error is not None or (grade and grade.errored):
+        return "errored"
+    if grade is None or (not grade.has_graders and not grade.constraint_violations):
+        return "ungraded"
+    return "passed" if grade.passed else "failed"
+
+
+def failed_graders(record: TrialResultRecord) -> list[GraderResult]:
+    """The graders of a record that failed or errored, in grading order."""
+    if record.grade_result is None:
+        return []
+    return [d for d in record.grade_result.details if not d.passed or d.status == "error"]
+
+
+@dataclass(frozen=True)
+class StimulusStats:
+    """Aggregates of one report row (one :class:`GroupKey`).
+
+    ``n`` counts graded trials (neither errored, cancelled nor ungraded); pass@k uses the
+    unbiased estimator of Chen et al. (2021) with ``k = n``, pass^k is ``p ** k``, and a
+    stimulus is flaky when some but not all graded trials passed.
+    """
+
+    trials: int
+    graded: int
+    passed: int
+    failed: int
+    errored: int
+    cancelled: int
+    pass_rate: float | None
+    pass_at_k: float | None
+    pass_to_the_k: float | None
+    k: int
+    flaky: bool
+    mean_score: float | None
+    mean_tokens: float | None
+    mean_turns: float | None
+    mean_tool_calls: float | None
+    mean_wall_time_ms: float | None
+    total_errors: int
+    outcomes: list[TrialOutcome] = field(default_factory=list)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def stimulus_stats(records: Sequence[TrialResultRecord]) -> StimulusStats:
+    """Compute the row statistics of one group of records."""
+    outcomes = [trial_outcome(r) for r in records]
+    graded = [r for r, o in zip(records, outcomes, strict=True) if o in ("passed", "failed")]
+    n = len(graded)
+    c = outcomes.count("passed")
+    rate = c / n if n else None
+    scores = [r.grade_result.score for r in graded if r.grade_result is not None]
+    trajectories = [r.trajectory for r in records if r.trajectory is not None]
+    metrics = [t.metrics for t in trajectories]
+    return StimulusStats(
+        trials=len(records),
+        graded=n,
+        passed=c,
+        failed=outcomes.count("failed"),
+        errored=outcomes.count("errored"),
+        cancelled=outcomes.count("cancelled"),
+        pass_rate=rate,
+        pass_at_k=pass_at_k(n, c, n) if n else None,
+        pass_to_the_k=rate**n if rate is not None else None,
+        k=n,
+        flaky=0 < c < n,
+        mean_score=_mean(scores),
+        mean_tokens=_mean([float(m.token_usage.total_tokens) for m in metrics]),
+        mean_turns=_mean([float(m.turn_count) for m in metrics]),
+        mean_tool_calls=_mean([float(m.tool_call_count) for m in metrics]),
+        mean_wall_time_ms=_mean([float(m.wall_time_ms) for m in metrics]),
+        total_errors=sum(m.error_count for m in metrics) + outcomes.count("errored"),
+        outcomes=outcomes,
+    )
+
+
+def summary_threshold(
+    summaries: Sequence[RunSummaryRecord], eval_name: str, variant: str
+) -> float | None:
+    """The threshold a run summary recorded for an eval (None when absent)."""
+    for summary in summaries:
+        if summary.eval_name == eval_name and (summary.variant or "") == variant:
+            return summary.threshold
+    return None
+
+
+def format_rate(value: float | None) -> str:
+    """A ratio as a percentage (``80.0%``), ``—`` when undefined."""
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+def format_score(value: float | None) -> str:
+    """A score with two decimals, ``—`` when undefined."""
+    return "—" if value is None else f"{value:.2f}"
+
+
+def format_count(value: float | None) -> str:
+    """A (mean) count with thousands separators, one decimal when fractional."""
+    if value is None:
+        return "—"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
+
+
+def format_ms(value: float | None) -> str:
+    """Milliseconds as ``850ms``, ``12.3s`` or ``4m 05s``."""
+    if value is None:
+        return "—"
+    if value < 1000:
+        return f"{round(value)}ms"
+    seconds = value / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m {rest:02d}s"
+
+
+def one_line(text: str, limit: int) -> str:
+    """Collapse whitespace to single spaces and cut to ``limit`` characters with ``…``."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    return flat[: max(0, limit - 1)].rstrip() + "…"
+
+
+def cap(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… ({len(text) - limit} more characters not shown)"
+
+
+def output_path(configured: str | None, run_dir: Path | None, default_name: str) -> Path | None:
+    """Where a reporter writes its file: its configured ``path`` (relative ones inside the
+    run folder), else ``default_name`` in the run folder; None when the run writes no files
+    and no path was configured."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_absolute() and run_dir is not None:
+            path = run_dir / path
+        return path
+    return run_dir / default_name if run_dir is not None else None
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename,
+    so readers never see a half-written file.
+
+    Raises:
+        OutputError: The folder or file could not be written.
+    """
+    tmp_name: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise OutputError(
+            f"could not write {path}: {exc.strerror or exc}",
+            hint="check that the output folder exists and is writable (see --output-dir)",
+        ) from exc
+    finally:
+        if tmp_name is not None:
+            Path(tmp_name).unlink(missing_ok=True)

@@ -1,0 +1,436 @@
+"""The ``console`` reporter: progress while trials run, then one block per stimulus and a
+summary table.
+
+Per stimulus it prints a header (``━━━ <stimulus> ━━━``), the prompt cut to one line, a
+Metrics block (Tokens, Turns, Tool calls, Wall time, Errors, Skills used, Model), the
+``Graders (n/m)`` list with ✔/✘ and evidence, and the verdict; with several trials, the
+pass rate, pass@k, pass^k and whether the stimulus is flaky. A summary table and the saved
+artifact paths close the output. Colours are used only on a terminal and never when
+``NO_COLOR`` is set; the text reads the same without them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from vally import (
+    BaseReporter,
+    GraderResult,
+    PluginMetadata,
+    RunInfo,
+    RunOutcome,
+    StrictConfig,
+    TrialResultRecord,
+    hookimpl,
+)
+from vally_builtin.reporters import (
+    GroupKey,
+    StimulusStats,
+    cap,
+    format_count,
+    format_ms,
+    format_rate,
+    format_score,
+    group_records,
+    one_line,
+    stimulus_stats,
+    trial_outcome,
+)
+
+PROMPT_LIMIT = 160
+EVIDENCE_LIMIT = 200
+VERBOSE_EVIDENCE_LIMIT = 4000
+OUTPUT_LIMIT = 2000
+
+ARTIFACTS = (
+    ("JSONL", "results.jsonl"),
+    ("Run summary", "run-summary.jsonl"),
+    ("Markdown", "report.md"),
+    ("JUnit", "junit.xml"),
+)
+"""Files shown under "Saved artifacts" when they exist in the run folder."""
+
+
+class ConsoleConfig(StrictConfig):
+    """Options of the ``console`` reporter.
+
+    Attributes:
+        verbose: Also print the agent's output and full grader evidence (still capped).
+        stream: Where the report goes; ``stderr`` when records stream to stdout.
+        progress: Show a progress bar while trials run (only ever on a terminal).
+    """
+
+    verbose: bool = False
+    stream: Literal["stdout", "stderr"] = "stdout"
+    progress: bool = True
+
+
+def _use_color(file: Any) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(file, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def make_console(file: Any) -> Console:
+    """A rich console over ``file``: colours only on a terminal without ``NO_COLOR``."""
+    color = _use_color(file)
+    width = None if color else int(os.environ.get("COLUMNS", "0") or 0) or 120
+    return Console(
+        file=file,
+        no_color=not color,
+        color_system="auto" if color else None,
+        force_terminal=color,
+        highlight=False,
+        emoji=False,
+        width=width,
+        soft_wrap=True,
+    )
+
+
+class ConsoleReporter(BaseReporter[ConsoleConfig]):
+    """Prints a progress bar while the run goes, then the results per stimulus."""
+
+    metadata = PluginMetadata(
+        name="console",
+        kind="reporter",
+        description="Progress while trials run; per-stimulus results and a summary after.",
+    )
+    Config = ConsoleConfig
+
+    def __init__(self, config: ConsoleConfig | None = None) -> None:
+        super().__init__(config)
+        self._progress: Progress | None = None
+        self._task: Any = None
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl
+    def vally_run_start(self, run: RunInfo) -> None:
+        """Start the progress bar (stderr, terminal only)."""
+        if not self.config.progress or run.planned_trials <= 0 or not sys.stderr.isatty():
+            return
+        progress = Progress(
+            TextColumn("[bold]vally {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=make_console(sys.stderr),
+            transient=True,
+        )
+        self._task = progress.add_task(run.command, total=run.planned_trials, status="")
+        progress.start()
+        self._progress = progress
+
+    @hookimpl
+    def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
+        """Advance the progress bar."""
+        if self._progress is not None:
+            status = f"{record.stimulus_name}: {trial_outcome(record)}"
+            self._progress.update(self._task, advance=1, status=status)
+
+    @hookimpl(trylast=True)
+    def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
+        """Stop the progress bar and print the report (after the file writers ran)."""
+        self._stop_progress()
+        stream = sys.stderr if self.config.stream == "stderr" else sys.stdout
+        verbose = self.config.verbose or bool(run.options.get("verbose", False))
+        console = make_console(stream)
+        render_run(console, run, outcome.records, verbose=verbose, cancelled=outcome.cancelled)
+
+    def _stop_progress(self) -> None:
+        if self._progress is not None:
+            progress, self._progress = self._progress, None
+            progress.stop()
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+def render_run(
+    console: Console,
+    run: RunInfo,
+    records: Sequence[TrialResultRecord],
+    *,
+    verbose: bool = False,
+    cancelled: bool = False,
+) -> None:
+    """Print the per-stimulus blocks, the summary table and the saved artifacts."""
+    groups = group_records(records)
+    evals = {k.eval_name for k in groups}
+    models = {k.model for k in groups}
+    variants = {k.variant for k in groups}
+    stats: dict[GroupKey, StimulusStats] = {}
+    for key, trials in groups.items():
+        stats[key] = stimulus_stats(trials)
+        title = key.stimulus
+        if len(evals) > 1:
+            title = f"{key.eval_name} / {title}"
+        if len(variants) > 1 and key.variant:
+            title = f"{key.variant} · {title}"
+        if len(models) > 1:
+            title = f"{title} [{key.model_label}]"
+        render_stimulus(console, title, trials, stats[key], verbose=verbose)
+    if not groups:
+        console.print("No trials were run.")
+    else:
+        render_summary(console, groups, stats)
+    if cancelled:
+        console.print(Text("Run interrupted: results are partial.", style="bold yellow"))
+    render_artifacts(console, run.run_dir)
+
+
+def render_stimulus(
+    console: Console,
+    title: str,
+    trials: Sequence[TrialResultRecord],
+    stats: StimulusStats,
+    *,
+    verbose: bool = False,
+) -> None:
+    """Print one stimulus block: header, prompt, and each trial's metrics and graders."""
+    console.print()
+    console.print(Text(f"━━━ {title} ━━━", style="bold cyan"))
+    first = trials[0]
+    prompts = first.stimulus.prompts
+    prompt = one_line(prompts[0], PROMPT_LIMIT)
+    if len(prompts) > 1:
+        prompt += f" (+{len(prompts) - 1} more turns)"
+    console.print(Text(prompt, style="dim"))
+    several = len(trials) > 1
+    shown_passing = False
+    for record in trials:
+        passing = trial_outcome(record) == "passed"
+        if several and passing and shown_passing and not verbose:
+            render_trial_line(console, record)
+            continue
+        render_trial(console, record, verbose=verbose, heading=several)
+        shown_passing = shown_passing or passing
+    if several:
+        console.print()
+        line = (
+            f"  Trials: {stats.trials}  Passed: {stats.passed}/{stats.graded}  "
+            f"Pass rate: {format_rate(stats.pass_rate)}  "
+            f"pass@{stats.k}: {format_rate(stats.pass_at_k)}  "
+            f"pass^{stats.k}: {format_rate(stats.pass_to_the_k)}"
+        )
+        if stats.errored:
+            line += f"  Errored: {stats.errored}"
+        console.print(line)
+        if stats.flaky:
+            console.print(Text("  ⚠ Flaky: some trials passed and some failed.", style="yellow"))
+
+
+def _metrics_rows(record: TrialResultRecord) -> list[tuple[str, str]]:
+    traj = record.trajectory
+    if traj is None:
+        return [("Model", record.model or "default"), ("Wall time", format_ms(record.duration_ms))]
+    m = traj.metrics
+    usage = m.token_usage
+    tokens = format_count(usage.total_tokens)
+    if usage.total_tokens:
+        tokens += f" (in {usage.input_tokens:,} / out {usage.output_tokens:,})"
+    tools = format_count(m.tool_call_count)
+    if m.tool_call_breakdown:
+        parts = sorted(m.tool_call_breakdown.items(), key=lambda kv: (-kv[1], kv[0]))
+        tools += " (" + ", ".join(f"{name}×{n}" for name, n in parts[:6])  # noqa: RUF001
+        tools += ", …)" if len(parts) > 6 else ")"
+    skills = sorted(m.skill_activation_breakdown) or list(traj.metadata.skills_loaded)
+    wall = m.wall_time_ms or record.duration_ms
+    return [
+        ("Tokens", tokens),
+        ("Turns", format_count(m.turn_count)),
+        ("Tool calls", tools),
+        ("Wall time", format_ms(wall)),
+        ("Errors", format_count(m.error_count)),
+        ("Skills used", ", ".join(skills) if skills else "none"),
+        ("Model", traj.metadata.model or record.model or "default"),
+    ]
+
+
+def _evidence(result: GraderResult, verbose: bool) -> str:
+    if not result.evidence:
+        return ""
+    if verbose:
+        return cap(result.evidence, VERBOSE_EVIDENCE_LIMIT)
+    return one_line(result.evidence, EVIDENCE_LIMIT)
+
+
+def render_trial_line(console: Console, record: TrialResultRecord) -> None:
+    """One line for a passing trial after the first (its graders all passed as shown)."""
+    label = Text(f"Trial {record.trial_index}: ", style="bold")
+    label.append("PASSED", style="bold green")
+    facts = []
+    if record.grade_result is not None:
+        facts.append(f"score {format_score(record.grade_result.score)}")
+    if record.trajectory is not None:
+        m = record.trajectory.metrics
+        facts.append(f"{format_count(m.token_usage.total_tokens)} tokens")
+        facts.append(f"{format_count(m.turn_count)} turns")
+        facts.append(f"{format_count(m.tool_call_count)} tool calls")
+        facts.append(format_ms(m.wall_time_ms or record.duration_ms))
+    label.append(" (" + ", ".join(facts) + ")")
+    console.print()
+    console.print(label)
+
+
+def render_trial(
+    console: Console, record: TrialResultRecord, *, verbose: bool = False, heading: bool = False
+) -> None:
+    """Print one trial: metrics, graders with evidence, and its verdict or error."""
+    outcome = trial_outcome(record)
+    if heading:
+        console.print()
+        style = {"passed": "green", "failed": "red", "errored": "red"}.get(outcome, "yellow")
+        label = Text(f"Trial {record.trial_index}: ", style="bold")
+        label.append(outcome.upper(), style=f"bold {style}")
+        if record.grade_result is not None and outcome in ("passed", "failed"):
+            label.append(f" (score {format_score(record.grade_result.score)})")
+        console.print(label)
+    console.print()
+    console.print(Text("  Metrics", style="bold"))
+    rows = _metrics_rows(record)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        console.print(f"    {name.ljust(width)}  {value}", highlight=False)
+
+    grade = record.grade_result
+    if grade is not None and grade.details:
+        passed = sum(1 for d in grade.details if d.passed and d.status == "success")
+        console.print()
+        console.print(Text(f"  Graders ({passed}/{len(grade.details)})", style="bold"))
+        for result in grade.details:
+            _render_grader(console, result, verbose)
+    if verbose and record.trajectory is not None and record.trajectory.output:
+        console.print()
+        console.print(Text("  Agent output", style="bold"))
+        for line in cap(record.trajectory.output, OUTPUT_LIMIT).splitlines():
+            console.print(Text(f"    {line}"))
+    console.print()
+    _render_verdict(console, record, outcome)
+
+
+def _render_grader(console: Console, result: GraderResult, verbose: bool) -> None:
+    if result.status == "error":
+        mark, style, state = "✘", "red", " (grader error)"
+    elif result.passed:
+        mark, style, state = "✔", "green", ""
+    else:
+        mark, style, state = "✘", "red", ""
+    label = result.name if result.name == result.type else f"{result.name} ({result.type})"
+    line = Text(f"    {mark} ", style=style)
+    line.append(f"{label}{state}", style="bold" if not result.passed else "")
+    evidence = _evidence(result, verbose)
+    if evidence and "\n" not in evidence:
+        line.append(f": {evidence}")
+    console.print(line)
+    if evidence and "\n" in evidence:
+        for part in evidence.splitlines():
+            console.print(Text(f"        {part}"))
+
+
+def _render_verdict(console: Console, record: TrialResultRecord, outcome: str) -> None:
+    grade = record.grade_result
+    if outcome == "cancelled":
+        console.print(Text("  Cancelled before it finished.", style="yellow"))
+        return
+    if outcome == "errored":
+        if record.error is not None:
+            text = f"  ✘ Errored ({record.error.phase}): [{record.error.code}] "
+            text += one_line(record.error.message, 400)
+        else:
+            broken = [d.name for d in (grade.details if grade else []) if d.status == "error"]
+            text = "  ✘ Errored: grader error in " + (", ".join(broken) or "grading")
+        console.print(Text(text, style="bold red"))
+        return
+    if grade is None:
+        console.print(Text("  Not graded (grading was skipped).", style="yellow"))
+        return
+    if outcome == "ungraded":
+        console.print(Text("  No graders: nothing was checked.", style="yellow"))
+        return
+    if grade.passed:
+        if grade.mode == "threshold" and grade.threshold is not None:
+            text = (
+                f"All graders passed (score {format_score(grade.score)} ≥ "
+                f"threshold {format_score(grade.threshold)})."
+                if all(d.passed for d in grade.details)
+                else f"Passed: score {format_score(grade.score)} ≥ threshold "
+                f"{format_score(grade.threshold)}."
+            )
+        else:
+            text = "All graders passed."
+        console.print(Text(f"  {text}", style="bold green"))
+        return
+    reasons: list[str] = []
+    required = [d.name for d in grade.details if d.required and not d.passed]
+    if required:
+        reasons.append("required grader failed: " + ", ".join(required))
+    if grade.constraint_violations:
+        reasons.append("constraints violated: " + "; ".join(grade.constraint_violations))
+    if grade.mode == "threshold" and grade.threshold is not None:
+        reasons.append(
+            f"score {format_score(grade.score)} < threshold {format_score(grade.threshold)}"
+        )
+    else:
+        failed = sum(1 for d in grade.details if not d.passed)
+        if failed:
+            reasons.append(f"{failed} of {len(grade.details)} graders failed")
+    console.print(Text("  ✘ Failed: " + ("; ".join(reasons) or "verdict failed"), style="bold red"))
+
+
+def render_summary(
+    console: Console,
+    groups: dict[GroupKey, list[TrialResultRecord]],
+    stats: dict[GroupKey, StimulusStats],
+) -> None:
+    """Print the summary table: one row per eval, stimulus and model."""
+    console.print()
+    console.print(Text("Summary", style="bold"))
+    table = Table()
+    show_variant = any(k.variant for k in groups)
+    if show_variant:
+        table.add_column("variant")
+    for name in ("eval", "stimulus", "model"):
+        table.add_column(name)
+    for name in ("trials", "passed", "pass rate", "mean score"):
+        table.add_column(name, justify="right")
+    for key in groups:
+        s = stats[key]
+        passed = f"{s.passed}/{s.graded}"
+        if s.errored:
+            passed += f" ({s.errored} errored)"
+        row = [
+            key.eval_name,
+            key.stimulus,
+            key.model_label,
+            str(s.trials),
+            passed,
+            format_rate(s.pass_rate),
+            format_score(s.mean_score),
+        ]
+        table.add_row(*([key.variant or "—", *row] if show_variant else row))
+    console.print(table)
+
+
+def render_artifacts(console: Console, run_dir: Path | None) -> None:
+    """Print the paths of the files written to the run folder."""
+    if run_dir is None:
+        return
+    found = [(label, run_dir / name) for label, name in ARTIFACTS if (run_dir / name).exists()]
+    if not found:
+        return
+    console.print()
+    console.print(Text("Saved artifacts", style="bold"))
+    for label, path in found:
+        console.print(Text(f"  {label} → {path}"), soft_wrap=True)
