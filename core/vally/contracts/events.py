@@ -34,6 +34,10 @@ class RunInfo:
         options: Presentation options (``verbose``, ``require_pass``, ...).
         experiment: The experiment name, for experiment runs.
         shard: ``"i/n"`` for a sharded run.
+        evals: The names of the run's evals, in plan order.
+        baseline: The baseline variant, for experiment runs.
+        links: Runs this one continues (``experiment merge``: each shard's
+            ``otel-context.json``, with ``traceId``, ``spanId`` and ``vally.shard``).
     """
 
     run_id: str
@@ -44,15 +48,26 @@ class RunInfo:
     options: Mapping[str, Any] = field(default_factory=dict)
     experiment: str | None = None
     shard: str | None = None
+    evals: Sequence[str] = ()
+    baseline: str | None = None
+    links: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What a run produced, given to ``vally_run_end``."""
+    """What a run produced, given to ``vally_run_end``.
+
+    Attributes:
+        records: Every finished trial's record.
+        summaries: One summary per (variant, eval).
+        cancelled: The run was interrupted.
+        error: Why the run stopped early (a required output could not be written), if it did.
+    """
 
     records: Sequence[TrialResultRecord]
     summaries: Sequence[RunSummaryRecord]
     cancelled: bool = False
+    error: str | None = None
 
 
 @dataclass
