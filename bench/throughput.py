@@ -8,7 +8,7 @@ Usage (from the repository root)::
 
 What it measures:
 
-* ``vally eval`` run in-process (``vally.cli.eval.run_eval``, console report off, every
+* ``vally eval`` run in-process (``vally.run_eval``, console report off, every
   other output on: results.jsonl, run-summary.jsonl, report.md, per-trial folders) over one
   generated spec, with the ``mock`` executor and with the ``command`` executor running
   ``true``, at ``--workers 1`` and ``--workers 8``, on the ``local`` backend; and the
@@ -65,12 +65,12 @@ def measure_eval(
     backend: str | None = None,
 ) -> dict[str, float]:
     """Run one generated eval in-process and time it (imports warmed up beforehand)."""
-    from vally.cli.eval import EvalOptions, run_eval
+    from vally import EvalRequest, run_eval
 
     with tempfile.TemporaryDirectory(prefix="vally-bench-", dir=base) as tmp:
         folder = Path(tmp)
         spec = write_spec(folder, executor, trials)
-        opts = EvalOptions(
+        opts = EvalRequest(
             eval_specs=[str(spec)],
             output_dir=str(folder / "out"),
             workers=workers,
@@ -78,10 +78,10 @@ def measure_eval(
             console=False,
         )
         start = time.perf_counter()
-        code = run_eval(opts)
+        result = run_eval(opts)
         elapsed = time.perf_counter() - start
-        if code != 0:
-            raise SystemExit(f"bench run failed with exit code {code}")
+        if result.errored or result.cancelled:
+            raise SystemExit(f"bench run failed: {result.error or result.failures}")
         done = len((next((folder / "out").iterdir()) / "results.jsonl").read_text().splitlines())
     return {"trials": done, "seconds": elapsed, "trials_per_second": done / elapsed}
 

@@ -31,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "OutputError": "vally.errors",
     "LLMError": "vally.errors",
     "PathEscapeError": "vally.errors",
+    "MissingExecutorError": "vally.errors",
+    "TrialTimeoutError": "vally.errors",
     # metadata
     "PluginMetadata": "vally.contracts.metadata",
     "GraderMetadata": "vally.contracts.metadata",
@@ -79,6 +81,23 @@ _EXPORTS: dict[str, str] = {
     # spec loading and scoring, for eval providers and reporters
     "load_eval_file": "vally.specs.loading",
     "pass_at_k": "vally.engine.scoring",
+    "safe_name": "vally.engine.rundir",
+    "is_errored": "vally.engine.scoring",
+    "is_graded": "vally.engine.scoring",
+    # the run API, for Python scripts and notebooks
+    "EvalRequest": "vally.engine.evals",
+    "run_eval": "vally.engine.evals",
+    "ExperimentRequest": "vally.engine.experiments",
+    "run_experiment": "vally.engine.experiments",
+    "RunResult": "vally.engine.runner",
+    "RunRequest": "vally.engine.run",
+    "PreparedRun": "vally.engine.run",
+    "prepare_run": "vally.engine.run",
+    "ReporterChoice": "vally.engine.run",
+    "BackendChoice": "vally.engine.run",
+    "PlanInput": "vally.engine.planner",
+    "PlanOptions": "vally.engine.planner",
+    "Session": "vally.plugins.session",
     # skills
     "SkillInfo": "vally.specs.skills",
     "read_skill": "vally.specs.skills",
@@ -160,7 +179,34 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrialContext as TrialContext,
         TrialKey as TrialKey,
     )
+    from vally.engine.evals import (
+        EvalRequest as EvalRequest,
+        run_eval as run_eval,
+    )
+    from vally.engine.experiments import (
+        ExperimentRequest as ExperimentRequest,
+        run_experiment as run_experiment,
+    )
+    from vally.engine.planner import (
+        PlanInput as PlanInput,
+        PlanOptions as PlanOptions,
+    )
+    from vally.engine.run import (
+        BackendChoice as BackendChoice,
+        PreparedRun as PreparedRun,
+        ReporterChoice as ReporterChoice,
+        RunRequest as RunRequest,
+        prepare_run as prepare_run,
+    )
+    from vally.engine.rundir import (
+        safe_name as safe_name,
+    )
+    from vally.engine.runner import (
+        RunResult as RunResult,
+    )
     from vally.engine.scoring import (
+        is_errored as is_errored,
+        is_graded as is_graded,
         pass_at_k as pass_at_k,
     )
     from vally.errors import (
@@ -170,6 +216,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ExecutionError as ExecutionError,
         GradingError as GradingError,
         LLMError as LLMError,
+        MissingExecutorError as MissingExecutorError,
         OutputError as OutputError,
         PathEscapeError as PathEscapeError,
         PluginConflictError as PluginConflictError,
@@ -179,6 +226,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         PluginValidationError as PluginValidationError,
         SchemaError as SchemaError,
         SetupError as SetupError,
+        TrialTimeoutError as TrialTimeoutError,
         UnsupportedError as UnsupportedError,
         VallyError as VallyError,
     )
@@ -228,6 +276,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Duration as Duration,
         format_duration as format_duration,
         parse_duration as parse_duration,
+    )
+    from vally.plugins.session import (
+        Session as Session,
     )
     from vally.specs.loading import (
         load_eval_file as load_eval_file,

@@ -85,6 +85,10 @@ class DurationError(ConfigError):
     code = "VALLY_DURATION"
 
 
+class MissingExecutorError(ConfigError):
+    """An eval names no executor and the run has no default one."""
+
+
 class PathEscapeError(ConfigError):
     """A path in a spec resolves outside the root it must stay in."""
 
@@ -125,6 +129,22 @@ class ExecutionError(VallyError):
     """An executor failed to produce a trajectory (an operational error of one trial)."""
 
     code = "VALLY_EXECUTION"
+
+
+class TrialTimeoutError(ExecutionError):
+    """A trial's agent did not finish within its timeout and was stopped.
+
+    Args:
+        timeout: The trial's timeout in seconds.
+    """
+
+    code = "VALLY_TIMEOUT"
+
+    def __init__(
+        self, message: str, *, timeout: float | None = None, hint: str | None = None
+    ) -> None:
+        self.timeout = timeout
+        super().__init__(message, hint=hint)
 
 
 class UnsupportedError(ExecutionError):

@@ -29,7 +29,7 @@ def test_each_line_is_flushed_before_the_next_trial(tmp_path: Path) -> None:
     lines = (tmp_path / "results.jsonl").read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["stimulusName"] for line in lines] == ["a", "b"]
     driver.emitter.emit("vally_run_end", run=run, outcome=RunOutcome([first, second], []))
-    assert reporter._file is None
+    assert reporter._files == {}  # closed at the end of the run
     assert driver.emitter.failures == []
 
 

@@ -11,9 +11,10 @@ from vally.contracts.bases import BaseExecutor
 from vally.contracts.events import RunInfo
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import PluginMetadata
-from vally.engine.planner import PlanInput, PlanOptions, build_plan
+from vally.engine.planner import PlanInput, PlanOptions, PluginRef, build_plan
 from vally.engine.rundir import Scrubber, create_run_dir
-from vally.engine.runner import RunContext, RunEngine, executor_key
+from vally.engine.runner import RunContext, RunEngine
+from vally.engine.summaries import PlanSummaries
 from vally.models.project import ProjectConfig
 from vally.models.trajectory import AssistantMessageEvent, MessageData, Trajectory, utc_now
 from vally.plugins.session import Session
@@ -117,13 +118,14 @@ def _engine(tmp_path: Path, executor: GateExecutor, *, workers: int = 2):
     context = RunContext(
         run=run,
         backend=session.create("backend", "local", {}),
-        executors={executor_key("gate", {}): executor},
+        executors={PluginRef.of("gate", {}): executor},
         create_grader=create_grader,
         emitter=session.emitter,
         scrubber=Scrubber(),
         run_dir=run_dir,
     )
-    return RunEngine(context, plan.evals, workers=workers), plan, recorder, run_dir
+    summaries = PlanSummaries(plan.evals, run_id="run-1", run_dir=run_dir, scrubber=Scrubber())
+    return RunEngine(context, summaries, workers=workers), plan, recorder, run_dir
 
 
 def test_hook_order_errors_and_no_head_of_line_blocking(tmp_path: Path) -> None:

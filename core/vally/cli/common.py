@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import typer
 
-from vally.errors import ConfigError, VallyError
+from vally.engine.options import check_folder_flag as check_folder_flag
+from vally.errors import VallyError
+from vally.specs.params import parse_key_values as parse_key_values
 
 T = TypeVar("T")
 
@@ -60,50 +61,6 @@ def run_guarded(fn: Callable[[], T]) -> T:
         return fn()
 
 
-def parse_key_values(
-    items: Sequence[str], *, flag: str, collect_repeats: bool = False
-) -> dict[str, str | list[str]]:
-    """Parse repeated ``KEY=value`` flags.
-
-    Args:
-        items: The raw flag values.
-        flag: The flag's name, for error messages.
-        collect_repeats: When true, a repeated key becomes a list; otherwise the last wins.
-
-    Raises:
-        ConfigError: An item has no ``=`` or an empty key.
-    """
-    result: dict[str, str | list[str]] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"{flag} expects KEY=value, got {item!r}")
-        if collect_repeats and key in result:
-            previous = result[key]
-            result[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
-        else:
-            result[key] = value
-    return result
-
-
 def stdout_is_tty() -> bool:
     """True when standard output is an interactive terminal."""
     return sys.stdout.isatty()
-
-
-def check_folder_flag(flag: str, value: str, path: Path) -> None:
-    """Fail early when a folder flag (``--workspace``) names a file or a path under one.
-
-    Raises:
-        ConfigError: ``path`` or one of the folders above it is a file.
-    """
-    for folder in (path, *path.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                where = "is a file" if folder == path else f"is under the file {folder}"
-                raise ConfigError(
-                    f"{flag} {value}: {path} {where}, not a folder",
-                    hint=f"pass a folder (it is created when missing) to {flag}",
-                )
-            return

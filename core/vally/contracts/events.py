@@ -36,6 +36,9 @@ class RunInfo:
         shard: ``"i/n"`` for a sharded run.
         evals: The names of the run's evals, in plan order.
         baseline: The baseline variant, for experiment runs.
+        variants: Every variant of an experiment run, in the experiment file's order.
+        snapshot: The experiment's plan snapshot (what ``plan-snapshot.json`` holds:
+            evals with files and hashes, trial keys in plan order), for experiment runs.
         links: Runs this one continues (``experiment merge``: each shard's
             ``otel-context.json``, with ``traceId``, ``spanId`` and ``vally.shard``).
     """
@@ -50,6 +53,8 @@ class RunInfo:
     shard: str | None = None
     evals: Sequence[str] = ()
     baseline: str | None = None
+    variants: Sequence[str] = ()
+    snapshot: Mapping[str, Any] | None = None
     links: Sequence[Mapping[str, Any]] = ()
 
 

@@ -6,17 +6,20 @@ trial starts."""
 from __future__ import annotations
 
 import contextlib
-import json
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vally.engine.planner import PluginRef
+from vally.engine.runner import GraderFactory
 from vally.errors import PluginNotFoundError, UnsupportedError
+from vally.plugins.defaults import DEFAULT_BACKEND, DEFAULT_EVAL_PROVIDER
 
 if TYPE_CHECKING:
-    from vally.contracts.protocols import LoadedEval
-    from vally.engine.planner import PlannedTrial
+    from vally.contracts.protocols import Executor, LoadedEval
+    from vally.engine.planner import Plan, PlannedTrial
+    from vally.engine.run import ReporterChoice
     from vally.engine.rundir import Scrubber
     from vally.models.project import ProjectConfig
     from vally.models.spec import GraderConfig
@@ -32,30 +35,24 @@ def located(where: str) -> Iterator[None]:
         raise PluginNotFoundError(f"{where}: {exc.message}", hint=exc.hint) from None
 
 
-def grader_key(config: GraderConfig) -> str:
-    """Graders with the same type and config share one instance."""
-    return config.type + "|" + json.dumps(config.config, sort_keys=True, default=str)
-
-
-def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[str, Any]:
-    """One executor per distinct (name, config), checked for multi-turn support.
+def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[PluginRef, Executor]:
+    """One executor per distinct reference (name and config), checked for multi-turn support.
 
     Raises:
         PluginNotFoundError: An executor is not installed (prefixed with the eval file).
         ConfigError: An executor config does not validate.
         UnsupportedError: A multi-turn stimulus meets an executor without turn support.
     """
-    from vally.engine.runner import executor_key
-
-    executors: dict[str, Any] = {}
+    executors: dict[PluginRef, Executor] = {}
     for trial in trials:
-        ref = trial.executor
-        key = executor_key(ref.name, ref.config)
-        if key not in executors:
+        ref = trial.executor_ref
+        if ref not in executors:
             where = f"{trial.loaded.source}: defaults.executor"
             with located(where):
-                executors[key] = session.create("executor", ref.name, ref.config, where=where)
-        if trial.stimulus.is_multi_turn and not getattr(executors[key], "supports_turns", False):
+                executors[ref] = session.create(
+                    "executor", ref.name, trial.executor.config, where=where
+                )
+        if trial.stimulus.is_multi_turn and not getattr(executors[ref], "supports_turns", False):
             raise UnsupportedError(
                 f"executor {ref.name!r} does not support turns, but stimulus "
                 f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
@@ -67,32 +64,26 @@ def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[st
 
 def build_grader_factory(
     session: Session, trials: Sequence[PlannedTrial], *, validate: bool = True
-) -> Callable[[GraderConfig], Any]:
+) -> GraderFactory:
     """Validate every planned grader once (when ``validate``) and return a factory that
-    hands out one shared instance per distinct (type, config)."""
-    graders: dict[str, Any] = {}
-    by_id: dict[int, Any] = {}
+    hands out one shared instance per distinct reference (type and config)."""
+    graders: dict[PluginRef, Any] = {}
     if validate:
         for trial in trials:
             for config in trial.graders:
-                if id(config) in by_id:
-                    continue
-                key = grader_key(config)
-                if key not in graders:
+                ref = PluginRef.of(config.type, config.config)
+                if ref not in graders:
                     where = f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}"
                     with located(where):
-                        graders[key] = session.create(
+                        graders[ref] = session.create(
                             "grader", config.type, config.config, where=where
                         )
-                by_id[id(config)] = graders[key]
 
     def create_grader(config: GraderConfig) -> Any:
-        found = by_id.get(id(config))
+        ref = PluginRef.of(config.type, config.config)
+        found = graders.get(ref)
         if found is None:
-            key = grader_key(config)
-            found = graders.get(key)
-            if found is None:
-                found = graders[key] = session.create("grader", config.type, config.config)
+            found = graders[ref] = session.create("grader", config.type, config.config)
         return found
 
     return create_grader
@@ -129,7 +120,7 @@ def build_backend(
         args = dict(project.defaults.backend.args)
         base = project_root or flag_base
         where = ".vally.yaml defaults.backend"
-    name = session.resolve_single("backend", spec or "local", base_dir=base)
+    name = session.resolve_single("backend", spec or DEFAULT_BACKEND, base_dir=base)
     cls = session.plugin_class("backend", name)
     return session.create("backend", name, listify_args(cls, args), where=where)
 
@@ -180,48 +171,70 @@ def load_evals(
     ``provider_spec`` (``--eval-plugin``, resolved from ``base``) replaces project loading;
     without it ``.vally.yaml defaults.eval_provider`` is used, else the built-in YAML loader.
     """
-    from vally.specs import loading as specs
-
-    provider_base = base
+    provider_base, where = base, "--eval-plugin"
     if provider_spec is None and project.defaults.eval_provider:
         provider_spec = project.defaults.eval_provider
         session.load_project_plugins("eval_provider")
-        provider_base = session.project_root
+        provider_base, where = session.project_root, ".vally.yaml defaults.eval_provider"
     if provider_spec is None:
-        return [specs.load_eval_file(f, cli_params=params, project=project) for f in files]
+        provider_spec, where = DEFAULT_EVAL_PROVIDER, "the default eval provider"
     name = session.resolve_single("eval_provider", provider_spec, base_dir=provider_base)
-    provider = session.create("eval_provider", name, {}, where="--eval-plugin")
+    provider = session.create("eval_provider", name, {}, where=where)
     loaded: list[LoadedEval] = []
     for file in files:
         loaded.extend(provider.load(file, params))
     return loaded
 
 
-BUILTIN_RUN_REPORTERS = frozenset({"jsonl", "console", "markdown", "junit"})
-"""Reporters the commands register themselves, with their own config."""
+def create_reporters(
+    session: Session,
+    choices: Sequence[ReporterChoice],
+    specifiers: Sequence[str],
+    *,
+    base_dir: Path,
+) -> list[tuple[str, object]]:
+    """The run's reporters, by name: the chosen ones with their config, then those named by
+    ``--reporter-plugin`` (and the experiment file), then ``.vally.yaml plugins.reporter``;
+    a name already chosen is not created twice.
 
-
-def register_user_reporters(
-    session: Session, specifiers: Sequence[str], *, base_dir: Path
-) -> list[str]:
-    """Register the reporters named by ``--reporter-plugin`` (and the experiment file), then
-    those of ``.vally.yaml plugins.reporter`` not registered yet; return their names."""
-    registered: list[str] = []
-    if specifiers:
-        for name in session.load_plugins("reporter", specifiers, base_dir=base_dir):
-            if name in BUILTIN_RUN_REPORTERS:
-                continue
-            session.register_observer(
-                session.create("reporter", name, {}, where="--reporter-plugin"), name
-            )
-            registered.append(name)
+    Raises:
+        PluginError, ConfigError: A reporter is not installed or its config is invalid.
+    """
+    created: dict[str, object] = {}
+    for choice in choices:
+        created[choice.name] = session.create(
+            "reporter", choice.name, choice.config, where=choice.where
+        )
+    names = session.load_plugins("reporter", specifiers, base_dir=base_dir) if specifiers else []
+    for name in names:
+        if name not in created:
+            created[name] = session.create("reporter", name, {}, where="--reporter-plugin")
     for name in session.load_project_plugins("reporter"):
-        if not session.plugin_manager.has_plugin(name):
-            session.register_observer(
-                session.create("reporter", name, {}, where=".vally.yaml plugins.reporter"), name
+        if name not in created:
+            created[name] = session.create(
+                "reporter", name, {}, where=".vally.yaml plugins.reporter"
             )
-            registered.append(name)
-    return registered
+    return list(created.items())
+
+
+def validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> None:
+    """With nothing to run (``runs: 0``), still check that every executor and grader the
+    specs name exists and accepts its config (the lint-only contract)."""
+    for planned in plan.evals:
+        spec = planned.loaded.spec
+        source = planned.loaded.source
+        ref = spec.defaults.executor
+        if ref is not None:
+            where = f"{source}: defaults.executor"
+            with located(where):
+                session.create("executor", ref.name, ref.config, where=where)
+        if skip_grade:
+            continue
+        for stimulus in spec.stimuli:
+            for config in [*spec.graders, *stimulus.graders]:
+                where = f"{source}: stimulus {stimulus.name!r}"
+                with located(where):
+                    session.create("grader", config.type, config.config, where=where)
 
 
 def scrubber_for(trials: Sequence[PlannedTrial]) -> Scrubber:

@@ -12,6 +12,7 @@ variant's :class:`~vally.contracts.protocols.LoadedEval`), so experiments reuse 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.protocols import JudgeSettings, LoadedEval, TrialKey
-from vally.errors import ConfigError
+from vally.errors import ConfigError, MissingExecutorError
 from vally.models.spec import (
     Constraints,
     EnvironmentConfig,
@@ -77,6 +78,24 @@ class PlanOptions:
 
 
 @dataclass(frozen=True)
+class PluginRef:
+    """The identity of one plugin instance: its name and its config as canonical JSON.
+
+    Runs create one instance per distinct reference (two stimuli naming the same grader
+    with the same config share it); the reference is hashable, so instances are looked up
+    by it directly.
+    """
+
+    name: str
+    config_json: str
+
+    @classmethod
+    def of(cls, name: str, config: Mapping[str, Any]) -> PluginRef:
+        """The reference of plugin ``name`` created with ``config``."""
+        return cls(name, json.dumps(config, sort_keys=True, default=str))
+
+
+@dataclass(frozen=True)
 class PlannedTrial:
     """One trial of the plan and what the runner needs to run it.
 
@@ -90,6 +109,7 @@ class PlannedTrial:
         timeout: Seconds for the trial.
         model: The model to run, None for the agent's default.
         executor: Which executor runs it, with its config.
+        executor_ref: The executor instance's reference (see :class:`PluginRef`).
         threshold: The pass threshold, None for the all-graders-pass verdict.
         weights: Scoring weights by grader type.
         judge: Judge settings for LLM graders.
@@ -107,6 +127,7 @@ class PlannedTrial:
     timeout: float
     model: str | None
     executor: ExecutorRef
+    executor_ref: PluginRef
     threshold: float | None
     weights: Mapping[str, float]
     judge: JudgeSettings
@@ -293,6 +314,115 @@ def _check_sources(loaded: LoadedEval, stimulus: Stimulus, env: EnvironmentConfi
             )
 
 
+@dataclass(frozen=True)
+class _Selected:
+    """One eval of the plan with its name, selected stimuli, models and run count."""
+
+    item: PlanInput
+    name: str
+    stimuli: list[Stimulus]
+    models: list[str | None]
+    runs: int
+
+
+def _select(
+    inputs: Sequence[PlanInput],
+    options: PlanOptions,
+    stimulus_filter: Callable[[LoadedEval, Stimulus], bool] | None,
+) -> list[_Selected]:
+    """Name each eval, check it, and pick its stimuli, models and run count."""
+    seen: dict[tuple[str, str], Path] = {}
+    selected: list[_Selected] = []
+    for item in inputs:
+        loaded = item.loaded
+        spec = loaded.spec
+        name = eval_name(loaded)
+        previous = seen.get((item.variant, name))
+        if previous is not None:
+            raise ConfigError(
+                f"two evals are named {name!r}: {previous} and {loaded.source}",
+                hint="give each eval file a distinct 'name:'",
+            )
+        seen[(item.variant, name)] = loaded.source
+        _check_stimuli(loaded)
+        runs = options.runs if options.runs is not None else spec.defaults.runs
+        models: list[str | None] = list(options.models) if options.models else [spec.defaults.model]
+        stimuli = [
+            s
+            for s in spec.stimuli
+            if tags_match(effective_tags(spec, s), options.tag_filter)
+            and (stimulus_filter is None or stimulus_filter(loaded, s))
+        ]
+        selected.append(_Selected(item, name, stimuli, models, runs))
+    return selected
+
+
+def _executor_of(selected: _Selected, default_executor: str | None) -> ExecutorRef:
+    executor = selected.item.loaded.spec.defaults.executor
+    if executor is not None:
+        return executor
+    if default_executor is None:
+        raise MissingExecutorError(
+            f"eval {selected.name!r} ({selected.item.loaded.source}) does not say which "
+            "executor runs it",
+            hint="set 'defaults.executor' in the eval file, e.g. 'executor: command' "
+            "with a config, or 'executor: mock'",
+        )
+    return ExecutorRef(name=default_executor)
+
+
+def _trials_of(
+    selected: _Selected,
+    options: PlanOptions,
+    resolve_environment: EnvironmentResolver,
+    executor: ExecutorRef,
+    workspace_for: Callable[[TrialKey], Path | None],
+) -> list[PlannedTrial]:
+    """Every trial of one eval: stimulus x model x run, in that order."""
+    loaded = selected.item.loaded
+    spec = loaded.spec
+    executor_ref = PluginRef.of(executor.name, executor.config)
+    timeout = options.timeout or spec.defaults.timeout or DEFAULT_TIMEOUT
+    judge = judge_settings(spec, options.judge_model)
+    threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
+    weights = dict(spec.scoring.weights)
+    trials: list[PlannedTrial] = []
+    for stimulus in selected.stimuli:
+        environment = _with_extra_skills(
+            resolve_environment(loaded, stimulus), options.extra_skills
+        )
+        _check_sources(loaded, stimulus, environment)
+        graders = tuple(spec.graders) + tuple(stimulus.graders)
+        constraints = merge_constraints(spec.constraints, stimulus.constraints)
+        tags = effective_tags(spec, stimulus)
+        for model in selected.models:
+            for index in range(selected.runs):
+                key = TrialKey(
+                    selected.item.variant, selected.name, stimulus.name, model_label(model), index
+                )
+                trials.append(
+                    PlannedTrial(
+                        key=key,
+                        loaded=loaded,
+                        stimulus=stimulus,
+                        environment=environment,
+                        graders=graders,
+                        constraints=constraints,
+                        timeout=timeout,
+                        model=model,
+                        executor=executor,
+                        executor_ref=executor_ref,
+                        threshold=threshold,
+                        weights=weights,
+                        judge=judge,
+                        tags=tags,
+                        reasoning_effort=spec.defaults.reasoning_effort,
+                        keep_workspace=workspace_for(key),
+                    )
+                )
+    return trials
+
+
 def build_plan(
     inputs: Sequence[PlanInput],
     options: PlanOptions,
@@ -312,107 +442,38 @@ def build_plan(
         default_executor: Executor for specs that name none; None makes that an error.
 
     Raises:
-        ConfigError: A spec names no executor and there is no default; two evals of one
-            variant share a name.
+        MissingExecutorError: A spec names no executor and there is no default.
+        ConfigError: Two evals of one variant share a name; a spec cannot be planned.
     """
+    selected = _select(inputs, options, stimulus_filter)
+    running = [s for s in selected if s.stimuli and s.runs]
+    many_evals = len({(s.item.variant, s.name) for s in running}) > 1
+    many_models = len({model_label(m) for s in selected for m in s.models}) > 1
+
+    def workspace_for(key: TrialKey) -> Path | None:
+        if options.workspace_root is None:
+            return None
+        return workspace_path(
+            options.workspace_root, key, many_evals=many_evals, many_models=many_models
+        )
+
     trials: list[PlannedTrial] = []
     evals: list[PlannedEval] = []
-    seen: dict[tuple[str, str], Path] = {}
-    pending: list[tuple[PlanInput, str, list[Stimulus], list[str | None], int]] = []
-    all_models: set[str] = set()
-    for item in inputs:
-        loaded = item.loaded
-        spec = loaded.spec
-        name = eval_name(loaded)
-        previous = seen.get((item.variant, name))
-        if previous is not None:
-            raise ConfigError(
-                f"two evals are named {name!r}: {previous} and {loaded.source}",
-                hint="give each eval file a distinct 'name:'",
-            )
-        seen[(item.variant, name)] = loaded.source
-        _check_stimuli(loaded)
-        runs = options.runs if options.runs is not None else spec.defaults.runs
-        models: list[str | None] = list(options.models) if options.models else [spec.defaults.model]
-        all_models.update(model_label(m) for m in models)
-        stimuli = [
-            s
-            for s in spec.stimuli
-            if tags_match(effective_tags(spec, s), options.tag_filter)
-            and (stimulus_filter is None or stimulus_filter(loaded, s))
-        ]
-        pending.append((item, name, stimuli, models, runs))
-
-    many_evals = len({(p[0].variant, p[1]) for p in pending if p[2] and p[4]}) > 1
-    many_models = len(all_models) > 1
-    for item, name, stimuli, models, runs in pending:
-        loaded = item.loaded
-        spec = loaded.spec
+    for item in selected:
+        spec = item.item.loaded.spec
         threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
         evals.append(
             PlannedEval(
-                variant=item.variant,
-                name=name,
-                loaded=loaded,
-                runs=runs,
-                models=tuple(models),
+                variant=item.item.variant,
+                name=item.name,
+                loaded=item.item.loaded,
+                runs=item.runs,
+                models=tuple(item.models),
                 threshold=threshold,
-                stimuli=tuple(s.name for s in stimuli),
+                stimuli=tuple(s.name for s in item.stimuli),
             )
         )
-        if runs == 0 or not stimuli:
-            continue
-        executor = spec.defaults.executor
-        if executor is None:
-            if default_executor is None:
-                raise ConfigError(
-                    f"eval {name!r} ({loaded.source}) does not say which executor runs it",
-                    hint="set 'defaults.executor' in the eval file, e.g. 'executor: command' "
-                    "with a config, or 'executor: mock'",
-                )
-            executor = ExecutorRef(name=default_executor)
-        timeout = options.timeout or spec.defaults.timeout or DEFAULT_TIMEOUT
-        judge = judge_settings(spec, options.judge_model)
-        weights = dict(spec.scoring.weights)
-        root_graders = tuple(spec.graders)
-        for stimulus in stimuli:
-            environment = _with_extra_skills(
-                resolve_environment(loaded, stimulus), options.extra_skills
-            )
-            _check_sources(loaded, stimulus, environment)
-            graders = root_graders + tuple(stimulus.graders)
-            constraints = merge_constraints(spec.constraints, stimulus.constraints)
-            tags = effective_tags(spec, stimulus)
-            for model in models:
-                for index in range(runs):
-                    key = TrialKey(item.variant, name, stimulus.name, model_label(model), index)
-                    keep = (
-                        workspace_path(
-                            options.workspace_root,
-                            key,
-                            many_evals=many_evals,
-                            many_models=many_models,
-                        )
-                        if options.workspace_root is not None
-                        else None
-                    )
-                    trials.append(
-                        PlannedTrial(
-                            key=key,
-                            loaded=loaded,
-                            stimulus=stimulus,
-                            environment=environment,
-                            graders=graders,
-                            constraints=constraints,
-                            timeout=timeout,
-                            model=model,
-                            executor=executor,
-                            threshold=threshold,
-                            weights=weights,
-                            judge=judge,
-                            tags=tags,
-                            reasoning_effort=spec.defaults.reasoning_effort,
-                            keep_workspace=keep,
-                        )
-                    )
+        if item.runs and item.stimuli:
+            executor = _executor_of(item, default_executor)
+            trials += _trials_of(item, options, resolve_environment, executor, workspace_for)
     return Plan(trials=tuple(trials), evals=tuple(evals))

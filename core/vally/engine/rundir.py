@@ -37,6 +37,9 @@ SUMMARY_FILE = "run-summary.jsonl"
 METADATA_FILE = "metadata.json"
 EVENTS_FILE = "events.jsonl"
 ARTIFACTS_DIR = "artifacts"
+TRACE_CONTEXT_FILE = "otel-context.json"
+"""A run's root span identity (written by the trace reporter; read by ``experiment merge``
+to link the merged trace to each shard's)."""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,-]+")
 

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import contextvars
 import fnmatch
-import json
 import logging
 import time
 import uuid
@@ -33,6 +32,7 @@ import pydantic_core
 from vally._version import __version__
 from vally.contracts.events import EventEmitter, RunInfo, RunOutcome
 from vally.contracts.protocols import (
+    Executor,
     ExecutorOptions,
     LLMProvider,
     Sandbox,
@@ -40,20 +40,20 @@ from vally.contracts.protocols import (
     TrialContext,
     TrialKey,
 )
-from vally.engine.planner import PlannedEval, PlannedTrial
+from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import (
     ARTIFACTS_DIR,
     EVENTS_FILE,
     METADATA_FILE,
     REDACTED,
-    SUMMARY_FILE,
     Scrubber,
     trial_relpath,
-    write_jsonl,
 )
 from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
-from vally.errors import CleanupError, OutputError, SetupError, VallyError
+from vally.engine.summaries import RunSummaries
+from vally.errors import CleanupError, OutputError, SetupError, TrialTimeoutError, VallyError
 from vally.models.records import (
+    ExperimentBlock,
     GradeResult,
     GraderResult,
     RunSummaryRecord,
@@ -84,7 +84,7 @@ RETRIED_PHASES = frozenset({"setup", "execute"})
 """Operational failures of these phases are retried with ``--max-retries``."""
 
 GraderFactory = Callable[[Any], Any]
-"""Builds (or returns a cached) grader instance for a grader config entry."""
+"""Hands out the grader instance for a grader config entry (one per distinct reference)."""
 
 
 @dataclass
@@ -94,29 +94,27 @@ class RunContext:
     Attributes:
         run: The run's identity (given to every hook).
         backend: The started backend.
-        executors: Executor instances by ``(name, config json)``; see :func:`executor_key`.
+        executors: Executor instances by reference (see :class:`PluginRef`).
         create_grader: Builds the grader for a config entry (cached, validated at plan time).
         emitter: Delivers run events to reporters.
         scrubber: Hides secrets in everything written.
         run_dir: Where per-trial folders go; None writes no per-trial files.
         skip_grade: Execute without grading.
         llm: The LLM provider for judges and LLM executors, when configured.
+        experiment_blocks: The ``experiment`` provenance block of each (variant, eval),
+            added to its records (experiment runs).
     """
 
     run: RunInfo
     backend: Any
-    executors: Mapping[str, Any]
+    executors: Mapping[PluginRef, Executor]
     create_grader: GraderFactory
     emitter: EventEmitter
     scrubber: Scrubber = field(default_factory=Scrubber)
     run_dir: Path | None = None
     skip_grade: bool = False
     llm: LLMProvider | None = None
-
-
-def executor_key(name: str, config: Mapping[str, Any]) -> str:
-    """The key of an executor instance: its name and config (one instance per pair)."""
-    return name + "|" + json.dumps(config, sort_keys=True, default=str)
+    experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
 
 
 class _TrialFailed(Exception):
@@ -136,6 +134,20 @@ class _TrialState:
     trajectory: Trajectory | None = None
     grade: GradeResult | None = None
     notes: list[str] = field(default_factory=list)
+    status: Literal["success", "error", "cancelled"] = "success"
+    error: TrialError | None = None
+
+    def fail(self, error: TrialError) -> None:
+        """The trial errored."""
+        self.status, self.error = "error", error
+
+    def cancel(self, *, keep_error: bool = False) -> None:
+        """The run was interrupted during this trial (an earlier error stays when asked)."""
+        self.status = "cancelled"
+        if not (keep_error and self.error is not None):
+            self.error = TrialError(
+                phase=self.phase, code="VALLY_CANCELLED", message="the run was interrupted"
+            )
 
 
 def _error(phase: Phase, exc: BaseException) -> TrialError:
@@ -157,7 +169,6 @@ class TrialRunner:
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
-        self._executors: dict[int, Any] = {}
 
     def trial_dir(self, trial: PlannedTrial) -> Path | None:
         """The trial's folder in the run folder (None when the run writes no files)."""
@@ -169,62 +180,67 @@ class TrialRunner:
         """Run ``trial`` and return its (scrubbed) record; never raises except for
         :class:`OutputError` from the trial's own files."""
         ctx = self.context
-        attempt = ATTEMPT.get()
-        if attempt == 0:
+        if ATTEMPT.get() == 0:
             ctx.emitter.emit("vally_trial_start", run=ctx.run, key=trial.key)
         started_at = utc_now()
         t0 = time.monotonic()
         trial_dir = self.trial_dir(trial)
-        status: Literal["success", "error", "cancelled"] = "success"
-        error: TrialError | None = None
         state = _TrialState()
         try:
             await self._phases(trial, trial_dir, state)
             grade = state.grade
             if grade is not None and grade.errored:
-                status = "error"
-                error = TrialError(
-                    phase="grade", code="VALLY_GRADING", message=_grader_errors(grade.details)
+                state.fail(
+                    TrialError(
+                        phase="grade", code="VALLY_GRADING", message=_grader_errors(grade.details)
+                    )
                 )
         except _TrialFailed as failed:
-            status, error = "error", failed.error
+            state.fail(failed.error)
         except asyncio.CancelledError:
             # The run is being stopped: this trial ends as a record, so the cancellation is
             # consumed here (and the task's cancel count reset for the cleanup awaits below).
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            status = "cancelled"
-            error = TrialError(
-                phase=state.phase, code="VALLY_CANCELLED", message="the run was interrupted"
-            )
+            state.cancel()
         except Exception as exc:  # a bug somewhere: still a record, never a traceback
             log.debug("trial %s failed unexpectedly", trial.key.as_id(), exc_info=True)
-            status, error = "error", _error(state.phase, exc)
+            state.fail(_error(state.phase, exc))
         finally:
-            if state.sandbox is not None:
-                state.phase = "cleanup"
-                closing = asyncio.ensure_future(state.sandbox.close())
-                try:
-                    await asyncio.shield(closing)
-                except asyncio.CancelledError:
-                    # Interrupted again while closing: still let the close finish.
-                    await asyncio.wait([closing])
-                    status = "cancelled"
-                    error = error or TrialError(
-                        phase="cleanup", code="VALLY_CANCELLED", message="the run was interrupted"
-                    )
-                except Exception as exc:
-                    if status == "success":
-                        status, error = "error", _error("cleanup", exc)
-                    else:
-                        state.notes.append(f"cleanup failed: {_error('cleanup', exc).message}")
+            await self._close(state)
+        record = ctx.scrubber.record(self._record(trial, state, started_at, t0))
+        if trial_dir is not None:
+            await self._save(trial, trial_dir, record, state.notes)
+        return record
+
+    @staticmethod
+    async def _close(state: _TrialState) -> None:
+        """Close the trial's sandbox (always), also when interrupted again meanwhile."""
+        if state.sandbox is None:
+            return
+        state.phase = "cleanup"
+        closing = asyncio.ensure_future(state.sandbox.close())
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            # Interrupted again while closing: still let the close finish.
+            await asyncio.wait([closing])
+            state.cancel(keep_error=True)
+        except Exception as exc:
+            if state.status == "success":
+                state.fail(_error("cleanup", exc))
+            else:
+                state.notes.append(f"cleanup failed: {_error('cleanup', exc).message}")
+
+    def _record(
+        self, trial: PlannedTrial, state: _TrialState, started_at: str, t0: float
+    ) -> TrialResultRecord:
+        ctx = self.context
         trajectory = state.trajectory
-        grade = state.grade
-        notes = state.notes
-        if trajectory is None and error is not None:
-            trajectory = self._stub_trajectory(trial, error, started_at)
-        record = TrialResultRecord(
+        if trajectory is None and state.error is not None:
+            trajectory = self._stub_trajectory(trial, state.error, started_at)
+        return TrialResultRecord(
             run_id=ctx.run.run_id,
             eval_name=trial.key.eval_name,
             eval_file=str(trial.loaded.source),
@@ -234,33 +250,36 @@ class TrialRunner:
             model=trial.model,
             trial_index=trial.key.trial,
             trial_id=trial_id(trial.key),
-            status=status,
-            error=error,
+            status=state.status,
+            error=state.error,
             started_at=started_at,
             completed_at=utc_now(),
             duration_ms=int((time.monotonic() - t0) * 1000),
             tags=dict(trial.tags),
-            grade_result=grade,
+            grade_result=state.grade,
             trajectory=trajectory,
+            experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
         )
-        record = ctx.scrubber.record(record)
-        if trial_dir is not None:
-            task = asyncio.current_task()
-            if task is not None and not task.cancelling():
-                # File latency, not CPU, dominates here: overlap it with other trials. The
-                # trial has finished: an interrupt now must not lose its record.
-                writing = asyncio.ensure_future(
-                    asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
-                )
-                try:
-                    await asyncio.shield(writing)
-                except asyncio.CancelledError:
-                    await asyncio.wait([writing])
-                    task.uncancel()
-                writing.result()
-            else:  # being cancelled: write synchronously so the record is never lost
-                self._write_trial_files(trial, trial_dir, record, notes)
-        return record
+
+    async def _save(
+        self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
+    ) -> None:
+        """Write the trial's files; an interrupt meanwhile must not lose the record."""
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            # Being cancelled: write synchronously so the record is never lost.
+            self._write_trial_files(trial, trial_dir, record, notes)
+            return
+        # File latency, not CPU, dominates here: overlap it with other trials.
+        writing = asyncio.ensure_future(
+            asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+        )
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await asyncio.wait([writing])
+            task.uncancel()
+        writing.result()
 
     async def _phases(
         self, trial: PlannedTrial, trial_dir: Path | None, state: _TrialState
@@ -316,10 +335,7 @@ class TrialRunner:
         state: _TrialState,
     ) -> Trajectory:
         ctx = self.context
-        executor = self._executors.get(id(trial.executor))
-        if executor is None:
-            executor = ctx.executors[executor_key(trial.executor.name, trial.executor.config)]
-            self._executors[id(trial.executor)] = executor
+        executor = ctx.executors[trial.executor_ref]
         mcp = {k: v for k, v in trial.environment.mcpServers.items() if v is not None}
         if trial_dir is not None:
             trial_dir.mkdir(parents=True, exist_ok=True)
@@ -345,14 +361,7 @@ class TrialRunner:
         except asyncio.CancelledError:
             raise
         except TimeoutError as exc:
-            raise _TrialFailed(
-                TrialError(
-                    phase="execute",
-                    code="VALLY_TIMEOUT",
-                    message=f"the agent did not finish within the timeout of "
-                    f"{_seconds(trial.timeout)}; it was stopped",
-                )
-            ) from exc
+            raise _TrialFailed(_error("execute", _timed_out(trial))) from exc
         except Exception as exc:
             raise _TrialFailed(_error("execute", exc)) from exc
         if not isinstance(trajectory, Trajectory):
@@ -366,15 +375,7 @@ class TrialRunner:
             )
         if trajectory.end_reason == "timeout":
             state.trajectory = trajectory
-            raise _TrialFailed(
-                TrialError(
-                    phase="execute",
-                    code="VALLY_TIMEOUT",
-                    message=trajectory.end_detail
-                    or f"the agent did not finish within the timeout of "
-                    f"{_seconds(trial.timeout)}; it was stopped",
-                )
-            )
+            raise _TrialFailed(_error("execute", _timed_out(trial, trajectory.end_detail)))
         return trajectory
 
     async def _grade(
@@ -536,10 +537,15 @@ def _grader_errors(details: Sequence[GraderResult]) -> str:
     return "; ".join(errors) or "a grader failed to produce a result"
 
 
-def _seconds(value: float) -> str:
+def _timed_out(trial: PlannedTrial, detail: str | None = None) -> TrialTimeoutError:
     from vally.models.durations import format_duration
 
-    return format_duration(value)
+    return TrialTimeoutError(
+        detail
+        or f"the agent did not finish within the timeout of {format_duration(trial.timeout)}; "
+        "it was stopped",
+        timeout=trial.timeout,
+    )
 
 
 # --------------------------------------------------------------------------- the run
@@ -554,12 +560,21 @@ class RunResult:
     summaries: list[RunSummaryRecord]
     cancelled: bool
     failures: list[str] = field(default_factory=list)
-    """Operational failures outside trials (cleanup, observers), as messages."""
+    """Operational failures outside trials (cleanup, summary files), as messages."""
+    error: VallyError | None = None
+    """What stopped the run early (a required output could not be written), if anything."""
+    missing_outputs: list[str] = field(default_factory=list)
+    """Required outputs written after the trials (summary files) that could not be."""
 
     @property
     def errored(self) -> bool:
         """True when a trial errored or an operational failure happened."""
-        return bool(self.failures) or any(r.status == "error" for r in self.records)
+        return (
+            self.error is not None
+            or bool(self.failures)
+            or bool(self.missing_outputs)
+            or any(r.status == "error" for r in self.records)
+        )
 
     @property
     def verdict_failed(self) -> bool:
@@ -573,9 +588,9 @@ class RunEngine:
 
     Args:
         context: Shared trial context (its ``run`` is emitted to observers).
-        evals: The plan's evals (one run-summary line each).
+        summaries: Summarises the records and writes the summary files (see
+            :mod:`vally.engine.summaries`); written before ``vally_run_end``.
         workers: Concurrent trials.
-        plugins: Provenance of the loaded plugins, recorded in the summaries.
         max_retries: How many times a trial that failed in setup or execution is run again
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
     """
@@ -583,16 +598,14 @@ class RunEngine:
     def __init__(
         self,
         context: RunContext,
-        evals: Sequence[PlannedEval],
+        summaries: RunSummaries,
         *,
         workers: int = DEFAULT_WORKERS,
-        plugins: Sequence[Mapping[str, Any]] = (),
         max_retries: int = 0,
     ) -> None:
         self.context = context
-        self.evals = list(evals)
+        self.summaries = summaries
         self.workers = workers
-        self.plugins = list(plugins)
         self.max_retries = max_retries
         self.runner = TrialRunner(context)
         self.records: list[TrialResultRecord] = []
@@ -611,10 +624,12 @@ class RunEngine:
     async def run(self, trials: Sequence[PlannedTrial]) -> RunResult:
         """Run ``trials`` and return every record and summary.
 
+        When a critical observer (the results writer) or a trial's files cannot be written,
+        the run stops early: the records already written stay, ``vally_run_end`` is still
+        delivered, and the result's ``error`` says why.
+
         Raises:
-            OutputError: A critical observer (the results writer), a trial's files or the
-                summary file could not be written; the run stops early (records already
-                written stay, ``vally_run_end`` is still delivered).
+            SetupError: The backend did not start (no trial ran).
         """
         ctx = self.context
         started_at = ctx.run.started_at
@@ -638,33 +653,38 @@ class RunEngine:
             await self.scheduler.run(trials)
         finally:
             await self._shutdown(backend_started)
-        summaries = self._summaries(started_at)
-        result = RunResult(ctx.run, self.records, summaries, self.cancelled, self.failures)
-        if ctx.run_dir is not None:
-            try:
-                write_jsonl(ctx.run_dir / SUMMARY_FILE, summaries, ctx.scrubber)
-            except OSError as exc:
-                raise OutputError(
-                    f"cannot write {ctx.run_dir / SUMMARY_FILE}: {exc.strerror or exc}"
-                ) from exc
-        if self.fatal is not None:
-            with contextlib.suppress(Exception):  # let reporters close their files
-                ctx.emitter.emit(
-                    "vally_run_end",
-                    run=ctx.run,
-                    outcome=RunOutcome(
-                        records=list(self.records), summaries=summaries, cancelled=True
-                    ),
-                )
-            raise self.fatal
-        ctx.emitter.emit(
-            "vally_run_end",
-            run=ctx.run,
-            outcome=RunOutcome(
-                records=list(self.records), summaries=summaries, cancelled=self.cancelled
-            ),
+        return self._finish(started_at)
+
+    def _finish(self, started_at: str) -> RunResult:
+        """Summarise and write the summaries, then deliver ``vally_run_end``."""
+        ctx = self.context
+        summaries = self.summaries.summarize(self.records, started_at)
+        missing: list[str] = []
+        try:
+            self.summaries.write(summaries)
+        except VallyError as exc:
+            missing.append(exc.render())
+        fatal = self.fatal
+        outcome = RunOutcome(
+            records=list(self.records),
+            summaries=summaries,
+            cancelled=self.cancelled or fatal is not None,
+            error=fatal.render() if fatal is not None else None,
         )
-        return result
+        if fatal is None:
+            ctx.emitter.emit("vally_run_end", run=ctx.run, outcome=outcome)
+        else:
+            with contextlib.suppress(Exception):  # let reporters close their files
+                ctx.emitter.emit("vally_run_end", run=ctx.run, outcome=outcome)
+        return RunResult(
+            ctx.run,
+            self.records,
+            summaries,
+            self.cancelled,
+            self.failures,
+            error=fatal,
+            missing_outputs=missing,
+        )
 
     async def _attempts(self, trial: PlannedTrial) -> TrialResultRecord:
         """Run ``trial``, again up to ``max_retries`` times while it fails in setup or
@@ -711,13 +731,12 @@ class RunEngine:
             self.scheduler.stop()
 
     async def _shutdown(self, backend_started: bool) -> None:
-        for name, executor in self.context.executors.items():
+        for ref, executor in self.context.executors.items():
             try:
                 await executor.shutdown()
             except Exception as exc:
-                label = name.split("|")[0]
                 message = _as_vally("executor", exc).render()
-                self.failures.append(f"executor {label!r} failed to shut down: {message}")
+                self.failures.append(f"executor {ref.name!r} failed to shut down: {message}")
         if backend_started:
             try:
                 await self.context.backend.shutdown()
@@ -725,35 +744,6 @@ class RunEngine:
                 self.failures.append(
                     f"backend shutdown failed: {_as_vally('backend', exc).render()}"
                 )
-
-    def _summaries(self, started_at: str) -> list[RunSummaryRecord]:
-        from vally.engine.scoring import summarize_eval
-
-        completed = utc_now()
-        out: list[RunSummaryRecord] = []
-        for planned in self.evals:
-            records = [
-                r
-                for r in self.records
-                if r.eval_name == planned.name and (r.variant or "") == planned.variant
-            ]
-            records.sort(key=lambda r: (r.stimulus_name, r.model or "", r.trial_index))
-            order = {name: i for i, name in enumerate(planned.stimuli)}
-            records.sort(key=lambda r: order.get(r.stimulus_name, len(order)))
-            out.append(
-                summarize_eval(
-                    records,
-                    run_id=self.context.run.run_id,
-                    eval_name=planned.name,
-                    eval_file=str(planned.loaded.source),
-                    variant=planned.variant or None,
-                    threshold=planned.threshold,
-                    started_at=started_at,
-                    completed_at=completed,
-                    plugins=self.plugins,
-                )
-            )
-        return out
 
 
 def _as_vally(what: str, exc: BaseException) -> VallyError:

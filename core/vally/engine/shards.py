@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from vally.contracts.protocols import TrialKey
     from vally.engine.experiment import ResolvedExperiment
     from vally.engine.planner import Plan
-    from vally.models.records import RunSummaryRecord, TrialResultRecord
+    from vally.models.records import TrialResultRecord
 
 SNAPSHOT_FILE = "plan-snapshot.json"
 MANIFEST_FILE = "shard-manifest.json"
@@ -332,6 +332,13 @@ def validate_shards(shards: Sequence[ShardInput]) -> None:
     """
     if not shards:
         raise ShardValidationError("no shard directories given")
+    _check_same_run(shards)
+    by_index = _check_complete(shards)
+    _check_partition(shards[0], by_index)
+
+
+def _check_same_run(shards: Sequence[ShardInput]) -> None:
+    """Distinct folders of one run, shard count, strategy and plan."""
     first = shards[0]
     seen_paths: dict[Path, int] = {}
     for shard in shards:
@@ -368,6 +375,11 @@ def validate_shards(shards: Sequence[ShardInput]) -> None:
                 hint="every shard must run the same experiment file, evals, params and "
                 "flags; re-run the odd shard with the same inputs",
             )
+
+
+def _check_complete(shards: Sequence[ShardInput]) -> dict[int, ShardInput]:
+    """Every shard index present once, and every shard finished; returns them by index."""
+    total = shards[0].total
     by_index: dict[int, ShardInput] = {}
     for shard in shards:
         if shard.index in by_index:
@@ -393,6 +405,12 @@ def validate_shards(shards: Sequence[ShardInput]) -> None:
                 f"{len(completed)} of {len(selected)} selected trial(s) completed",
                 hint="re-run that shard with the same --run-id and --shard",
             )
+    return by_index
+
+
+def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> None:
+    """The shards' selected trials partition the planned ones."""
+    total = first.total
     planned = list(first.snapshot.get("trials") or [])
     owner: dict[str, int] = {}
     for index in sorted(by_index):
@@ -464,51 +482,3 @@ def order_records(
     """``records`` in plan order (records of unknown keys last, stably)."""
     position = {key: i for i, key in enumerate(planned)}
     return sorted(records, key=lambda r: position.get(record_key_id(r), len(position)))
-
-
-def build_summaries(
-    snapshot: Mapping[str, Any],
-    records: Sequence[TrialResultRecord],
-    *,
-    run_id: str,
-    plugins: Sequence[Mapping[str, Any]] = (),
-    shard: str | None = None,
-) -> dict[str, list[RunSummaryRecord]]:
-    """One summary per (variant, eval) of the snapshot, grouped by variant.
-
-    Records are taken in plan order, so a merged run and an unsharded run of the same plan
-    summarise identically.
-    """
-    from vally.engine.scoring import summarize_eval
-    from vally.models.records import ExperimentBlock
-
-    ordered = order_records(records, list(snapshot.get("trials") or []))
-    out: dict[str, list[RunSummaryRecord]] = {v: [] for v in snapshot.get("variants") or []}
-    for item in snapshot.get("evals") or []:
-        variant = str(item["variant"])
-        name = str(item["name"])
-        own = [r for r in ordered if (r.variant or "") == variant and r.eval_name == name]
-        block = ExperimentBlock(
-            run_id=run_id,
-            experiment=str(snapshot.get("experiment")),
-            variant=variant,
-            eval_hash=str(item.get("evalHash")),
-            config_hash=str(item.get("configHash")),
-            baseline=snapshot.get("baseline"),
-            shard=shard,
-        )
-        out.setdefault(variant, []).append(
-            summarize_eval(
-                own,
-                run_id=run_id,
-                eval_name=name,
-                eval_file=str(item.get("file")),
-                variant=variant,
-                eval_hash=item.get("evalHash"),
-                config_hash=item.get("configHash"),
-                threshold=item.get("threshold"),
-                plugins=plugins,
-                experiment=block,
-            )
-        )
-    return out

@@ -200,3 +200,39 @@ def eval_param_files(eval_path: Path) -> list[Path]:
         eval_path.parent / "params.yml",
     ]
     return [path for path in candidates if path.is_file() and path != eval_path]
+
+
+def parse_key_values(
+    items: Sequence[str], *, flag: str, collect_repeats: bool = False
+) -> dict[str, str | list[str]]:
+    """Parse repeated ``KEY=value`` flags.
+
+    Args:
+        items: The raw flag values.
+        flag: The flag's name, for error messages.
+        collect_repeats: When true, a repeated key becomes a list; otherwise the last wins.
+
+    Raises:
+        ConfigError: An item has no ``=`` or an empty key.
+    """
+    result: dict[str, str | list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{flag} expects KEY=value, got {item!r}")
+        if collect_repeats and key in result:
+            previous = result[key]
+            result[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            result[key] = value
+    return result
+
+
+def parse_params(items: Sequence[str]) -> dict[str, str]:
+    """``--param KEY=VALUE`` flags as a dict (the last value of a repeated key wins).
+
+    Raises:
+        ConfigError: An item has no ``=`` or an empty key.
+    """
+    return {k: str(v) for k, v in parse_key_values(items, flag="--param").items()}

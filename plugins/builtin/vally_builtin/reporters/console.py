@@ -7,6 +7,9 @@ Metrics block (Tokens, Turns, Tool calls, Wall time, Errors, Skills used, Model)
 pass rate, pass@k, pass^k and whether the stimulus is flaky. A summary table and the saved
 artifact paths close the output. Colours are used only on a terminal and never when
 ``NO_COLOR`` is set; the text reads the same without them.
+
+With ``style: lines`` (experiment runs and merges) it prints one line per finished trial
+instead, and at the end the comparison of the variants with the baseline.
 """
 
 from __future__ import annotations
@@ -67,11 +70,14 @@ class ConsoleConfig(StrictConfig):
         verbose: Also print the agent's output and full grader evidence (still capped).
         stream: Where the report goes; ``stderr`` when records stream to stdout.
         progress: Show a progress bar while trials run (only ever on a terminal).
+        style: ``report`` (per-stimulus blocks and a summary at the end) or ``lines`` (a
+            line per finished trial, then the comparison with the baseline).
     """
 
     verbose: bool = False
     stream: Literal["stdout", "stderr"] = "stdout"
     progress: bool = True
+    style: Literal["report", "lines"] = "report"
 
 
 def _use_color(file: Any) -> bool:
@@ -114,9 +120,16 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
 
     # ------------------------------------------------------------------ hooks
 
+    @property
+    def stream(self) -> Any:
+        """Where the report goes."""
+        return sys.stderr if self.config.stream == "stderr" else sys.stdout
+
     @hookimpl
     def vally_run_start(self, run: RunInfo) -> None:
-        """Start the progress bar (stderr, terminal only)."""
+        """Start the progress bar (stderr, terminal only; not in the ``lines`` style)."""
+        if self.config.style == "lines":
+            return
         if not self.config.progress or run.planned_trials <= 0 or not sys.stderr.isatty():
             return
         progress = Progress(
@@ -134,7 +147,12 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
 
     @hookimpl
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
-        """Advance the progress bar."""
+        """Advance the progress bar, or print the trial's line."""
+        if self.config.style == "lines":
+            verbose = self.config.verbose or bool(run.options.get("verbose", False))
+            for line in trial_lines(record, verbose=verbose):
+                print(line, file=self.stream, flush=True)
+            return
         if self._progress is not None:
             status = f"{record.stimulus_name}: {trial_outcome(record)}"
             self._progress.update(self._task, advance=1, status=status)
@@ -143,7 +161,13 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
         """Stop the progress bar and print the report (after the file writers ran)."""
         self._stop_progress()
-        stream = sys.stderr if self.config.stream == "stderr" else sys.stdout
+        stream = self.stream
+        if self.config.style == "lines":
+            print(file=stream)
+            for line in comparison_lines(run, outcome.records):
+                print(line, file=stream)
+            stream.flush()
+            return
         verbose = self.config.verbose or bool(run.options.get("verbose", False))
         console = make_console(stream)
         render_run(console, run, outcome.records, verbose=verbose, cancelled=outcome.cancelled)
@@ -155,6 +179,43 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
 
 
 # ---------------------------------------------------------------------- rendering
+
+
+def trial_lines(record: TrialResultRecord, *, verbose: bool = False) -> list[str]:
+    """A finished trial as one line (and, ``verbose``, its failed graders and output)."""
+    grade = record.grade_result
+    if record.status != "success":
+        mark, text = "!", f"{record.status}: {record.error.message if record.error else ''}"
+    elif grade is None:
+        mark, text = "·", "not graded"
+    else:
+        mark = "✔" if grade.passed else "✘"
+        text = f"score {grade.score:.2f}"
+    model = f" [{record.model}]" if record.model else ""
+    variant = f"{record.variant} · " if record.variant else ""
+    lines = [
+        f"  {mark} {variant}{record.eval_name}/{record.stimulus_name}{model} "
+        f"#{record.trial_index}: {text}"
+    ]
+    if verbose and grade is not None:
+        lines += [
+            f"      ✘ {detail.name}: {detail.evidence[:OUTPUT_LIMIT]}"
+            for detail in grade.details
+            if not detail.passed
+        ]
+        if record.trajectory is not None and record.trajectory.output:
+            lines.append(f"      output: {record.trajectory.output[:OUTPUT_LIMIT]}")
+    return lines
+
+
+def comparison_lines(run: RunInfo, records: Sequence[TrialResultRecord]) -> list[str]:
+    """The comparison of the run's variants with its baseline (nothing without a baseline)."""
+    if run.baseline is None:
+        return []
+    from vally_builtin.reporters.experiment import compare_variants, comparison_table
+
+    comparison = compare_variants(list(run.variants), run.baseline, records, shard=run.shard)
+    return comparison_table(comparison)
 
 
 def render_run(

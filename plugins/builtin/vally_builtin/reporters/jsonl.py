@@ -3,7 +3,9 @@
 Each finished trial's record is appended and flushed at once, so a run that is killed
 leaves a file of complete lines. The reporter is critical: when the file cannot be written
 the run fails. With ``stdout: true`` each record is also streamed to standard output
-(``vally eval --output jsonl``), ready to pipe into ``vally grade``.
+(``vally eval --output jsonl``), ready to pipe into ``vally grade``. With
+``per_variant: true`` (experiment runs) each variant's records go to
+``<variant>/results.jsonl``; every variant's file is created when the run starts.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from vally import (
     StrictConfig,
     TrialResultRecord,
     hookimpl,
+    safe_name,
 )
 from vally_builtin.reporters import output_path
 
@@ -34,10 +37,12 @@ class JsonlConfig(StrictConfig):
         stdout: Also write each record to standard output.
         path: Write to this file instead of ``<run_dir>/results.jsonl``; a relative path is
             taken from the run folder.
+        per_variant: Write each variant's records to ``<run_dir>/<variant>/results.jsonl``.
     """
 
     stdout: bool = False
     path: str | None = None
+    per_variant: bool = False
 
 
 class JsonlReporter(BaseReporter[JsonlConfig]):
@@ -53,44 +58,69 @@ class JsonlReporter(BaseReporter[JsonlConfig]):
 
     def __init__(self, config: JsonlConfig | None = None) -> None:
         super().__init__(config)
-        self.path: Path | None = None
-        self._file: IO[str] | None = None
+        self.paths: dict[str, Path] = {}
+        self._files: dict[str, IO[str]] = {}
+        self._opened = False
 
-    def target(self, run: RunInfo) -> Path | None:
-        """Where the records go for ``run`` (None when the run writes no files)."""
+    @property
+    def path(self) -> Path | None:
+        """The results file of a run without variant folders (None before the run starts)."""
+        return self.paths.get("")
+
+    def target(self, run: RunInfo, variant: str = "") -> Path | None:
+        """Where the records of ``variant`` go (None when the run writes no files)."""
+        if self.config.per_variant and run.run_dir is not None:
+            return run.run_dir / safe_name(variant) / RESULTS_FILE
         return output_path(self.config.path, run.run_dir, RESULTS_FILE)
 
     def _open(self, run: RunInfo) -> None:
-        self.path = self.target(run)
-        if self.path is None:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8", newline="\n")
-        except OSError as exc:
-            raise OutputError(
-                f"cannot open the results file {self.path}: {exc.strerror or exc}",
-                hint="choose a writable folder with --output-dir",
-            ) from exc
+        self._opened = True
+        variants = list(run.variants) if self.config.per_variant else [""]
+        for variant in variants:
+            path = self.target(run, variant)
+            if path is None:
+                continue
+            self.paths[variant] = path
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._files[variant] = path.open("a", encoding="utf-8", newline="\n")
+            except OSError as exc:
+                self.close()
+                if self.config.per_variant:
+                    raise OutputError(
+                        f"cannot create the results file of variant {variant!r} at {path}: "
+                        f"{exc.strerror or exc}",
+                        hint="check that the output directory is writable and nothing is in "
+                        "the way of the variant folder",
+                    ) from exc
+                raise OutputError(
+                    f"cannot open the results file {path}: {exc.strerror or exc}",
+                    hint="choose a writable folder with --output-dir",
+                ) from exc
 
     @hookimpl
     def vally_run_start(self, run: RunInfo) -> None:
-        """Open (create or append to) the results file."""
+        """Open (create or append to) the results file(s)."""
         self._open(run)
 
     @hookimpl
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
         """Append the record as one line and flush it; echo it to stdout when asked."""
-        if self._file is None and self.path is None:
+        if not self._opened:
             self._open(run)
+        variant = (record.variant or "") if self.config.per_variant else ""
+        if variant not in self.paths and run.run_dir is not None:
+            raise OutputError(f"no results file for variant {record.variant!r}")
         line = record.to_json_line() + "\n"
-        if self._file is not None:
+        file = self._files.get(variant)
+        if file is not None:
             try:
-                self._file.write(line)
-                self._file.flush()
+                file.write(line)
+                file.flush()
             except OSError as exc:
                 raise OutputError(
-                    f"cannot append to the results file {self.path}: {exc.strerror or exc}",
+                    f"cannot append to the results file {self.paths[variant]}: "
+                    f"{exc.strerror or exc}",
                     hint="check free disk space and permissions of the run folder",
                 ) from exc
         if self.config.stdout:
@@ -109,12 +139,17 @@ class JsonlReporter(BaseReporter[JsonlConfig]):
         self.close()
 
     def close(self) -> None:
-        """Close the file if open (safe to call twice)."""
-        if self._file is not None:
-            file, self._file = self._file, None
+        """Close the files if open (safe to call twice).
+
+        Raises:
+            OutputError: A file could not be closed (its last lines may be lost).
+        """
+        files, self._files = self._files, {}
+        failed: list[str] = []
+        for variant, file in files.items():
             try:
                 file.close()
             except OSError as exc:
-                raise OutputError(
-                    f"cannot close the results file {self.path}: {exc.strerror or exc}"
-                ) from exc
+                failed.append(f"{self.paths[variant]}: {exc.strerror or exc}")
+        if failed:
+            raise OutputError(f"cannot close the results file {'; '.join(failed)}")

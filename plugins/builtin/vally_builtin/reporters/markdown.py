@@ -39,6 +39,7 @@ from vally_builtin.reporters import (
     summary_threshold,
     trial_outcome,
 )
+from vally_builtin.reporters.experiment import render_experiment_report
 
 REPORT_FILE = "report.md"
 RENDERED_PREFIX = "_Rendered at "
@@ -216,10 +217,17 @@ class MarkdownReporter(BaseReporter[MarkdownConfig]):
 
     @hookimpl
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
-        """Render and write the report (nothing when the run writes no files)."""
+        """Render and write the report (nothing when the run writes no files). An
+        experiment run gets the experiment report, except a shard: its report is rendered
+        when the shards are merged."""
         path = output_path(self.config.path, run.run_dir, REPORT_FILE)
         if path is None:
             return
-        text = render_report(run, outcome.records, outcome.summaries, title=self.config.title)
+        if run.snapshot is not None:
+            if run.shard is not None:
+                return
+            text = render_experiment_report(run, outcome.records, outcome.summaries)
+        else:
+            text = render_report(run, outcome.records, outcome.summaries, title=self.config.title)
         atomic_write_text(path, text)
         self.path = path

@@ -1,4 +1,5 @@
-"""The experiment report (``report.md``) and the comparison shown on the console.
+"""The experiment report (``report.md``) and the comparison with the baseline shown on the
+console: what the ``markdown`` and ``console`` reporters render for experiment runs and merges.
 
 Both are pure functions of the plan snapshot, the run summaries and the records. Apart from
 the ``Rendered:`` line, the report is deterministic: records are ordered by plan key and no
@@ -19,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from vally.models.records import RunSummaryRecord, TrialResultRecord
+from vally import RunInfo, RunSummaryRecord, TrialResultRecord, is_errored, is_graded, utc_now
 
 _EPSILON = 1e-9
 EVIDENCE_LIMIT = 300
@@ -68,8 +68,6 @@ def variant_stats(
     variants: Sequence[str], records: Sequence[TrialResultRecord]
 ) -> list[VariantStats]:
     """Counts per variant, in ``variants`` order, for variants with at least one record."""
-    from vally.engine.scoring import is_errored, is_graded
-
     out: list[VariantStats] = []
     for name in variants:
         own = [r for r in records if (r.variant or "") == name]
@@ -238,6 +236,31 @@ def comparison_table(comparison: Comparison) -> list[str]:
     return lines
 
 
+def render_experiment_report(
+    run: RunInfo,
+    records: Sequence[TrialResultRecord],
+    summaries: Sequence[RunSummaryRecord],
+    *,
+    rendered_at: str | None = None,
+) -> str:
+    """The experiment-level ``report.md`` of a run (or merge) that has a plan snapshot.
+
+    Args:
+        run: The run; its ``snapshot`` gives the experiment, baseline, variants, evals and
+            the plan order of the trials.
+        records: Every trial record of the run (any order).
+        summaries: The run summaries (any variant).
+        rendered_at: The render timestamp (the only non-deterministic line; default now).
+    """
+    snapshot: Mapping[str, Any] = run.snapshot or {}
+    by_variant: dict[str, list[RunSummaryRecord]] = {}
+    for summary in summaries:
+        by_variant.setdefault(summary.variant or "", []).append(summary)
+    return render_report(
+        snapshot, by_variant, records, run_id=run.run_id, rendered_at=rendered_at or utc_now()
+    )
+
+
 def render_report(
     snapshot: Mapping[str, Any],
     summaries: Mapping[str, Sequence[RunSummaryRecord]],
@@ -246,7 +269,7 @@ def render_report(
     run_id: str,
     rendered_at: str,
 ) -> str:
-    """The experiment-level ``report.md``.
+    """The experiment-level ``report.md`` from its parts (see :func:`render_experiment_report`).
 
     Args:
         snapshot: The plan snapshot (experiment, baseline, variants, evals, trials).
@@ -255,8 +278,6 @@ def render_report(
         run_id: The experiment run id.
         rendered_at: The render timestamp (the only non-deterministic line).
     """
-    from vally.engine.shards import order_records
-
     variants = [str(v) for v in snapshot.get("variants") or []]
     baseline = str(snapshot.get("baseline"))
     ordered = order_records(records, list(snapshot.get("trials") or []))
@@ -347,3 +368,25 @@ def render_report(
             if problems:
                 lines += ["Failed graders and errors:", "", *problems, ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def record_key(record: TrialResultRecord) -> str:
+    """The plan key of a record: ``variant/eval/stimulus/model/trial`` (as in the snapshot)."""
+    model = record.model or "default"
+    return "/".join(
+        [
+            record.variant or "",
+            record.eval_name,
+            record.stimulus_name,
+            model,
+            str(record.trial_index),
+        ]
+    )
+
+
+def order_records(
+    records: Sequence[TrialResultRecord], planned: Sequence[str]
+) -> list[TrialResultRecord]:
+    """``records`` in plan order (records of unplanned keys last, stably)."""
+    position = {key: i for i, key in enumerate(planned)}
+    return sorted(records, key=lambda r: position.get(record_key(r), len(position)))

@@ -1,0 +1,60 @@
+"""Flags of the run commands, declared once: small builders for typer options, the options
+``eval`` and ``experiment run`` share, and the step from a command's parameters to its
+request."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+R = TypeVar("R")
+
+
+def opt(metavar: str, help: str, *names: str, **extra: Any) -> Any:
+    """A flag taking a value: ``metavar`` names it in ``--help``; ``names`` override the
+    name derived from the parameter (``--tag`` for a parameter ``tags``)."""
+    return typer.Option(*names, metavar=metavar, help=help, **extra)
+
+
+def switch(name: str, help: str, **extra: Any) -> Any:
+    """An on/off flag (``--verbose``) without a ``--no-...`` twin."""
+    return typer.Option(name, help=help, **extra)
+
+
+def request_from(cls: type[R], values: Mapping[str, Any]) -> R:
+    """The request dataclass ``cls`` from a command's parameters (same names); a repeatable
+    flag that was not given (None) becomes an empty list, other parameters are ignored."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for name, value in values.items():
+        field = fields.get(name)
+        if field is None:
+            continue
+        kwargs[name] = [] if value is None and field.default_factory is list else value
+    return cls(**kwargs)
+
+
+Backend = Annotated[
+    str | None, opt("NAME|SPEC", "Backend: local, docker, or a plugin (default: local).")
+]
+BackendArgs = Annotated[
+    list[str] | None, opt("KEY=VALUE", "Backend argument KEY=VALUE (repeatable).", "--backend-args")
+]
+Params = Annotated[list[str] | None, opt("KEY=VALUE", "Param value (repeatable).", "--param")]
+GraderPlugins = Annotated[
+    list[str] | None, opt("SPEC", "Grader plugin to load (repeatable).", "--grader-plugin")
+]
+ExecutorPlugins = Annotated[
+    list[str] | None, opt("SPEC", "Executor plugin to load (repeatable).", "--executor-plugin")
+]
+ReporterPlugins = Annotated[
+    list[str] | None, opt("SPEC", "Reporter plugin to load (repeatable).", "--reporter-plugin")
+]
+OtlpEndpoint = Annotated[str | None, opt("URL", "Export traces to this OTLP/HTTP endpoint.")]
+Workers = Annotated[int | None, opt("N", "Parallel trials (default 5).")]
+RequirePass = Annotated[bool, switch("--require-pass", "Exit 1 when a verdict fails.")]
+Verbose = Annotated[bool, switch("--verbose", "Show agent output and full evidence.")]
+EvalPlugin = Annotated[str | None, opt("SPEC", "Eval provider reading the eval files.")]

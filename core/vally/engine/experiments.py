@@ -1,0 +1,450 @@
+"""``vally experiment run`` as a library call: the experiment file's evals across its
+variants, planned as one run (a variant per trial) through the one run API.
+
+Output (unsharded)::
+
+    <output-dir>/<timestamp>/
+      report.md  otel-spans.jsonl  otel-context.json
+      <variant>/results.jsonl  <variant>/run-summary.jsonl
+      <variant>/<eval>/<stimulus>/<model>/trial-<n>/   (session logs)
+
+With a shard (``--shard i/n --run-id ID``) the output goes to
+``<output-dir>/<ID>/shard-<i>-of-<n>/`` with ``plan-snapshot.json`` and
+``shard-manifest.json`` instead of ``report.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.metadata import PluginKind
+from vally.engine import components
+from vally.engine.experiment import ResolvedExperiment
+from vally.engine.options import absolute, check_folder_flag, plugin_paths
+from vally.engine.planner import PlanInput, PlanOptions, eval_name
+from vally.engine.run import (
+    BackendChoice,
+    ExperimentMode,
+    PreparedRun,
+    ReporterChoice,
+    RunRequest,
+    prepare_run,
+)
+from vally.engine.runner import RunResult, new_run_id
+from vally.engine.shards import ShardSpec
+from vally.errors import ConfigError, OutputError, VallyError
+from vally.models.experiment import ExperimentFile
+from vally.models.records import ExperimentBlock
+from vally.models.trajectory import utc_now
+from vally.plugins import defaults
+from vally.plugins.session import Session
+from vally.specs.params import parse_key_values, parse_params
+
+DEFAULT_OUTPUT_DIR = "vally-experiment-results"
+
+
+@dataclass
+class ExperimentRequest:
+    """Every option of ``vally experiment run`` (see its ``--help``).
+
+    Attributes:
+        console: Print progress and the comparison table (off for library use).
+    """
+
+    experiment_file: str
+    variant: str | None = None
+    eval_filters: list[str] = field(default_factory=list)
+    output_dir: str | None = None
+    workers: int | None = None
+    backend: str | None = None
+    backend_args: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    grader_plugins: list[str] = field(default_factory=list)
+    executor_plugins: list[str] = field(default_factory=list)
+    reporter_plugins: list[str] = field(default_factory=list)
+    eval_plugin: str | None = None
+    workspace: str | None = None
+    dry_run: bool = False
+    require_pass: bool = False
+    run_id: str | None = None
+    shard: str | None = None
+    shard_strategy: str | None = None
+    otlp_endpoint: str | None = None
+    verbose: bool = False
+    compare: bool = False
+    judge_model: str | None = None
+    judge_timeout: str | None = None
+    judge_reasoning_effort: str | None = None
+    console: bool = True
+
+    def check(self) -> None:
+        """Reject contradictory options before anything is loaded.
+
+        Raises:
+            ConfigError: Naming the flag and what to do.
+        """
+        if self.backend_args and not self.backend:
+            raise ConfigError(
+                "--backend-args needs --backend (the arguments belong to one backend)",
+                hint="add e.g. --backend local",
+            )
+        if self.shard is not None and not self.run_id:
+            raise ConfigError(
+                "--shard needs --run-id: every shard of a run must share one stable run id",
+                hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
+            )
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.run_id is not None:
+            from vally.engine.rundir import safe_name
+
+            if not self.run_id.strip() or safe_name(self.run_id) != self.run_id:
+                raise ConfigError(
+                    f"--run-id {self.run_id!r} cannot be used as a folder name",
+                    hint="use letters, digits, '-', '_' and '.' (a UUID is recommended)",
+                )
+        self._check_judge_flags()
+
+    def _check_judge_flags(self) -> None:
+        for flag, value in (
+            ("--judge-model", self.judge_model),
+            ("--judge-timeout", self.judge_timeout),
+            ("--judge-reasoning-effort", self.judge_reasoning_effort),
+        ):
+            if value is not None and not self.compare:
+                raise ConfigError(
+                    f"{flag} needs --compare: it only configures the post-run comparison judge",
+                    hint="add --compare, or drop the flag (trial grading uses the evals' settings)",
+                )
+        if self.judge_reasoning_effort is not None and not self.judge_reasoning_effort.strip():
+            raise ConfigError("--judge-reasoning-effort must not be empty")
+        if self.judge_timeout is not None:
+            from vally.models.durations import parse_duration
+
+            # Checked before any trial runs, not only when the comparison starts.
+            if parse_duration(self.judge_timeout, field="--judge-timeout") <= 0:
+                raise ConfigError(
+                    f"--judge-timeout must be longer than zero, got {self.judge_timeout!r}",
+                    hint="write e.g. --judge-timeout 2m",
+                )
+
+
+@dataclass
+class ExperimentSetup:
+    """An experiment prepared to run: the resolved experiment, its plan and its shard.
+
+    Attributes:
+        cwd: The working directory.
+        path: The experiment file.
+        experiment: The experiment file's model.
+        resolved: Evals x variants with hashes.
+        prepared: The prepared run (plan, plugins).
+        params: ``--param`` values.
+        shard: The shard this process runs, if any.
+        strategy: The shard strategy's name.
+    """
+
+    cwd: Path
+    path: Path
+    experiment: ExperimentFile
+    resolved: ResolvedExperiment
+    prepared: PreparedRun
+    params: dict[str, str]
+    shard: ShardSpec | None = None
+    strategy: str = defaults.DEFAULT_SHARD_STRATEGY
+
+    @property
+    def base(self) -> Path:
+        """The experiment file's folder (relative paths in it resolve from there)."""
+        return self.path.parent
+
+
+def _experiment_path(opts: ExperimentRequest, cwd: Path) -> Path:
+    path = absolute(cwd, opts.experiment_file)
+    if not path.is_file():
+        problem = "is a folder, not a file" if path.is_dir() else "does not exist"
+        raise ConfigError(
+            f"experiment file {opts.experiment_file} {problem} ({path})",
+            hint="pass the experiment YAML file (with name, evals, baseline and variants)",
+        )
+    if opts.workspace:
+        check_folder_flag("--workspace", opts.workspace, absolute(cwd, opts.workspace))
+    return path
+
+
+def _load(
+    opts: ExperimentRequest, cwd: Path, path: Path, params: dict[str, str]
+) -> tuple[Session, ExperimentFile, ResolvedExperiment, Path | None]:
+    from vally.engine.experiment import resolve_experiment
+    from vally.specs import loading as specs
+    from vally.specs.selection import apply_eval_filters, expand_evals
+
+    base = path.parent
+    project, root = specs.find_project(base, params=params)
+    if root is None:
+        project, root = specs.find_project(cwd, params=params)
+    session = Session(project, root or base)
+    experiment = specs.load_experiment_file(path, cli_params=params, project=project)
+    files = expand_evals(experiment.evals, base, project, exclude=path)
+    files = apply_eval_filters(files, opts.eval_filters, [cwd, base])
+    named: tuple[tuple[PluginKind, list[str]], ...] = (
+        ("grader", [*experiment.grader_plugins, *opts.grader_plugins]),
+        ("executor", [*experiment.executor_plugins, *opts.executor_plugins]),
+    )
+    for kind, specifiers in named:
+        if specifiers:
+            session.load_plugins(kind, plugin_paths(specifiers, base), base_dir=base)
+    provider = opts.eval_plugin or experiment.eval_plugin
+    if provider is not None:
+        provider = plugin_paths([provider], base)[0]
+    loaded = components.load_evals(
+        session, project, files, params, provider_spec=provider, base=base
+    )
+    resolved = resolve_experiment(experiment, loaded, only_variant=opts.variant)
+    return session, experiment, resolved, root
+
+
+def _shard_selector(
+    opts: ExperimentRequest, session: Session, base: Path
+) -> tuple[ShardSpec | None, str, Any]:
+    from vally.engine.shards import parse_shard, select_keys
+
+    spec = opts.shard_strategy
+    if opts.shard is None and spec is None:
+        return None, defaults.DEFAULT_SHARD_STRATEGY, None
+    specifier = plugin_paths([spec or defaults.DEFAULT_SHARD_STRATEGY], base)[0]
+    name = session.resolve_single("shard_strategy", specifier, base_dir=base)
+    if opts.shard is None:
+        return None, name, None
+    shard = parse_shard(opts.shard)
+    strategy = session.create("shard_strategy", name, {}, where="--shard-strategy")
+    return shard, name, lambda keys: select_keys(strategy.select, keys, shard, strategy=name)
+
+
+def _reporters(opts: ExperimentRequest) -> list[ReporterChoice]:
+    chosen = [ReporterChoice(defaults.RESULTS_REPORTER, {"per_variant": True})]
+    if opts.console:
+        chosen.append(
+            ReporterChoice(defaults.CONSOLE_REPORTER, {"verbose": opts.verbose, "style": "lines"})
+        )
+    chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
+    chosen.append(
+        ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, "--otlp-endpoint")
+    )
+    return chosen
+
+
+def _blocks(
+    resolved: ResolvedExperiment, run_id: str, shard: str | None
+) -> dict[tuple[str, str], ExperimentBlock]:
+    return {
+        (item.variant, eval_name(item.loaded)): ExperimentBlock(
+            run_id=run_id,
+            experiment=resolved.name,
+            variant=item.variant,
+            eval_hash=item.eval_hash,
+            config_hash=item.config_hash,
+            baseline=resolved.baseline,
+            shard=shard,
+        )
+        for item in resolved.evals
+    }
+
+
+def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
+    """Load, resolve and plan an experiment and create every plugin it needs (a dry run
+    creates no backend or reporter). Nothing is written.
+
+    Raises:
+        VallyError: Any configuration, plugin or planning problem.
+    """
+    from vally.engine.run import plan_request
+    from vally.engine.shards import plan_snapshot
+
+    opts.check()
+    cwd = Path.cwd()
+    path = _experiment_path(opts, cwd)
+    params = parse_params(opts.params)
+    session, experiment, resolved, root = _load(opts, cwd, path, params)
+    order = {name: i for i, name in enumerate(resolved.variants)}
+    inputs = [
+        PlanInput(item.loaded, item.variant)
+        for item in sorted(resolved.evals, key=lambda e: order[e.variant])
+    ]
+    workspace = absolute(cwd, opts.workspace) if opts.workspace else None
+    options = PlanOptions(workspace_root=workspace)
+    shard, strategy, select = _shard_selector(opts, session, path.parent)
+    run_id = opts.run_id or new_run_id()
+    base = path.parent
+    request = RunRequest(
+        session=session,
+        inputs=inputs,
+        plan_options=options,
+        project_root=root,
+        command="experiment",
+        backend=BackendChoice(
+            plugin_paths([opts.backend], base)[0] if opts.backend else None,
+            parse_key_values(opts.backend_args, flag="--backend-args", collect_repeats=True),
+            base,
+        ),
+        reporters=_reporters(opts),
+        reporter_plugins=plugin_paths([*experiment.reporter_plugins, *opts.reporter_plugins], base),
+        plugin_base=base,
+        workers=opts.workers or (experiment.execution.workers if experiment.execution else None),
+        select=select,
+        run_id=run_id,
+        options={"verbose": opts.verbose, "require_pass": opts.require_pass},
+    )
+    plan = plan_request(request)
+    label = shard.label if shard is not None else None
+    request.experiment = ExperimentMode(
+        name=resolved.name,
+        baseline=resolved.baseline,
+        variants=list(resolved.variants),
+        snapshot=plan_snapshot(resolved, plan, path),
+        blocks=_blocks(resolved, run_id, label),
+        shard=label,
+    )
+    prepared = prepare_run(request, dry_run=opts.dry_run, plan=plan)
+    return ExperimentSetup(cwd, path, experiment, resolved, prepared, params, shard, strategy)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _shard_dir(output_dir: Path, run_id: str, shard: ShardSpec) -> Path:
+    from vally.engine.rundir import check_output_dir
+    from vally.engine.shards import MANIFEST_FILE
+
+    check_output_dir(output_dir)
+    shard_dir = output_dir / run_id / shard.dir_name
+    try:
+        if shard_dir.exists():
+            if (shard_dir / MANIFEST_FILE).is_file():
+                shutil.rmtree(shard_dir)  # a re-run reproduces the same slice
+            elif any(shard_dir.iterdir()):
+                raise OutputError(
+                    f"shard folder {shard_dir} exists and is not a shard output",
+                    hint="move it away or pass another --output-dir",
+                )
+        shard_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot create the shard folder {shard_dir}: {exc.strerror or exc}"
+        ) from exc
+    return shard_dir
+
+
+def experiment_run_dir(opts: ExperimentRequest, setup: ExperimentSetup) -> Path:
+    """Create the run folder: timestamped, or the shard's folder of the run id.
+
+    Raises:
+        OutputError: The folder cannot be created, or a foreign folder is in the way.
+    """
+    from vally.engine.rundir import create_run_dir
+
+    output_dir = absolute(setup.cwd, opts.output_dir or DEFAULT_OUTPUT_DIR)
+    run_id = setup.prepared.request.run_id
+    if setup.shard is None or run_id is None:
+        return create_run_dir(output_dir)
+    return _shard_dir(output_dir, run_id, setup.shard)
+
+
+@dataclass
+class ShardBook:
+    """Keeps a shard's ``plan-snapshot.json`` and ``shard-manifest.json`` up to date."""
+
+    setup: ExperimentSetup
+    run_dir: Path
+    started_at: str = field(default_factory=utc_now)
+
+    def _selected(self) -> list[str]:
+        from vally.engine.shards import key_id
+
+        return [key_id(t.key) for t in self.setup.prepared.trials]
+
+    def write(self, *, completed: list[str], finished: bool, completed_at: str | None) -> None:
+        """Write the manifest (and, the first time, the snapshot).
+
+        Raises:
+            OutputError: A file cannot be written.
+        """
+        from vally.engine.shards import (
+            MANIFEST_FILE,
+            SNAPSHOT_FILE,
+            plan_digest,
+            shard_manifest,
+            write_json_file,
+        )
+
+        setup = self.setup
+        mode = setup.prepared.request.experiment
+        assert mode is not None and setup.shard is not None
+        if completed_at is None:
+            write_json_file(self.run_dir / SNAPSHOT_FILE, mode.snapshot)
+        write_json_file(
+            self.run_dir / MANIFEST_FILE,
+            shard_manifest(
+                run_id=str(setup.prepared.request.run_id),
+                experiment=mode.name,
+                shard=setup.shard,
+                strategy=setup.strategy,
+                digest=plan_digest(mode.snapshot),
+                selected=self._selected(),
+                completed=completed,
+                finished=finished,
+                started_at=self.started_at,
+                completed_at=completed_at,
+            ),
+        )
+
+    def close(self, result: RunResult) -> None:
+        """Record which selected trials completed and whether the shard finished."""
+        from vally.engine.shards import record_key_id
+
+        done = {record_key_id(r) for r in result.records if r.status != "cancelled"}
+        finished = not result.cancelled and result.error is None and not result.missing_outputs
+        self.write(
+            completed=[k for k in self._selected() if k in done],
+            finished=finished,
+            completed_at=utc_now(),
+        )
+
+
+def execute_experiment(
+    opts: ExperimentRequest, setup: ExperimentSetup, run_dir: Path
+) -> tuple[RunResult, list[str]]:
+    """Run a prepared experiment into ``run_dir``.
+
+    Returns:
+        The result, and the required outputs that could not be written (shard manifest).
+    """
+    book = ShardBook(setup, run_dir) if setup.shard is not None else None
+    if book is not None:
+        book.write(completed=[], finished=False, completed_at=None)
+    result = setup.prepared.execute(run_dir)
+    problems: list[str] = []
+    if book is not None:
+        try:
+            book.close(result)
+        except VallyError as exc:
+            problems.append(exc.render())
+    return result, problems
+
+
+def run_experiment(opts: ExperimentRequest) -> RunResult:
+    """Run an experiment as ``vally experiment run`` does (without ``--compare``) and return
+    its records and summaries.
+
+    Raises:
+        VallyError: A configuration, plugin, planning or output problem.
+    """
+    setup = prepare_experiment(opts)
+    if opts.dry_run:
+        return setup.prepared.empty_result()
+    result, problems = execute_experiment(opts, setup, experiment_run_dir(opts, setup))
+    result.missing_outputs.extend(problems)
+    return result

@@ -1,0 +1,59 @@
+"""Run options as users write them: paths relative to a base folder, plugin specifiers
+that may be paths, and folder flags checked before anything is created."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from vally.errors import ConfigError
+from vally.specs.selection import absolute as absolute
+
+
+def looks_like_path(specifier: str) -> bool:
+    """True when a plugin specifier is written as a path (``./x``, ``/x``, ``a/b``, ``x.py``),
+    not as a name, a distribution or ``package.module:Attr``."""
+    return (
+        specifier.startswith((".", "/", "~"))
+        or specifier.endswith(".py")
+        or os.sep in specifier
+        or "/" in specifier
+    ) and ":" not in specifier.split("/")[-1]
+
+
+def plugin_paths(
+    specifiers: Sequence[str], base: Path, *, fallback: Path | None = None
+) -> list[str]:
+    """Path specifiers made absolute against ``base`` (names and modules unchanged).
+
+    With ``fallback`` (the working directory), a relative path that exists only there is
+    taken from there.
+    """
+    out: list[str] = []
+    for spec in specifiers:
+        if not looks_like_path(spec) or Path(spec).expanduser().is_absolute():
+            out.append(spec)
+            continue
+        first = absolute(base, spec)
+        if fallback is not None and not first.exists() and absolute(fallback, spec).exists():
+            first = absolute(fallback, spec)
+        out.append(str(first))
+    return out
+
+
+def check_folder_flag(flag: str, value: str, path: Path) -> None:
+    """Fail early when a folder flag (``--workspace``) names a file or a path under one.
+
+    Raises:
+        ConfigError: ``path`` or one of the folders above it is a file.
+    """
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                where = "is a file" if folder == path else f"is under the file {folder}"
+                raise ConfigError(
+                    f"{flag} {value}: {path} {where}, not a folder",
+                    hint=f"pass a folder (it is created when missing) to {flag}",
+                )
+            return

@@ -1,0 +1,374 @@
+"""The run API: one way to build and execute a run, for ``vally eval``, ``vally experiment
+run`` and Python code.
+
+A run goes through two steps::
+
+    request = RunRequest(session=..., inputs=[PlanInput(loaded)], reporters=[...])
+    prepared = prepare_run(request)      # plan, plugins, backend: validated, nothing written
+    result = prepared.execute(run_dir)   # trials through the worker pool -> RunResult
+
+:func:`prepare_run` builds the plan and every plugin the plan needs (executors, graders,
+backend, reporters, the LLM provider) and reports any problem before a file is written or a
+trial starts. :meth:`PreparedRun.execute` runs the selected trials, delivers run events to the
+reporters (which write ``results.jsonl``, the report, spans) and writes the run summaries.
+An experiment is the same run with a variant per trial (:class:`ExperimentMode`): its records
+carry the experiment block, and its summaries are written per variant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.events import RunInfo
+from vally.contracts.protocols import Backend, Executor, LLMProvider, LoadedEval, TrialKey
+from vally.engine import components
+from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
+from vally.engine.runner import GraderFactory, RunContext, RunEngine, RunResult, new_run_id
+from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
+from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
+from vally.errors import MissingExecutorError
+from vally.models.project import ProjectConfig
+from vally.models.records import ExperimentBlock
+from vally.models.spec import Stimulus
+from vally.models.trajectory import utc_now
+from vally.plugins.session import Session
+
+StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
+"""Selects stimuli beyond the plan options' tag filter (e.g. a suite's filter)."""
+
+ShardSelector = Callable[[list[TrialKey]], list[TrialKey]]
+"""Picks the keys this process runs from the whole plan's keys (a shard of them)."""
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Which backend runs the trials.
+
+    Attributes:
+        specifier: A backend name or plugin specifier (``--backend``); None for the
+            project's ``defaults.backend``, else the default backend.
+        args: Its config (``--backend-args``).
+        base_dir: Where a relative specifier resolves.
+    """
+
+    specifier: str | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class ReporterChoice:
+    """One reporter the run delivers its events to.
+
+    Attributes:
+        name: The reporter's plugin name.
+        config: Its config.
+        where: Where it was chosen (a flag), for error messages.
+    """
+
+    name: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class ExperimentMode:
+    """What makes a run an experiment: named variants compared with a baseline.
+
+    Attributes:
+        name: The experiment's name.
+        baseline: The baseline variant.
+        variants: Every variant, in the experiment file's order.
+        snapshot: The plan snapshot (``plan-snapshot.json``) the summaries follow.
+        blocks: The ``experiment`` block of each (variant, eval name), added to records.
+        shard: ``"i/n"`` when this process runs one shard.
+    """
+
+    name: str
+    baseline: str
+    variants: Sequence[str]
+    snapshot: Mapping[str, Any]
+    blocks: Mapping[tuple[str, str], ExperimentBlock]
+    shard: str | None = None
+
+
+@dataclass
+class RunRequest:
+    """One run, fully described: which evals, which plugins, which reporters.
+
+    Attributes:
+        session: The plugin session (plugins named by flags already loaded into it).
+        inputs: The evals to plan, each with its variant, in run order.
+        plan_options: Run-wide planning choices (models, runs, timeout, filters, ...).
+        project_root: The folder of ``.vally.yaml`` (None without one): the confinement
+            root of ``files[].src``.
+        stimulus_filter: Extra stimulus selection.
+        command: ``eval`` or ``experiment`` (given to reporters).
+        backend: The backend choice.
+        reporters: The reporters to create, in registration order.
+        reporter_plugins: ``--reporter-plugin`` specifiers (resolved from ``plugin_base``).
+        plugin_base: Where relative plugin specifiers resolve.
+        workers: Concurrent trials (None: the project's default, else 5).
+        max_retries: Retries of a trial that failed in setup or execution.
+        skip_grade: Execute without grading.
+        select: Picks this process's shard of the plan's keys (None: every key).
+        experiment: Set for experiment runs.
+        run_id: A stable run id (None: a new UUID).
+        options: Presentation options given to reporters (``RunInfo.options``).
+    """
+
+    session: Session
+    inputs: Sequence[PlanInput]
+    plan_options: PlanOptions = field(default_factory=PlanOptions)
+    project_root: Path | None = None
+    stimulus_filter: StimulusFilter | None = None
+    command: str = "eval"
+    backend: BackendChoice = field(default_factory=BackendChoice)
+    reporters: Sequence[ReporterChoice] = ()
+    reporter_plugins: Sequence[str] = ()
+    plugin_base: Path = field(default_factory=Path.cwd)
+    workers: int | None = None
+    max_retries: int = 0
+    skip_grade: bool = False
+    select: ShardSelector | None = None
+    experiment: ExperimentMode | None = None
+    run_id: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def project(self) -> ProjectConfig:
+        """The project configuration (defaults when the session has none)."""
+        return self.session.project or ProjectConfig()
+
+
+def plan_request(request: RunRequest) -> Plan:
+    """The request's plan (no plugin is created).
+
+    Raises:
+        ConfigError: A spec is invalid for planning; a missing executor names the
+            installed ones.
+    """
+    from vally.specs.loading import resolve_environment
+
+    session = request.session
+    project = request.project
+
+    def resolve(item: LoadedEval, stimulus: Stimulus) -> Any:
+        return resolve_environment(item, stimulus, project, request.project_root)
+
+    try:
+        return build_plan(
+            request.inputs,
+            request.plan_options,
+            resolve_environment=resolve,
+            stimulus_filter=request.stimulus_filter,
+        )
+    except MissingExecutorError as exc:
+        names = ", ".join(sorted(session.known_names("executor"))) or "(none)"
+        raise MissingExecutorError(
+            exc.message, location=exc.location, hint=f"{exc.hint}; installed executors: {names}"
+        ) from None
+
+
+def prepare_run(
+    request: RunRequest, *, dry_run: bool = False, plan: Plan | None = None
+) -> PreparedRun:
+    """Plan the request and create every plugin it needs, before anything is written.
+
+    Args:
+        request: The run.
+        dry_run: Validate executors, graders and reporters; create no backend or provider.
+        plan: The request's plan when the caller already made it (:func:`plan_request`).
+
+    Raises:
+        VallyError: A spec, plugin, config or selection problem (nothing was written).
+    """
+    session = request.session
+    plan = plan if plan is not None else plan_request(request)
+    keys = request.select(plan.keys) if request.select is not None else plan.keys
+    wanted = set(keys)
+    trials = [t for t in plan.trials if t.key in wanted]
+    executors = components.build_executors(session, plan.trials)
+    create_grader = components.build_grader_factory(
+        session, plan.trials, validate=not request.skip_grade
+    )
+    if plan.lint_only:
+        components.validate_unplanned(plan, session, skip_grade=request.skip_grade)
+    prepared = PreparedRun(request, plan, trials, executors, create_grader)
+    if plan.lint_only:
+        return prepared
+    # Reporters are created (their configs checked) even for a dry run; they open nothing
+    # until the run starts.
+    prepared.reporters = components.create_reporters(
+        session, request.reporters, request.reporter_plugins, base_dir=request.plugin_base
+    )
+    if dry_run:
+        return prepared
+    project = request.project
+    choice = request.backend
+    prepared.backend = components.build_backend(
+        session,
+        project,
+        flag_spec=choice.specifier,
+        flag_args=choice.args,
+        flag_base=choice.base_dir or request.plugin_base,
+        project_root=request.project_root,
+    )
+    prepared.llm = components.llm_provider_for(session, project, plan.trials)
+    return prepared
+
+
+@dataclass
+class PreparedRun:
+    """A planned run with its plugins created; :meth:`execute` runs it once.
+
+    Attributes:
+        request: What was asked.
+        plan: The whole plan (every shard).
+        trials: The trials this process runs (the selected shard), in plan order.
+        executors: Executor instances by reference.
+        create_grader: Hands out grader instances per config entry.
+        backend: The backend (None for a dry run or an empty plan).
+        reporters: The reporters by name, registered when the run starts.
+        llm: The project's LLM provider when a plugin needs one.
+    """
+
+    request: RunRequest
+    plan: Plan
+    trials: list[PlannedTrial]
+    executors: Mapping[PluginRef, Executor]
+    create_grader: GraderFactory
+    backend: Backend | None = None
+    reporters: list[tuple[str, object]] = field(default_factory=list)
+    llm: LLMProvider | None = None
+    engine: RunEngine | None = None
+
+    @property
+    def workers(self) -> int:
+        """Concurrent trials: the request's, else the project's default, else 5."""
+        default = self.request.project.defaults.workers
+        return self.request.workers or default or DEFAULT_WORKERS
+
+    def empty_result(self) -> RunResult:
+        """The result of a plan that runs nothing (validated, no records, no summaries)."""
+        run = self.run_info(None, self.request.run_id or new_run_id())
+        return RunResult(run, [], [], cancelled=False)
+
+    def run_info(self, run_dir: Path | None, run_id: str) -> RunInfo:
+        """The run's identity as reporters see it."""
+        request = self.request
+        experiment = request.experiment
+        return RunInfo(
+            run_id=run_id,
+            command=request.command,
+            run_dir=run_dir,
+            planned_trials=len(self.trials),
+            started_at=utc_now(),
+            options={**request.options, "workers": self.workers},
+            experiment=experiment.name if experiment else None,
+            shard=experiment.shard if experiment else None,
+            evals=tuple(dict.fromkeys(e.name for e in self.plan.evals)),
+            baseline=experiment.baseline if experiment else None,
+            variants=tuple(experiment.variants) if experiment else (),
+            snapshot=experiment.snapshot if experiment else None,
+        )
+
+    def summaries(self, run: RunInfo, scrubber: Any) -> RunSummaries:
+        """How the run is summarised: per planned eval, or per variant for experiments."""
+        plugins = self.request.session.provenance()
+        experiment = self.request.experiment
+        if experiment is None:
+            return PlanSummaries(
+                self.plan.evals,
+                run_id=run.run_id,
+                run_dir=run.run_dir,
+                scrubber=scrubber,
+                plugins=plugins,
+            )
+        return VariantSummaries(
+            experiment.snapshot,
+            run_id=run.run_id,
+            run_dir=run.run_dir,
+            scrubber=scrubber,
+            plugins=plugins,
+            shard=experiment.shard,
+        )
+
+    def start_engine(self, run_dir: Path | None, *, run_id: str | None = None) -> RunEngine:
+        """Register the reporters and build the engine for one execution."""
+        request = self.request
+        session = request.session
+        for name, reporter in self.reporters:
+            session.register_observer(reporter, name)
+        run = self.run_info(run_dir, run_id or request.run_id or new_run_id())
+        scrubber = components.scrubber_for(self.trials)
+        context = RunContext(
+            run=run,
+            backend=self.backend,
+            executors=self.executors,
+            create_grader=self.create_grader,
+            emitter=session.emitter,
+            scrubber=scrubber,
+            run_dir=run_dir,
+            skip_grade=request.skip_grade,
+            llm=self.llm,
+            experiment_blocks=request.experiment.blocks if request.experiment else {},
+        )
+        self.engine = RunEngine(
+            context,
+            self.summaries(run, scrubber),
+            workers=self.workers,
+            max_retries=request.max_retries,
+        )
+        return self.engine
+
+    async def execute_async(
+        self, run_dir: Path | None = None, *, run_id: str | None = None
+    ) -> RunResult:
+        """Run the selected trials (see :meth:`execute`) on the running event loop."""
+        engine = self.start_engine(run_dir, run_id=run_id)
+        try:
+            return await engine.run(self.trials)
+        finally:
+            if self.llm is not None:
+                with contextlib.suppress(Exception):  # teardown is best effort
+                    await self.llm.aclose()
+
+    def execute(
+        self,
+        run_dir: Path | None = None,
+        *,
+        run_id: str | None = None,
+        on_interrupt: Callable[[], None] | None = None,
+    ) -> RunResult:
+        """Run the selected trials and return every record and summary.
+
+        Ctrl-C and SIGTERM stop the run: nothing new starts, running trials are cancelled
+        and recorded as such, and the result says ``cancelled``.
+
+        Args:
+            run_dir: The run folder (created); None writes no file at all.
+            run_id: Overrides the request's run id.
+            on_interrupt: Called when an interrupt arrives, before the run stops.
+
+        Returns:
+            The result; ``result.error`` is set when a required output could not be written
+            (the run stopped early, the records finished before stay).
+        """
+
+        def interrupt() -> None:
+            if on_interrupt is not None and not (self.engine and self.engine.cancelled):
+                on_interrupt()
+            if self.engine is not None:
+                self.engine.stop()
+
+        async def main() -> RunResult:
+            with stop_on_signals(interrupt):
+                return await self.execute_async(run_dir, run_id=run_id)
+
+        return asyncio.run(main())

@@ -1,0 +1,207 @@
+"""Run summaries: one ``run-summary.jsonl`` line per (variant, eval), written when a run ends.
+
+Two layouts share one interface (:class:`RunSummaries`):
+
+* :class:`PlanSummaries` (``vally eval``): one file in the run folder, a line per planned
+  eval, records in the order the plan lists its stimuli.
+* :class:`VariantSummaries` (``vally experiment run`` and ``merge``): one file per variant
+  folder, a line per eval of the experiment's plan snapshot, records in plan order, with
+  the ``experiment`` provenance block; a shard summarises its own trials only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from vally.engine.planner import PlannedEval
+from vally.engine.rundir import SUMMARY_FILE, Scrubber, safe_name, write_jsonl
+from vally.engine.scoring import summarize_eval
+from vally.errors import OutputError
+from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
+from vally.models.trajectory import utc_now
+
+
+class RunSummaries(Protocol):
+    """Summarises a run's records and writes the summary files."""
+
+    def summarize(
+        self, records: Sequence[TrialResultRecord], started_at: str
+    ) -> list[RunSummaryRecord]:
+        """One summary per (variant, eval) of the run, in a stable order."""
+        ...
+
+    def write(self, summaries: Sequence[RunSummaryRecord]) -> None:
+        """Write the summary files (nothing when the run writes no files).
+
+        Raises:
+            OutputError: A summary file could not be written.
+        """
+        ...
+
+
+def _write(path: Path, summaries: Sequence[RunSummaryRecord], scrubber: Scrubber) -> None:
+    try:
+        write_jsonl(path, summaries, scrubber)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+class PlanSummaries:
+    """A line per planned eval, written to ``<run_dir>/run-summary.jsonl``.
+
+    Args:
+        evals: The plan's evals.
+        run_id: The run's id.
+        run_dir: The run folder; None writes nothing.
+        scrubber: Hides secrets in what is written.
+        plugins: Provenance of the loaded plugins.
+    """
+
+    def __init__(
+        self,
+        evals: Sequence[PlannedEval],
+        *,
+        run_id: str,
+        run_dir: Path | None,
+        scrubber: Scrubber,
+        plugins: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self.evals = list(evals)
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.scrubber = scrubber
+        self.plugins = list(plugins)
+
+    def summarize(
+        self, records: Sequence[TrialResultRecord], started_at: str
+    ) -> list[RunSummaryRecord]:
+        """Summaries of every planned eval, records sorted by the plan's stimulus order."""
+        completed = utc_now()
+        out: list[RunSummaryRecord] = []
+        for planned in self.evals:
+            own = [
+                r
+                for r in records
+                if r.eval_name == planned.name and (r.variant or "") == planned.variant
+            ]
+            own.sort(key=lambda r: (r.stimulus_name, r.model or "", r.trial_index))
+            order = {name: i for i, name in enumerate(planned.stimuli)}
+            own.sort(key=lambda r: order.get(r.stimulus_name, len(order)))
+            out.append(
+                summarize_eval(
+                    own,
+                    run_id=self.run_id,
+                    eval_name=planned.name,
+                    eval_file=str(planned.loaded.source),
+                    variant=planned.variant or None,
+                    threshold=planned.threshold,
+                    started_at=started_at,
+                    completed_at=completed,
+                    plugins=self.plugins,
+                )
+            )
+        return out
+
+    def write(self, summaries: Sequence[RunSummaryRecord]) -> None:
+        """Write ``run-summary.jsonl`` in the run folder."""
+        if self.run_dir is not None:
+            _write(self.run_dir / SUMMARY_FILE, summaries, self.scrubber)
+
+
+class VariantSummaries:
+    """A line per eval of an experiment's plan snapshot, one file per variant folder.
+
+    Args:
+        snapshot: The plan snapshot (``plan-snapshot.json``: experiment, baseline, variants,
+            evals with hashes and thresholds, trial keys in plan order).
+        run_id: The experiment run's id.
+        run_dir: The run (or shard, or merged) folder; None writes nothing.
+        scrubber: Hides secrets in what is written.
+        plugins: Provenance of the loaded plugins.
+        shard: ``"i/n"`` for a shard's partial summaries.
+    """
+
+    def __init__(
+        self,
+        snapshot: Mapping[str, Any],
+        *,
+        run_id: str,
+        run_dir: Path | None,
+        scrubber: Scrubber | None = None,
+        plugins: Sequence[Mapping[str, Any]] = (),
+        shard: str | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.scrubber = scrubber or Scrubber()
+        self.plugins = list(plugins)
+        self.shard = shard
+
+    @property
+    def variants(self) -> list[str]:
+        """The experiment's variants, baseline first as planned."""
+        return [str(v) for v in self.snapshot.get("variants") or []]
+
+    def summarize(
+        self, records: Sequence[TrialResultRecord], started_at: str | None = None
+    ) -> list[RunSummaryRecord]:
+        """Summaries of every (variant, eval) of the snapshot, records in plan order, so a
+        merged run and an unsharded run of the same plan summarise identically."""
+        from vally.engine.shards import order_records
+
+        snapshot = self.snapshot
+        ordered = order_records(records, list(snapshot.get("trials") or []))
+        out: list[RunSummaryRecord] = []
+        for item in snapshot.get("evals") or []:
+            variant, name = str(item["variant"]), str(item["name"])
+            own = [r for r in ordered if (r.variant or "") == variant and r.eval_name == name]
+            block = ExperimentBlock(
+                run_id=self.run_id,
+                experiment=str(snapshot.get("experiment")),
+                variant=variant,
+                eval_hash=str(item.get("evalHash")),
+                config_hash=str(item.get("configHash")),
+                baseline=snapshot.get("baseline"),
+                shard=self.shard,
+            )
+            out.append(
+                summarize_eval(
+                    own,
+                    run_id=self.run_id,
+                    eval_name=name,
+                    eval_file=str(item.get("file")),
+                    variant=variant,
+                    eval_hash=item.get("evalHash"),
+                    config_hash=item.get("configHash"),
+                    threshold=item.get("threshold"),
+                    plugins=self.plugins,
+                    experiment=block,
+                )
+            )
+        return out
+
+    def by_variant(
+        self, summaries: Sequence[RunSummaryRecord]
+    ) -> dict[str, list[RunSummaryRecord]]:
+        """``summaries`` grouped by variant (every variant present, maybe empty)."""
+        out: dict[str, list[RunSummaryRecord]] = {v: [] for v in self.variants}
+        for summary in summaries:
+            out.setdefault(summary.variant or "", []).append(summary)
+        return out
+
+    def write(self, summaries: Sequence[RunSummaryRecord]) -> None:
+        """Write ``<variant>/run-summary.jsonl`` for every variant; tries every variant
+        before raising the first failure."""
+        if self.run_dir is None:
+            return
+        failures: list[OutputError] = []
+        for variant, items in self.by_variant(summaries).items():
+            try:
+                _write(self.run_dir / safe_name(variant) / SUMMARY_FILE, items, self.scrubber)
+            except OutputError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]

@@ -1,0 +1,237 @@
+"""``vally experiment merge``: reconcile the shard folders of one sharded run.
+
+The shards are validated (one run, one plan, finished, partitioning the plan), then the
+merged folder gets every variant's ``results.jsonl`` and ``run-summary.jsonl``, the plan
+snapshot and ``experiment-manifest.json``, written here; the report, the spans (linked to
+each shard's root span) and the console comparison come from the reporters, through the
+same run events as a run. Summaries and the report take the records in plan order, so a
+merged run summarises and reports as the unsharded run of the same plan would; each
+variant's ``results.jsonl`` keeps the shards' order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.events import RunInfo, RunOutcome
+from vally.engine import components
+from vally.engine.options import absolute
+from vally.engine.run import ReporterChoice
+from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name, write_jsonl
+from vally.engine.shards import (
+    EXPERIMENT_MANIFEST_FILE,
+    SNAPSHOT_FILE,
+    ShardInput,
+    plan_digest,
+    read_shard,
+    read_shard_records,
+    validate_shards,
+    write_json_file,
+)
+from vally.engine.summaries import VariantSummaries
+from vally.errors import OutputError
+from vally.models.records import RunSummaryRecord, TrialResultRecord
+from vally.models.trajectory import utc_now
+from vally.plugins import defaults
+from vally.plugins.session import Session
+
+
+@dataclass
+class MergeRequest:
+    """What ``vally experiment merge`` takes.
+
+    Attributes:
+        shard_dirs: Every shard folder of the run.
+        output_dir: The merged folder (outside every shard folder).
+        otlp_endpoint: Export the merge's spans to this collector.
+        console: Print the comparison with the baseline.
+    """
+
+    shard_dirs: Sequence[str]
+    output_dir: str
+    otlp_endpoint: str | None = None
+    console: bool = True
+
+
+@dataclass
+class MergeResult:
+    """The merged run.
+
+    Attributes:
+        run_id: The experiment run's id.
+        target: The merged folder.
+        shards: How many shards were merged.
+        records: Every trial record, in plan order.
+        summaries: The merged summaries (every variant).
+        warnings: Failures of reporters (report, spans) that did not stop the merge.
+    """
+
+    run_id: str
+    target: Path
+    shards: int
+    records: list[TrialResultRecord]
+    summaries: list[RunSummaryRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_target(target: Path, shards: Sequence[ShardInput]) -> None:
+    resolved = target.resolve()
+    for shard in shards:
+        folder = shard.path.resolve()
+        if resolved == folder or folder in resolved.parents:
+            raise OutputError(
+                f"merge output {target} is inside shard directory {shard.path}: merging there "
+                "would overwrite or mix with that shard's files",
+                hint="pass an -o/--output-dir outside every shard directory, e.g. "
+                f"{folder.parent / 'merged'}",
+            )
+    try:
+        if target.exists() and not target.is_dir():
+            raise OutputError(
+                f"merge output {target} is a file", hint="pass another -o/--output-dir"
+            )
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {target}: {exc.strerror or exc}") from exc
+
+
+def _trace_links(shards: Sequence[ShardInput]) -> list[dict[str, Any]]:
+    """Each shard's root span (from its trace context file), tagged with the shard."""
+    links: list[dict[str, Any]] = []
+    for shard in shards:
+        with contextlib.suppress(OSError, ValueError):
+            context = json.loads((shard.path / TRACE_CONTEXT_FILE).read_text(encoding="utf-8"))
+            if isinstance(context, dict):
+                links.append(
+                    {
+                        "traceId": context.get("traceId"),
+                        "spanId": context.get("spanId"),
+                        "vally.shard": f"{shard.index}/{shard.total}",
+                    }
+                )
+    return links
+
+
+def _manifest(
+    shards: Sequence[ShardInput], links: Sequence[dict[str, Any]], trials: int
+) -> dict[str, Any]:
+    first = shards[0]
+    snapshot = first.snapshot
+
+    def context_of(shard: ShardInput) -> dict[str, Any] | None:
+        label = f"{shard.index}/{shard.total}"
+        for link in links:
+            if link.get("vally.shard") == label:
+                return {"traceId": link.get("traceId"), "spanId": link.get("spanId")}
+        return None
+
+    return {
+        "schemaVersion": 1,
+        "runId": str(first.manifest["runId"]),
+        "experiment": snapshot.get("experiment"),
+        "baseline": snapshot.get("baseline"),
+        "variants": [str(v) for v in snapshot.get("variants") or []],
+        "planDigest": plan_digest(snapshot),
+        "strategy": first.manifest.get("strategy"),
+        "shards": [
+            {
+                "index": s.index,
+                "total": s.total,
+                "dir": s.path.name,
+                "trials": len(s.manifest.get("selectedKeys") or []),
+                "otelContext": context_of(s),
+            }
+            for s in shards
+        ],
+        "trials": trials,
+        "mergedAt": utc_now(),
+    }
+
+
+def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, object]]:
+    chosen = [ReporterChoice(defaults.REPORT_REPORTER)]
+    if request.console:
+        chosen.append(ReporterChoice(defaults.CONSOLE_REPORTER, {"style": "lines"}))
+    chosen.append(
+        ReporterChoice(
+            defaults.TRACE_REPORTER, {"endpoint": request.otlp_endpoint}, "--otlp-endpoint"
+        )
+    )
+    return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
+
+
+def read_shards(request: MergeRequest) -> list[ShardInput]:
+    """Read and validate the shard folders, in shard order.
+
+    Raises:
+        ShardValidationError: A folder is not a shard, or the shards do not make one run.
+    """
+    cwd = Path.cwd()
+    shards = [read_shard(absolute(cwd, d)) for d in request.shard_dirs]
+    validate_shards(shards)
+    shards.sort(key=lambda s: s.index)
+    return shards
+
+
+def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
+    """Write the merged folder from validated shards (see :func:`read_shards`).
+
+    Raises:
+        OutputError: The merged folder or a required file cannot be written.
+        ConfigError: ``--otlp-endpoint`` is invalid.
+    """
+    session = Session(None, Path.cwd())
+    reporters = _reporters(request, session)
+    target = absolute(Path.cwd(), request.output_dir)
+    _check_target(target, shards)
+    first = shards[0]
+    snapshot = first.snapshot
+    run_id = str(first.manifest["runId"])
+    folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
+    by_variant: dict[str, list[TrialResultRecord]] = {v: [] for v in folders}
+    for shard in shards:
+        for variant, records in read_shard_records(shard, folders).items():
+            by_variant.setdefault(variant, []).extend(records)
+    records = [r for items in by_variant.values() for r in items]
+    links = _trace_links(shards)
+    run = RunInfo(
+        run_id=run_id,
+        command="experiment.merge",
+        run_dir=target,
+        planned_trials=len(records),
+        started_at=utc_now(),
+        experiment=str(snapshot.get("experiment")),
+        baseline=str(snapshot.get("baseline")),
+        variants=tuple(folders),
+        snapshot=snapshot,
+        links=links,
+    )
+    for name, reporter in reporters:
+        session.register_observer(reporter, name)
+    session.emitter.emit("vally_run_start", run=run)
+    summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
+    summaries = summarizer.summarize(records)
+    try:
+        for variant, folder in folders.items():
+            write_jsonl(target / folder / RESULTS_FILE, by_variant.get(variant, []))
+        summarizer.write(summaries)
+        write_json_file(target / SNAPSHOT_FILE, snapshot)
+        write_json_file(target / EXPERIMENT_MANIFEST_FILE, _manifest(shards, links, len(records)))
+    except OSError as exc:
+        error = OutputError(f"cannot write the merged output in {target}: {exc.strerror or exc}")
+        outcome = RunOutcome(records, summaries, cancelled=True, error=error.render())
+        with contextlib.suppress(Exception):
+            session.emitter.emit("vally_run_end", run=run, outcome=outcome)
+        raise error from exc
+    session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, summaries))
+    warnings = [
+        f"reporter {f.observer!r} failed in {f.hook}: {type(f.error).__name__}: {f.error}"
+        for f in session.emitter.failures
+        if not f.critical
+    ]
+    return MergeResult(run_id, target, len(shards), records, summaries, warnings)
