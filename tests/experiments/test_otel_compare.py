@@ -3,75 +3,22 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.llm.chat_server import ChatServer, completion, error
+from tests.otlp_receiver import Receiver
 
 from .conftest import EXPERIMENT, make_project, only_run_dir, read_jsonl, vally, write
 
 
-class Receiver:
-    """An OTLP/HTTP traces receiver on 127.0.0.1 that decodes every export request."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-        self.paths: list[str] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-                    ExportTraceServiceRequest,
-                    ExportTraceServiceResponse,
-                )
-
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                receiver.paths.append(self.path)
-                for resource_spans in request.resource_spans:
-                    for scope in resource_spans.scope_spans:
-                        receiver.spans.extend(scope.spans)
-                reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def attributes(self, span: Any) -> dict[str, Any]:
-        out = {}
-        for item in span.attributes:
-            value = item.value
-            out[item.key] = getattr(value, value.WhichOneof("value"))
-        return out
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
-    rec = Receiver()
-    rec.thread.start()
-    try:
+    with Receiver() as rec:
         yield rec
-    finally:
-        rec.server.shutdown()
-        rec.server.server_close()
 
 
 def test_otlp_export_to_a_local_collector(tmp_path: Path, receiver: Receiver) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from vally.contracts.bases import BaseReporter
 
-NAMES = ["console", "jsonl", "markdown", "junit"]
+NAMES = ["console", "jsonl", "markdown", "junit", "otel"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,4 +1,4 @@
-"""Built-in reporters: ``console``, ``jsonl``, ``markdown`` and ``junit``.
+"""Built-in reporters: ``console``, ``jsonl``, ``markdown``, ``junit`` and ``otel``.
 
 Each reporter is a plugin class selected by name (group ``vally.reporters``) whose methods
 implement the run hooks of :mod:`vally.contracts.hookspecs`. This module holds what they share: the

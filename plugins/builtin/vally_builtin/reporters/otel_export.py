@@ -1,0 +1,349 @@
+"""Where the ``otel`` reporter's spans go: ``otel-spans.jsonl`` or an OTLP/HTTP collector.
+
+:func:`open_pipeline` builds a tracer provider for one run. Without an endpoint, each span
+is appended to the span file as it ends (one JSON object per line, flushed). With one, spans
+are batched and sent from a background thread, so a slow or unreachable collector never
+stalls the run; :meth:`SpanPipeline.close` then waits a bounded time for the last batches.
+
+Both exporters remember what went wrong instead of only logging it, so that the reporter
+can tell the user once the run ends. This module imports opentelemetry when it is itself
+imported: the reporter imports it on first use only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any, Protocol
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from vally import OutputError, __version__
+
+AttributeValue = str | bool | int | float
+"""A span attribute value as vally records it."""
+
+CONTEXT_FIELDS = frozenset({"traceId", "spanId", "name", "exporter", "attributes"})
+"""The fields of ``otel-context.json``: never copied into a link's attributes."""
+
+
+def otlp_traces_url(endpoint: str) -> str:
+    """The traces URL of an OTLP/HTTP endpoint: ``/v1/traces`` is added to a bare base URL
+    (``http://host:4318`` -> ``http://host:4318/v1/traces``); a URL with a path is kept."""
+    parts = urlsplit(endpoint)
+    if parts.path in ("", "/"):
+        return endpoint.rstrip("/") + "/v1/traces"
+    return endpoint
+
+
+def clean_attributes(attributes: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """Span attributes without None values; anything not a str, bool, int or float becomes
+    its ``str``."""
+    out: dict[str, AttributeValue] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        out[key] = value if isinstance(value, (str, bool, int, float)) else str(value)
+    return out
+
+
+def iso_to_ns(value: str | None) -> int | None:
+    """An ISO 8601 time as nanoseconds since the epoch (None when absent or unreadable)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+def span_links(links: Sequence[Mapping[str, Any]]) -> list[trace.Link]:
+    """Links to other runs' spans.
+
+    Each mapping holds ``traceId`` (32 hex digits) and ``spanId`` (16 hex digits); its other
+    entries with a str, bool, int or float value become the link's attributes (e.g.
+    ``vally.shard``), except the fields of ``otel-context.json`` itself, so a shard's context
+    file can be passed as it is. A mapping without valid ids is skipped.
+    """
+    out: list[trace.Link] = []
+    for link in links:
+        try:
+            context = trace.SpanContext(
+                trace_id=int(str(link["traceId"]), 16),
+                span_id=int(str(link["spanId"]), 16),
+                is_remote=True,
+                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+            )
+        except (KeyError, ValueError):
+            continue
+        if not context.is_valid:
+            continue
+        extra = {
+            key: value
+            for key, value in link.items()
+            if key not in CONTEXT_FIELDS and isinstance(value, (str, bool, int, float))
+        }
+        out.append(trace.Link(context, extra))
+    return out
+
+
+def span_to_json(span: ReadableSpan) -> dict[str, Any]:
+    """One finished span as a JSON-ready dict (ids as lowercase hex, times in ns)."""
+    context = span.get_span_context()
+    parent = span.parent
+    status = span.status
+    return {
+        "name": span.name,
+        "traceId": format(context.trace_id, "032x") if context else None,
+        "spanId": format(context.span_id, "016x") if context else None,
+        "parentSpanId": format(parent.span_id, "016x") if parent is not None else None,
+        "kind": span.kind.name,
+        "startTimeUnixNano": span.start_time,
+        "endTimeUnixNano": span.end_time,
+        "status": status.status_code.name,
+        "statusDescription": status.description,
+        "attributes": dict(span.attributes or {}),
+        "links": [
+            {
+                "traceId": format(link.context.trace_id, "032x"),
+                "spanId": format(link.context.span_id, "016x"),
+                "attributes": dict(link.attributes or {}),
+            }
+            for link in span.links
+        ],
+        "events": [
+            {"name": e.name, "timeUnixNano": e.timestamp, "attributes": dict(e.attributes or {})}
+            for e in span.events
+        ],
+    }
+
+
+class WatchedExporter(Protocol):
+    """An exporter that remembers whether every span it was given was delivered."""
+
+    def begin_closing(self, deadline: float) -> None:
+        """The run has ended: exports may start until ``deadline`` (``time.monotonic``)."""
+
+    def problem(self) -> OutputError | None:
+        """What went wrong while exporting, None when every span was delivered."""
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends each finished span to a file as one flushed JSON line.
+
+    Args:
+        path: The span file (created with its folder; appended to when it exists).
+
+    Raises:
+        OutputError: The file cannot be opened.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._error: OSError | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] = path.open("a", encoding="utf-8", newline="\n")
+        except OSError as exc:
+            raise OutputError(
+                f"cannot open the span file {path}: {exc.strerror or exc}",
+                hint="choose a writable folder with --output-dir",
+            ) from exc
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Write ``spans``, one line each, and flush."""
+        with self._lock:
+            if self._file.closed or self._error is not None:
+                return SpanExportResult.FAILURE
+            try:
+                for span in spans:
+                    self._file.write(json.dumps(span_to_json(span), ensure_ascii=False) + "\n")
+                self._file.flush()
+            except OSError as exc:
+                self._error = exc
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Close the file (safe to call twice)."""
+        with self._lock:
+            if not self._file.closed:
+                try:
+                    self._file.close()
+                except OSError as exc:
+                    self._error = self._error or exc
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is buffered: every export is flushed."""
+        return True
+
+    def begin_closing(self, deadline: float) -> None:
+        """Spans are written as they end: nothing waits."""
+
+    def problem(self) -> OutputError | None:
+        """The first write error, as an :class:`OutputError` naming the file."""
+        if self._error is None:
+            return None
+        return OutputError(
+            f"cannot write the span file {self.path}: {self._error.strerror or self._error}",
+            hint="check free disk space and permissions of the run folder",
+        )
+
+
+class OtlpSpanExporter(SpanExporter):
+    """Sends spans to an OTLP/HTTP collector and counts the spans it failed to deliver.
+
+    Once the run has ended (:meth:`begin_closing`) a batch is sent only before the deadline
+    and only when the batch before it was delivered: an unreachable collector costs at most
+    one export timeout, not one per batch left.
+
+    Args:
+        url: The collector's traces URL (``.../v1/traces``).
+        timeout: Seconds one export may take, retries included.
+    """
+
+    def __init__(self, url: str, timeout: float) -> None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        self.url = url
+        self._exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
+        self._lock = threading.Lock()
+        self._deadline: float | None = None
+        self._failed = 0
+        self._sent = 0
+        self._last_failed = False
+        self._error: Exception | None = None
+
+    def _may_send(self) -> bool:
+        with self._lock:
+            if self._deadline is None:
+                return True
+            return not self._last_failed and time.monotonic() < self._deadline
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Send one batch (or drop it when the closing deadline or an earlier failure says
+        so), counting what was not delivered."""
+        result = SpanExportResult.FAILURE
+        if self._may_send():
+            try:
+                result = self._exporter.export(spans)
+            except Exception as exc:  # the exporter's own errors: count, never raise
+                with self._lock:
+                    self._error = exc
+        with self._lock:
+            self._last_failed = result != SpanExportResult.SUCCESS
+            if self._last_failed:
+                self._failed += len(spans)
+            else:
+                self._sent += len(spans)
+        return result
+
+    def shutdown(self) -> None:
+        """Close the exporter (pending retries are abandoned)."""
+        self._exporter.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is buffered here (the batch processor holds pending spans)."""
+        return True
+
+    def begin_closing(self, deadline: float) -> None:
+        """From now on, send only before ``deadline`` and after a delivered batch."""
+        with self._lock:
+            self._deadline = deadline
+
+    def problem(self) -> OutputError | None:
+        """How many spans were not delivered, as an :class:`OutputError` naming the URL."""
+        with self._lock:
+            failed, sent, error = self._failed, self._sent, self._error
+        if not failed:
+            return None
+        cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+        return OutputError(
+            f"trace export to {self.url} failed: {failed} of {failed + sent} span(s) were "
+            f"not delivered{cause}",
+            hint="check that the OTLP/HTTP collector is running and reachable "
+            "(the run's results are not affected)",
+        )
+
+
+@dataclass
+class SpanPipeline:
+    """The tracer of one run and where its spans go.
+
+    Attributes:
+        provider: The run's own tracer provider (never the global one).
+        tracer: The tracer that starts the run's spans.
+        exporter: The span file or collector exporter.
+        exporter_name: ``jsonl`` or ``otlp``, as written to ``otel-context.json``.
+    """
+
+    provider: TracerProvider
+    tracer: trace.Tracer
+    exporter: WatchedExporter
+    exporter_name: str
+
+    def close(self, timeout: float) -> OutputError | None:
+        """Send what is pending, then shut the pipeline down.
+
+        Batches are sent until ``timeout`` seconds from now and only while the batch before
+        was delivered; a send already under way may take up to its own export timeout.
+        Spans not sent are dropped and counted.
+
+        Returns:
+            What went wrong while exporting, None when every span was delivered.
+        """
+        self.exporter.begin_closing(time.monotonic() + timeout)
+        try:
+            self.provider.force_flush()
+            self.provider.shutdown()
+        except Exception as exc:
+            return OutputError(f"trace export failed: {type(exc).__name__}: {exc}")
+        return self.exporter.problem()
+
+
+def open_pipeline(spans_file: Path | None, endpoint: str | None, timeout: float) -> SpanPipeline:
+    """A tracer provider sending to ``endpoint`` (OTLP/HTTP) if given, else to ``spans_file``.
+
+    Args:
+        spans_file: Where spans are appended without an endpoint.
+        endpoint: The collector's base URL (``/v1/traces`` is added to a bare one).
+        timeout: Seconds one export to the collector may take, retries included.
+
+    Raises:
+        OutputError: The span file cannot be opened.
+        ValueError: Neither a span file nor an endpoint was given.
+    """
+    exporter: JsonLinesSpanExporter | OtlpSpanExporter
+    if endpoint:
+        exporter = OtlpSpanExporter(otlp_traces_url(endpoint), timeout)
+        processor: SimpleSpanProcessor | BatchSpanProcessor = BatchSpanProcessor(exporter)
+    elif spans_file is not None:
+        exporter = JsonLinesSpanExporter(spans_file)
+        processor = SimpleSpanProcessor(exporter)
+    else:
+        raise ValueError("a span file or an endpoint is needed")
+    resource = Resource.create({"service.name": "vally", "service.version": __version__})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(processor)
+    return SpanPipeline(
+        provider=provider,
+        tracer=provider.get_tracer("vally", __version__),
+        exporter=exporter,
+        exporter_name="otlp" if endpoint else "jsonl",
+    )
