@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from tests.compare.records import record
 from vally.contracts.protocols import TrialKey
-from vally_builtin.reporters.experiment import compare_variants, comparison_table
 from vally.engine.shards import ShardSpec, parse_shard, select_keys
+from vally_builtin.reporters.experiment import compare_variants, comparison_table
 from vally_builtin.sharding import ByStimulusStrategy, RoundRobinStrategy
 
 STRATEGIES = [RoundRobinStrategy(), ByStimulusStrategy()]
