@@ -60,3 +60,46 @@ def test_public_api_passes_mypy_strict(tmp_path: Path) -> None:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+CREATION = """
+from typing import assert_type
+
+from vally import Backend, EvalProvider, Executor, Grader, LLMProvider, Session, ShardStrategy
+
+session = Session()
+assert_type(session.create("backend", "local"), Backend)
+assert_type(session.create("executor", "mock", {}), Executor)
+assert_type(session.create("grader", "output-contains", {"text": "x"}), Grader)
+assert_type(session.create("eval_provider", "yaml"), EvalProvider)
+assert_type(session.create("shard_strategy", "round-robin"), ShardStrategy)
+assert_type(session.create("llm_provider", "openai"), LLMProvider)
+assert_type(session.create("reporter", "jsonl"), object)
+wrong: Backend = session.create("executor", "mock")
+"""
+
+
+@pytest.mark.slow
+def test_session_create_is_typed_per_kind(tmp_path: Path) -> None:
+    (tmp_path / "creation.py").write_text(CREATION, encoding="utf-8")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--config-file",
+            os.devnull,
+            "creation.py",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "MYPYPATH": str(REPO / "core")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # Every assert_type holds; only the deliberate mismatch on the last line is reported.
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, proc.stdout + proc.stderr
+    assert "creation.py:14" in errors[0] and "Executor" in errors[0] and "Backend" in errors[0]

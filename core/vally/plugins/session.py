@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from vally.contracts.metadata import PluginKind
 from vally.errors import ConfigError, PluginError, PluginLoadError, VallyError
@@ -35,6 +35,14 @@ from vally.plugins.registry import (
 )
 
 if TYPE_CHECKING:
+    from vally.contracts.protocols import (
+        Backend,
+        EvalProvider,
+        Executor,
+        Grader,
+        LLMProvider,
+        ShardStrategy,
+    )
     import pluggy
 
     from vally.contracts.events import EventEmitter
@@ -246,6 +254,76 @@ class Session:
         """The class of plugin ``name`` with its provenance."""
         return self.registry(kind).get(name)
 
+    @overload
+    def create(
+        self,
+        kind: Literal["backend"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Backend: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["executor"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Executor: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["grader"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Grader: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["eval_provider"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> EvalProvider: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["shard_strategy"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> ShardStrategy: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["llm_provider"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> LLMProvider: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["reporter", "exporter"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> object: ...
+
     def create(
         self,
         kind: PluginKind,
@@ -253,7 +331,7 @@ class Session:
         config: Mapping[str, Any] | None = None,
         *,
         where: str = "",
-    ) -> Any:
+    ) -> object:
         """Validate ``config`` through the plugin's ``Config`` and construct the plugin.
 
         Args:
