@@ -1,7 +1,7 @@
 """vally: evaluate AI agents.
 
 This module is the public API for plugin authors and library users. Import from here
-(``from vally import BaseGrader, GraderMetadata, hookimpl``), never from pluggy or stevedore.
+(``from vally import BaseGrader, GraderMetadata, hookimpl``), never from pluggy.
 Names are resolved lazily so that ``vally --help`` stays fast.
 """
 

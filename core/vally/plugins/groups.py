@@ -1,8 +1,19 @@
-"""Entry-point groups: the one table that maps a plugin kind to its group."""
+"""Plugin kinds and their entry-point groups: the one table of what the registry serves.
+
+This module imports nothing heavy, so the CLI can use it at start.
+"""
 
 from __future__ import annotations
 
-from vally.contracts.metadata import PluginKind
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from vally.contracts.metadata import PluginKind
+
+    RegistryKind: TypeAlias = PluginKind
+    """Every kind a :class:`vally.plugins.registry.Registry` can serve."""
 
 ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
     "backend": "vally.backends",
@@ -14,4 +25,26 @@ ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
     "llm_provider": "vally.llm_providers",
     "exporter": "vally.exporters",
 }
-"""Kind -> entry-point group. Built-ins are declared in these groups like any plugin."""
+"""Run kind -> entry-point group. Built-ins are declared in these groups like any plugin."""
+
+REGISTRY_GROUPS: dict[RegistryKind, str] = {
+    kind: group for kind, group in ENTRY_POINT_GROUPS.items()
+}
+"""Every kind the registry serves -> its entry-point group."""
+
+KIND_LABELS: dict[RegistryKind, str] = {
+    "backend": "backend",
+    "executor": "executor",
+    "grader": "grader",
+    "reporter": "reporter",
+    "eval_provider": "eval provider",
+    "shard_strategy": "shard strategy",
+    "llm_provider": "LLM provider",
+    "exporter": "exporter",
+}
+"""Human-readable kind names for messages."""
+
+
+def kind_label(kind: RegistryKind) -> str:
+    """``eval_provider`` -> ``eval provider``: the kind as users read it."""
+    return KIND_LABELS.get(kind, kind)

@@ -44,14 +44,10 @@ from vally.errors import (
     PluginNotFoundError,
     PluginValidationError,
 )
-from vally.plugins.registry import (
-    Provenance,
-    Registrar,
-    Registration,
-    Registry,
-    class_target,
-    kind_label,
-)
+from vally.plugins.groups import kind_label
+from vally.plugins.provenance import Provenance, Registration, class_target
+from vally.plugins.registrar import Registrar
+from vally.plugins.registry import Registry
 
 SYNTHETIC_PACKAGE = "vally._plugins"
 """The package under which file plugins are imported."""
