@@ -35,7 +35,7 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vally.contracts.metadata import PluginKind
 from vally.errors import (
@@ -48,6 +48,9 @@ from vally.plugins.groups import kind_label
 from vally.plugins.provenance import Provenance, Registration, class_target
 from vally.plugins.registrar import Registrar
 from vally.plugins.registry import Registry
+
+if TYPE_CHECKING:
+    from vally.plugins.groups import RegistryKind
 
 SYNTHETIC_PACKAGE = "vally._plugins"
 """The package under which file plugins are imported."""
@@ -167,7 +170,7 @@ class PluginLoader:
         registries: The session's registries, one per kind.
     """
 
-    def __init__(self, registries: Mapping[PluginKind, Registry]) -> None:
+    def __init__(self, registries: Mapping[RegistryKind, Registry]) -> None:
         self.registries = registries
         self.modules: dict[str, LoadedModule] = {}
         self._packages_distributions: Mapping[str, list[str]] | None = None

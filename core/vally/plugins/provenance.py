@@ -74,7 +74,7 @@ class Registration:
     Attributes:
         name: The name it resolves under.
         kind: Its kind.
-        cls: The plugin class.
+        cls: The plugin class (for CLI command extensions: the ``register(app)`` function).
         provenance: Where it came from.
     """
 

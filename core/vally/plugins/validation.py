@@ -1,7 +1,8 @@
 """The contract a loaded plugin must satisfy, checked when it is first loaded.
 
-A plugin is a class with a ``metadata`` of its kind whose name is the name it was found
-under, and a ``Config`` that is a pydantic model.
+A run plugin is a class with a ``metadata`` of its kind whose name is the name it was found
+under, and a ``Config`` that is a pydantic model. A CLI command extension is a callable
+``register(app)``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vally.errors import PluginValidationError
-from vally.plugins.groups import kind_label
+from vally.plugins.groups import CLI_COMMAND_KIND, kind_label
 from vally.plugins.provenance import class_target
 
 if TYPE_CHECKING:
@@ -23,9 +24,33 @@ def validate_plugin(
     """Check ``obj`` against the contract of ``kind`` and return its name.
 
     Raises:
-        PluginValidationError: See :func:`validate_plugin_class`.
+        PluginValidationError: See :func:`validate_plugin_class` and
+            :func:`validate_command_extension`.
     """
+    if kind == CLI_COMMAND_KIND:
+        return validate_command_extension(obj, expected_name=expected_name, specifier=specifier)
     return validate_plugin_class(kind, obj, expected_name=expected_name, specifier=specifier)
+
+
+def validate_command_extension(obj: Any, *, expected_name: str | None, specifier: str) -> str:
+    """Check that a ``vally.cli`` entry point is a ``register(app)`` function; return its name.
+
+    Raises:
+        PluginValidationError: ``obj`` is not callable, or it was not found under a name
+            (CLI command extensions come only from the ``vally.cli`` entry-point group).
+    """
+    where = f"CLI command {specifier!r} ({class_target(obj)})"
+    if expected_name is None:
+        raise PluginValidationError(
+            f"{where} cannot be registered explicitly",
+            hint="declare it in the 'vally.cli' entry-point group of a distribution",
+        )
+    if not callable(obj) or isinstance(obj, type):
+        raise PluginValidationError(
+            f"{where} is a {type(obj).__name__}, not a register(app) function",
+            hint="point the 'vally.cli' entry point at a function that adds commands to the app",
+        )
+    return expected_name
 
 
 def validate_plugin_class(
@@ -87,5 +112,10 @@ def validate_plugin_class(
 
 
 def describe(plugin: Any) -> str:
-    """The one-line description of a loaded plugin: its ``metadata.description``."""
-    return str(getattr(getattr(plugin, "metadata", None), "description", ""))
+    """The one-line description of a loaded plugin: its ``metadata.description``, or the
+    first line of a CLI command extension's docstring."""
+    metadata = getattr(plugin, "metadata", None)
+    if metadata is not None:
+        return str(getattr(metadata, "description", ""))
+    doc = getattr(plugin, "__doc__", None) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
