@@ -35,8 +35,10 @@ _EXPORTS: dict[str, str] = {
     "PluginMetadata": "vally.contracts.metadata",
     "GraderMetadata": "vally.contracts.metadata",
     "GraderBehavior": "vally.contracts.metadata",
-    # hooks
+    # hooks and registration
     "hookimpl": "vally.contracts.hookspecs",
+    "KindRegistrar": "vally.plugins.registrar",
+    "Registrar": "vally.plugins.registrar",
     "RunInfo": "vally.contracts.events",
     "RunOutcome": "vally.contracts.events",
     # protocols and values
@@ -228,6 +230,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Duration as Duration,
         format_duration as format_duration,
         parse_duration as parse_duration,
+    )
+    from vally.plugins.registrar import (
+        KindRegistrar as KindRegistrar,
+        Registrar as Registrar,
     )
     from vally.specs.loading import (
         load_eval_file as load_eval_file,
