@@ -671,8 +671,7 @@ def render_hooks() -> str:
             for p in signature.parameters.values()
         )
         lines.append(f"## {name}\n")
-        owner = "" if name == "vally_register_components" else "self, "
-        lines.append(f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> None: ...\n```\n")
+        lines.append(f"```python\n@vally.hookimpl\ndef {name}(self, {params}) -> None: ...\n```\n")
         lines.append(_md(inspect.getdoc(function) or "") + "\n")
     from vally.contracts import events
 

@@ -1,7 +1,7 @@
 """vally: evaluate AI agents.
 
 This module is the public API for plugin authors and library users. Import from here
-(``from vally import BaseGrader, GraderMetadata, hookimpl``), never from pluggy or stevedore.
+(``from vally import BaseGrader, GraderMetadata, hookimpl``), never from pluggy.
 Names are resolved lazily so that ``vally --help`` stays fast.
 """
 
@@ -37,8 +37,10 @@ _EXPORTS: dict[str, str] = {
     "PluginMetadata": "vally.contracts.metadata",
     "GraderMetadata": "vally.contracts.metadata",
     "GraderBehavior": "vally.contracts.metadata",
-    # hooks
+    # hooks and registration
     "hookimpl": "vally.contracts.hookspecs",
+    "KindRegistrar": "vally.plugins.registrar",
+    "Registrar": "vally.plugins.registrar",
     "RunInfo": "vally.contracts.events",
     "RunOutcome": "vally.contracts.events",
     # protocols and values
@@ -276,6 +278,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Duration as Duration,
         format_duration as format_duration,
         parse_duration as parse_duration,
+    )
+    from vally.plugins.registrar import (
+        KindRegistrar as KindRegistrar,
+        Registrar as Registrar,
     )
     from vally.plugins.session import (
         Session as Session,

@@ -7,7 +7,7 @@ import importlib.metadata
 import pytest
 
 from vally.contracts.bases import StrictConfig
-from vally.plugins.registry import validate_plugin_class
+from vally.plugins.validation import validate_plugin_class
 
 EXPECTED = {
     # name: (cost, determinism, portability, requires_workspace)

@@ -89,3 +89,16 @@ def test_plugin_machinery_is_not_imported_at_cli_start() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_cli_start_mounts_extensions_without_heavy_imports() -> None:
+    code = (
+        "import sys, vally.cli.app;"
+        "print(sorted(m for m in ('stevedore', 'pydantic', 'vally.plugins.session',"
+        " 'vally.plugins.loader') if m in sys.modules));"
+        "print('vally_backends.docker.cli' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split("\n")[:2] == ["[]", "True"]

@@ -172,28 +172,55 @@ def test_plain_directory_loads_each_file_sorted_skipping_underscored(tmp_path: P
     assert session.load_plugins("grader", ["many/a_first.py"], base_dir=tmp_path) == ["first"]
 
 
-def test_hookimpl_style_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("decorated", [True, False], ids=["hookimpl", "plain"])
+def test_retired_hook_in_a_file_says_what_to_rename(tmp_path: Path, decorated: bool) -> None:
+    marker = tmp_path / "ran"
+    decorator = "from vally import hookimpl\n\n@hookimpl\n" if decorated else ""
     write(
         tmp_path / "hooked.py",
         grader_source("Hooked", "hooked")
-        + "\nfrom vally import hookimpl\n\n@hookimpl\ndef vally_register_components(registrar):\n"
+        + f"\nopen({str(marker)!r}, 'w').close()\n\n"
+        + f"{decorator}def vally_register_components(registrar):\n"
         "    registrar.grader(Hooked)\n",
     )
-    assert Session(environ={}).load_plugins("grader", ["hooked.py"], base_dir=tmp_path) == [
-        "hooked"
-    ]
+    with pytest.raises(PluginLoadError) as info:
+        Session(environ={}).load_plugins("grader", ["hooked.py"], base_dir=tmp_path)
+    message = str(info.value)
+    assert "hooked.py" in message
+    assert "rename it to register(registrar)" in message
+    assert "@vally.hookimpl" in message
+    assert "docs/plugins/migration.md" in message
+    assert not marker.exists()  # the file was not run
 
 
-def test_hookimpl_with_unknown_argument_is_rejected(tmp_path: Path) -> None:
-    write(
-        tmp_path / "badhook.py",
-        "from vally import hookimpl\n\n@hookimpl\ndef vally_register_components(registrar):\n"
-        "    pass\n\n@hookimpl\ndef vally_trial_end(run, record, bogus):\n    pass\n",
+def test_retired_hook_in_a_module_says_what_to_rename(
+    make_dist: MakeDist, unique: str, tmp_path: Path
+) -> None:
+    module = f"vally_t_old_{unique}"
+    source = grader_source("Old", f"old-{unique}") + (
+        "\nfrom vally import hookimpl\n\n@hookimpl\ndef vally_register_components(registrar):\n"
+        "    registrar.grader(Old)\n"
     )
-    with pytest.raises(PluginValidationError) as info:
-        Session(environ={}).load_plugins("grader", ["badhook.py"], base_dir=tmp_path)
-    assert "badhook.py" in str(info.value)
-    assert "bogus" in str(info.value)
+    make_dist(f"old-{unique}", modules={f"{module}.py": source})
+    with pytest.raises(PluginLoadError) as info:
+        Session(environ={}).load_plugins("grader", [module], base_dir=tmp_path)
+    assert f"module {module!r}" in str(info.value)
+    assert "rename it to register(registrar)" in str(info.value)
+
+
+def test_module_with_register_and_the_retired_hook_loads_through_register(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path / "both.py",
+        grader_source("New", "new-form")
+        + grader_source("Old", "old-form")
+        + "\ndef register(registrar):\n    registrar.grader(New)\n"
+        + "\ndef vally_register_components(registrar):\n    registrar.grader(Old)\n",
+    )
+    session = Session(environ={})
+    assert session.load_plugins("grader", ["both.py"], base_dir=tmp_path) == ["new-form"]
+    assert "old-form" not in session.known_names("grader")
 
 
 def test_file_without_entry_function_is_not_executed(tmp_path: Path) -> None:
@@ -286,6 +313,21 @@ def test_per_kind_register_functions(tmp_path: Path) -> None:
     )
     session = Session(environ={})
     assert session.load_plugins("grader", ["js_style.py"], base_dir=tmp_path) == ["js-style"]
+
+
+def test_per_kind_register_function_named_by_module_attr(
+    make_dist: MakeDist, unique: str, tmp_path: Path
+) -> None:
+    module = f"vally_t_js_{unique}"
+    source = grader_source("Js", f"js-{unique}") + (
+        "\ndef register_graders(registry):\n    registry.register(Js)\n"
+    )
+    make_dist(f"js-{unique}", modules={f"{module}.py": source})
+    session = Session(environ={})
+    names = session.load_plugins("grader", [f"{module}:register_graders"], base_dir=tmp_path)
+    assert names == [f"js-{unique}"]
+    (prov,) = [p for p in session.provenance() if p["name"] == f"js-{unique}"]
+    assert prov["target"] == f"{module}:Js"
 
 
 def test_distribution_without_entry_points_falls_back_to_its_module(

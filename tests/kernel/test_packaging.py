@@ -100,11 +100,12 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         "vally.shard_strategies": "shard_strategy",
         "vally.backends": "backend",
         "vally.llm_providers": "llm_provider",
+        "vally.cli": "cli_command",
     }
     builtins = declared_builtins()
     assert builtins, "pyproject declares no entry points"
     for group, names in builtins.items():
-        if group not in kinds:  # e.g. vally.cli: command extensions, not plugins
+        if group not in kinds:
             continue
         for name in names:
             row = wheel_rows.get((kinds[group], name))

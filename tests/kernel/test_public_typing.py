@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = """
 from vally import (
-    BaseGrader, GradeContext, GraderMetadata, GraderResult, StrictConfig, Trajectory, hookimpl,
+    BaseGrader, GradeContext, GraderMetadata, GraderResult, KindRegistrar, Registrar,
+    StrictConfig, Trajectory,
 )
 
 
@@ -30,9 +31,12 @@ class MyGrader(BaseGrader[Config]):
         return self.result(context, passed=self.config.word in trajectory.output, evidence="x")
 
 
-@hookimpl
-def vally_register_components(registrar: object) -> None:
-    pass
+def register(registrar: Registrar) -> None:
+    registrar.grader(MyGrader)
+
+
+def register_graders(registry: KindRegistrar) -> None:
+    registry.register(MyGrader)
 """
 
 

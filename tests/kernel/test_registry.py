@@ -292,3 +292,17 @@ def test_sessions_are_independent(tmp_path: Path) -> None:
     assert first.load_plugins("grader", ["solo.py"], base_dir=tmp_path) == ["solo-grader"]
     assert "solo-grader" in first.known_names("grader")
     assert "solo-grader" not in Session(environ={}).known_names("grader")
+
+
+def test_a_session_reads_installed_entry_points_once(make_dist: MakeDist, unique: str) -> None:
+    session = Session(environ={})
+    assert len({id(registry.installed) for registry in session.registries.values()}) == 1
+    assert "word-count" in session.known_names("grader")
+    # read once, on first use: a distribution installed later is seen by the next session
+    make_dist(
+        f"late-{unique}",
+        entry_points={GROUP: {f"late-{unique}": f"vally_t_late_{unique}:L"}},
+        modules={f"vally_t_late_{unique}.py": grader_source("L", f"late-{unique}")},
+    )
+    assert f"late-{unique}" not in session.known_names("grader")
+    assert f"late-{unique}" in Session(environ={}).known_names("grader")

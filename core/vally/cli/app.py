@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vally._version import __version__
+from vally.errors import PluginError, PluginLoadError, VallyError
+from vally.plugins.groups import CLI_COMMAND_KIND
+from vally.plugins.registry import Registry
+from vally.plugins.settings import PluginSettings
+
+if TYPE_CHECKING:
+    from vally.plugins.provenance import Registration
 
 app = typer.Typer(
     name="vally",
@@ -55,10 +62,6 @@ def _root(
         os.environ["VALLY_DEBUG"] = "1"
 
 
-CLI_ENTRY_POINT_GROUP = "vally.cli"
-"""Installed distributions may add commands: each entry point is a ``register(app)``."""
-
-
 def _register_commands() -> None:
     for name in COMMAND_MODULES:
         try:
@@ -68,16 +71,58 @@ def _register_commands() -> None:
                 continue
             raise
         module.register(app)
-    from importlib.metadata import entry_points
 
-    for entry_point in entry_points(group=CLI_ENTRY_POINT_GROUP):
+
+def _register_extensions() -> None:
+    """Mount the commands of installed CLI extensions (entry-point group ``vally.cli``).
+
+    Each extension is a ``register(app)`` function resolved through the plugin registry, so
+    blocking, the distribution filter, conflicts and provenance work as for every plugin. One
+    that fails to load or to register becomes a command that explains the failure when it
+    is invoked: ``vally --help`` and the other commands keep working.
+    """
+    registry = Registry(CLI_COMMAND_KIND, PluginSettings.from_env())
+    for name in sorted(registry.names()):
         try:
-            entry_point.load()(app)
-        except Exception as exc:  # a broken extension must not break the whole CLI
-            typer.echo(f"warning: command plugin {entry_point.name!r} failed: {exc}", err=True)
+            _mount_extension(registry.get(name))
+        except PluginError as exc:
+            _mount_broken_extension(name, exc)
+
+
+def _mount_extension(registration: Registration) -> None:
+    """Call one extension's ``register(app)``; undo what it added when it raises."""
+    commands, groups = len(app.registered_commands), len(app.registered_groups)
+    try:
+        registration.cls(app)
+    except Exception as exc:
+        del app.registered_commands[commands:], app.registered_groups[groups:]
+        raise PluginLoadError(
+            f"CLI command {registration.name!r} ({registration.provenance.label()}) failed "
+            f"to register: {type(exc).__name__}: {exc}",
+            hint=f"fix or uninstall {registration.provenance.label()}, or block it with "
+            f"VALLY_BLOCK_PLUGINS={registration.name}",
+        ) from exc
+
+
+def _mount_broken_extension(name: str, error: VallyError) -> None:
+    """Add command ``name`` that reports ``error`` (exit 1) whatever arguments it gets."""
+
+    def broken() -> None:
+        from vally.cli.common import user_errors
+
+        with user_errors():
+            raise error
+
+    app.command(
+        name,
+        help=f"Unavailable: the '{name}' command extension failed to load.",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(broken)
 
 
 _register_commands()
+_register_extensions()
 
 
 def main() -> None:

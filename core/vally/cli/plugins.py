@@ -3,20 +3,19 @@ whether it loads."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-KIND_CHOICES = (
-    "backend",
-    "executor",
-    "grader",
-    "reporter",
-    "eval_provider",
-    "shard_strategy",
-    "llm_provider",
-    "exporter",
-)
+from vally.plugins.groups import REGISTRY_GROUPS
+
+if TYPE_CHECKING:
+    from vally.contracts.metadata import PluginKind
+    from vally.plugins.groups import RegistryKind
+
+KIND_CHOICES: tuple[str, ...] = tuple(REGISTRY_GROUPS)
+"""The kinds ``--kind`` accepts (``-`` or ``_``, singular or plural): the run kinds and
+``cli_command``, the extensions that add commands to this CLI."""
 
 
 def _normalize_kind(value: str | None) -> str | None:
@@ -63,7 +62,6 @@ def list_command(
     from typing import cast
 
     from vally.cli.common import user_errors
-    from vally.contracts.metadata import PluginKind
     from vally.plugins.session import Session
 
     selected = _normalize_kind(kind)
@@ -74,8 +72,8 @@ def list_command(
     with user_errors():
         session = Session()
         if plugin and selected is not None:
-            session.load_plugins(cast(PluginKind, selected), plugin, base_dir=Path.cwd())
-        rows = session.list_plugins(cast("PluginKind | None", selected), warn=False)
+            session.load_plugins(cast("PluginKind", selected), plugin, base_dir=Path.cwd())
+        rows = session.list_plugins(cast("RegistryKind | None", selected), warn=False)
     for row in rows:
         if row.status != "ok":
             typer.echo(f"warning: {row.kind} plugin {row.name!r} is broken: {row.error}", err=True)

@@ -10,7 +10,7 @@ sets ``critical = True`` (the results writer does), in which case the run fails.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -74,19 +74,4 @@ def vally_run_end(run: RunInfo, outcome: RunOutcome) -> None:
     Args:
         run: The run.
         outcome: Every record, the per-eval summaries, and whether the run was cancelled.
-    """
-
-
-@hookspec
-def vally_register_components(registrar: Any) -> None:
-    """Called once when a plugin file or module is loaded by path or ``module:attr``.
-
-    The module registers the classes it provides: ``registrar.grader(MyGrader)``,
-    ``registrar.executor(...)``, ``registrar.backend(...)``, ``registrar.reporter(...)``,
-    ``registrar.eval_provider(...)``, ``registrar.shard_strategy(...)``,
-    ``registrar.llm_provider(...)``. A plain module-level ``register(registrar)`` function
-    is accepted as well.
-
-    Args:
-        registrar: A :class:`vally.plugins.registry.Registrar` recording provenance.
     """

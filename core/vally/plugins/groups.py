@@ -1,8 +1,27 @@
-"""Entry-point groups: the one table that maps a plugin kind to its group."""
+"""Plugin kinds and their entry-point groups: the one table of what the registry serves.
+
+Two families of kinds share the registry (named lookup, conflicts, blocking, provenance):
+
+* the **run kinds** (:data:`ENTRY_POINT_GROUPS`): classes with ``metadata`` and ``Config``
+  that a spec, ``.vally.yaml`` or a flag selects for a run;
+* **CLI command extensions** (:data:`CLI_COMMAND_KIND`, group ``vally.cli``): ``register(app)``
+  functions that add commands to the ``vally`` CLI (``vally docker prune``). They are not run
+  plugins: no spec selects them and they have no config.
+
+This module imports nothing heavy, so the CLI can use it at start.
+"""
 
 from __future__ import annotations
 
-from vally.contracts.metadata import PluginKind
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from vally.contracts.metadata import PluginKind
+
+    RegistryKind: TypeAlias = PluginKind | Literal["cli_command"]
+    """Every kind a :class:`vally.plugins.registry.Registry` can serve."""
 
 ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
     "backend": "vally.backends",
@@ -14,4 +33,31 @@ ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
     "llm_provider": "vally.llm_providers",
     "exporter": "vally.exporters",
 }
-"""Kind -> entry-point group. Built-ins are declared in these groups like any plugin."""
+"""Run kind -> entry-point group. Built-ins are declared in these groups like any plugin."""
+
+CLI_COMMAND_KIND: Literal["cli_command"] = "cli_command"
+"""The kind of CLI command extensions: each entry point is a ``register(app)`` function."""
+
+REGISTRY_GROUPS: dict[RegistryKind, str] = {
+    kind: group for kind, group in ENTRY_POINT_GROUPS.items()
+}
+"""Every kind the registry serves -> its entry-point group."""
+REGISTRY_GROUPS[CLI_COMMAND_KIND] = "vally.cli"
+
+KIND_LABELS: dict[RegistryKind, str] = {
+    "backend": "backend",
+    "executor": "executor",
+    "grader": "grader",
+    "reporter": "reporter",
+    "eval_provider": "eval provider",
+    "shard_strategy": "shard strategy",
+    "llm_provider": "LLM provider",
+    "exporter": "exporter",
+    CLI_COMMAND_KIND: "CLI command",
+}
+"""Human-readable kind names for messages."""
+
+
+def kind_label(kind: RegistryKind) -> str:
+    """``eval_provider`` -> ``eval provider``: the kind as users read it."""
+    return KIND_LABELS.get(kind, kind)

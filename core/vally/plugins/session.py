@@ -20,21 +20,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
-from vally.contracts.metadata import PluginKind
 from vally.errors import ConfigError, PluginError, PluginLoadError, VallyError
-from vally.plugins.groups import ENTRY_POINT_GROUPS
-from vally.plugins.registry import (
-    PluginSettings,
-    Provenance,
-    Registrar,
-    Registration,
-    Registry,
-    class_target,
-    kind_label,
-    names_of,
-)
+from vally.plugins.groups import ENTRY_POINT_GROUPS, REGISTRY_GROUPS, kind_label
+from vally.plugins.provenance import Provenance, Registration, class_target, names_of
+from vally.plugins.registrar import Registrar
+from vally.plugins.registry import InstalledEntryPoints, Registry
+from vally.plugins.settings import PluginSettings
+from vally.plugins.validation import describe
 
 if TYPE_CHECKING:
+    import pluggy
+
+    from vally.contracts.events import EventEmitter
+    from vally.contracts.metadata import PluginKind
     from vally.contracts.protocols import (
         Backend,
         EvalProvider,
@@ -43,16 +41,17 @@ if TYPE_CHECKING:
         LLMProvider,
         ShardStrategy,
     )
-    import pluggy
-
-    from vally.contracts.events import EventEmitter
     from vally.models.project import ProjectConfig
+    from vally.plugins.groups import RegistryKind
     from vally.plugins.loader import PluginLoader
 
 log = logging.getLogger("vally.plugins")
 
 KINDS: tuple[PluginKind, ...] = tuple(ENTRY_POINT_GROUPS)
-"""Every plugin kind, in display order."""
+"""Every run plugin kind, in display order."""
+
+LISTED_KINDS: tuple[RegistryKind, ...] = tuple(REGISTRY_GROUPS)
+"""Every kind the registry serves, in the order ``vally plugins list`` shows them."""
 
 AUTOLOADED_PROJECT_KINDS: frozenset[PluginKind] = frozenset(KINDS) - {"eval_provider"}
 """Kinds whose ``.vally.yaml`` ``plugins:`` list loads on first use of the kind."""
@@ -108,8 +107,9 @@ class Session:
         self.project = project
         self.project_root = project_root if project_root is not None else Path.cwd()
         self.settings = PluginSettings.from_env(environ)
-        self.registries: dict[PluginKind, Registry] = {
-            kind: Registry(kind, self.settings) for kind in KINDS
+        installed = InstalledEntryPoints(self.settings)
+        self.registries: dict[RegistryKind, Registry] = {
+            kind: Registry(kind, self.settings, installed) for kind in LISTED_KINDS
         }
         self._loader: PluginLoader | None = None
         self._plugin_manager: pluggy.PluginManager | None = None
@@ -168,11 +168,11 @@ class Session:
         )
 
     @staticmethod
-    def _check_kind(kind: str) -> None:
-        if kind not in ENTRY_POINT_GROUPS:
-            raise ConfigError(f"unknown plugin kind {kind!r}; expected one of {', '.join(KINDS)}")
+    def _check_kind(kind: str, kinds: tuple[str, ...] = KINDS) -> None:
+        if kind not in kinds:
+            raise ConfigError(f"unknown plugin kind {kind!r}; expected one of {', '.join(kinds)}")
 
-    def _load_project_plugins(self, kind: PluginKind) -> None:
+    def _load_project_plugins(self, kind: RegistryKind) -> None:
         if kind in AUTOLOADED_PROJECT_KINDS:
             self.load_project_plugins(kind)
 
@@ -248,7 +248,8 @@ class Session:
         Raises:
             PluginNotFoundError, PluginLoadError, PluginValidationError, PluginConflictError
         """
-        return self.registry(kind).get(name).cls
+        cls: type = self.registry(kind).get(name).cls
+        return cls
 
     def registration(self, kind: PluginKind, name: str) -> Registration:
         """The class of plugin ``name`` with its provenance."""
@@ -379,18 +380,19 @@ class Session:
         return self.registry(kind).names()
 
     def list_plugins(
-        self, kind: PluginKind | None = None, *, warn: bool = True
+        self, kind: RegistryKind | None = None, *, warn: bool = True
     ) -> list[PluginInfo]:
-        """Every installed or registered plugin, imported to read its metadata.
+        """Every installed or registered plugin (CLI command extensions included), imported
+        to read its metadata.
 
         A plugin that fails to load becomes a row with ``status="error"`` and, when
         ``warn`` is true, a warning logged on ``vally.plugins``; this method never raises
         for a broken plugin.
         """
-        kinds = [kind] if kind is not None else list(KINDS)
+        kinds = [kind] if kind is not None else list(LISTED_KINDS)
         rows: list[PluginInfo] = []
         for k in kinds:
-            self._check_kind(k)
+            self._check_kind(k, LISTED_KINDS)
             registry = self.registries[k]
             try:
                 self._load_project_plugins(k)
@@ -432,13 +434,12 @@ class Session:
                 target=target,
             )
         provenance = registration.provenance
-        metadata = getattr(registration.cls, "metadata", None)
         return PluginInfo(
             name=name,
             kind=kind,
             source=provenance.label(),
             version=provenance.version,
-            description=str(getattr(metadata, "description", "")),
+            description=describe(registration.cls),
             status="ok",
             target=provenance.target,
         )
