@@ -32,9 +32,11 @@ _EXPORTS: dict[str, str] = {
     "LLMError": "vally.errors",
     "PathEscapeError": "vally.errors",
     # metadata
-    "PluginMetadata": "vally.contracts.metadata",
-    "GraderMetadata": "vally.contracts.metadata",
+    "ExecutorMetadata": "vally.contracts.metadata",
     "GraderBehavior": "vally.contracts.metadata",
+    "GraderMetadata": "vally.contracts.metadata",
+    "PluginMetadata": "vally.contracts.metadata",
+    "ReporterMetadata": "vally.contracts.metadata",
     # hooks
     "hookimpl": "vally.contracts.hookspecs",
     "RunInfo": "vally.contracts.events",
@@ -130,9 +132,11 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         hookimpl as hookimpl,
     )
     from vally.contracts.metadata import (
+        ExecutorMetadata as ExecutorMetadata,
         GraderBehavior as GraderBehavior,
         GraderMetadata as GraderMetadata,
         PluginMetadata as PluginMetadata,
+        ReporterMetadata as ReporterMetadata,
     )
     from vally.contracts.protocols import (
         Backend as Backend,

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -438,9 +438,7 @@ def print_dry_run(setup: _Setup) -> None:
 
 class VariantResultsWriter:
     """Appends each finished trial's record to ``<run>/<variant>/results.jsonl`` and flushes
-    it at once. Critical: a write failure fails the run."""
-
-    critical: ClassVar[bool] = True
+    it at once. Critical: a write failure fails the run (it is registered as critical)."""
 
     def __init__(self, files: Mapping[str, Path]) -> None:
         self.paths = dict(files)
@@ -731,7 +729,7 @@ def run_experiment(opts: ExperimentOptions) -> int:
     writer = VariantResultsWriter({v: d / "results.jsonl" for v, d in variant_dirs.items()})
     writer.open()
     session = setup.session
-    session.register_observer(writer, "experiment-results")
+    session.register_observer(writer, "experiment-results", critical=True)
     session.register_observer(ProgressPrinter(opts.verbose), "experiment-progress")
     _register_reporters(opts, setup)
 

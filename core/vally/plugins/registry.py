@@ -10,8 +10,8 @@ A registry resolves a name from two sources, in this order:
 Two providers of one name (two distributions, or a file and a distribution) are a
 :class:`~vally.errors.PluginConflictError` naming both; the same class registered twice counts
 once. Every class is checked against its kind's contract when it is first loaded: a
-``metadata`` of the right kind whose name is the name it was found under, and a ``Config``
-that is a pydantic model.
+``metadata`` of the right kind whose name is the name it was found under, a ``judge_pair``
+method when a grader declares ``pairwise``, and a ``Config`` that is a pydantic model.
 
 Environment escape hatches, read when a registry is built:
 
@@ -179,7 +179,7 @@ def validate_plugin_class(
 
     Raises:
         PluginValidationError: Not a class, no ``metadata``, wrong kind, name mismatch,
-            ``Config`` missing or not a pydantic model.
+            ``pairwise`` without ``judge_pair``, ``Config`` missing or not a pydantic model.
     """
     from pydantic import BaseModel
 
@@ -207,6 +207,13 @@ def validate_plugin_class(
         raise PluginValidationError(
             f"{where}: a grader's metadata must be a GraderMetadata",
             hint="use vally.GraderMetadata(name=..., description=...)",
+        )
+    pairwise = isinstance(metadata, GraderMetadata) and metadata.pairwise
+    if pairwise and not callable(getattr(obj, "judge_pair", None)):
+        raise PluginValidationError(
+            f"{where} declares pairwise=True but has no judge_pair method",
+            hint="implement async judge_pair(self, context) -> PairwiseVerdict "
+            "(see vally.PairwiseJudge), or drop pairwise=True",
         )
     if expected_name is not None and metadata.name != expected_name:
         raise PluginValidationError(
