@@ -729,6 +729,23 @@ KIND_TITLES: dict[str, tuple[str, str]] = {
 }
 """Kind -> (section title, where users set the options of such a plugin)."""
 
+CAPABILITY_LEGENDS: dict[str, str] = {
+    "executor": (
+        "Capabilities (declared in `ExecutorMetadata`): *multi-turn*: stimuli with `turns`"
+        " run in one session; *needs-llm*: the run passes the project's LLM provider;"
+        " *needs-workspace*: works in the trial's workspace."
+    ),
+    "reporter": (
+        "Capabilities (declared in `ReporterMetadata`): *critical*: a failure of the reporter"
+        " fails the run; other reporters' failures are warnings."
+    ),
+}
+"""Kinds whose built-ins list their capabilities (graders have a table), with the legend."""
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
 
 def builtin_entry_points() -> list[tuple[str, str, str]]:
     """``(kind, name, "module:Class")`` of every plugin the ``vally`` distribution declares
@@ -763,8 +780,15 @@ def _plugin_anchor(kind: str, name: str) -> str:
 
 
 def render_builtins() -> str:
-    """Every built-in plugin by kind: description, grader taxonomy and its config table."""
+    """Every built-in plugin by kind: description, capabilities, grader taxonomy and its
+    config table."""
     from vally.contracts.bases import EmptyConfig
+    from vally.plugins.capabilities import (
+        capability_names,
+        is_pairwise,
+        needs_llm,
+        needs_workspace,
+    )
 
     entries = builtin_entry_points()
     lines = [
@@ -802,8 +826,12 @@ def render_builtins() -> str:
                 " (CPU only), `low` (local I/O or a command), `medium`, `high` (LLM"
                 " inference); *portability* `t1-universal` (any agent task) to `t3b-system`;"
                 " *workspace*: needs the trial's files (errors when the executor keeps them"
-                " remote); *LLM*: needs an LLM client (the judge).\n"
+                " remote or `vally grade` runs without `--workspace`); *LLM*: needs an LLM"
+                " client (the judge); *pairwise*: can also compare two runs (`vally"
+                " compare`).\n"
             )
+        if kind in CAPABILITY_LEGENDS:
+            lines.append(CAPABILITY_LEGENDS[kind] + "\n")
         for name, target in items:
             cls = _load_target(target)
             metadata = cls.metadata
@@ -814,18 +842,21 @@ def render_builtins() -> str:
                 description += "."
             lines.append(f"{description} Class: `{target}`.\n")
             if kind == "grader":
-                behavior = metadata.behavior
                 lines.append(
-                    "| determinism | cost | portability | reference | scope | workspace | LLM |"
+                    "| determinism | cost | portability | reference | scope | workspace | LLM"
+                    " | pairwise |"
                 )
-                lines.append("|---|---|---|---|---|---|---|")
+                lines.append("|---|---|---|---|---|---|---|---|")
                 lines.append(
                     f"| `{metadata.determinism}` | `{metadata.cost_profile}` |"
                     f" `{metadata.portability}` | `{metadata.reference}` |"
                     f" `{metadata.temporal_scope}` |"
-                    f" {'yes' if behavior.requires_workspace else 'no'} |"
-                    f" {'yes' if behavior.requires_llm_client else 'no'} |\n"
+                    f" {_yes(needs_workspace(cls))} | {_yes(needs_llm(cls))} |"
+                    f" {_yes(is_pairwise(cls))} |\n"
                 )
+            elif kind in CAPABILITY_LEGENDS:
+                declared = ", ".join(f"`{c}`" for c in capability_names(cls)) or "none"
+                lines.append(f"Capabilities: {declared}.\n")
             config = getattr(cls, "Config", EmptyConfig)
             models = _model_order(config)
             if not config.model_fields:

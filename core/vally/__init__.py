@@ -34,9 +34,11 @@ _EXPORTS: dict[str, str] = {
     "MissingExecutorError": "vally.errors",
     "TrialTimeoutError": "vally.errors",
     # metadata
-    "PluginMetadata": "vally.contracts.metadata",
-    "GraderMetadata": "vally.contracts.metadata",
+    "ExecutorMetadata": "vally.contracts.metadata",
     "GraderBehavior": "vally.contracts.metadata",
+    "GraderMetadata": "vally.contracts.metadata",
+    "PluginMetadata": "vally.contracts.metadata",
+    "ReporterMetadata": "vally.contracts.metadata",
     # hooks and registration
     "hookimpl": "vally.contracts.hookspecs",
     "KindRegistrar": "vally.plugins.registrar",
@@ -151,9 +153,11 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         hookimpl as hookimpl,
     )
     from vally.contracts.metadata import (
+        ExecutorMetadata as ExecutorMetadata,
         GraderBehavior as GraderBehavior,
         GraderMetadata as GraderMetadata,
         PluginMetadata as PluginMetadata,
+        ReporterMetadata as ReporterMetadata,
     )
     from vally.contracts.protocols import (
         Backend as Backend,

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from vally.contracts.bases import BaseReporter
 from vally.contracts.hookspecs import hookimpl
-from vally.contracts.metadata import PluginMetadata
+from vally.contracts.metadata import ReporterMetadata
 from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
 from vally.errors import BackendError, PathEscapeError
 from vally.models.records import GraderResult
@@ -267,8 +267,8 @@ class RecordingReporter(BaseReporter[Any]):
     ``events`` holds ``(hook_name, arguments)`` pairs in delivery order.
     """
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
-        name="recording", kind="reporter", description="Records run events (for tests)."
+    metadata: ClassVar[ReporterMetadata] = ReporterMetadata(
+        name="recording", description="Records run events (for tests)."
     )
 
     def __init__(self, config: Any = None) -> None:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from vally.contracts.protocols import ExecutorOptions, SkillRef, TrialContext, TrialKey
 from vally.errors import ExecutionError, UnsupportedError
 from vally.models.spec import EnvironmentConfig, Stimulus, Turn
+from vally.plugins.capabilities import supports_turns
 from vally_backends.local import LocalBackend, LocalSandbox
 from vally_builtin.executors.command import CommandExecutor
 
@@ -166,7 +167,7 @@ async def test_multi_turn_with_resume(sandbox: LocalSandbox, tmp_path: Path) -> 
         resume=[PY, str(agent), "--resume", "{session_id}"],
         events="vally",
     )
-    assert executor.supports_turns
+    assert supports_turns(executor)
     stimulus = Stimulus(name="mt", turns=[Turn(prompt="first"), Turn(prompt="second")])
     logs = tmp_path / "logs"
     trajectory = await executor.execute(stimulus, sandbox, _options(session_log_dir=logs))
@@ -205,7 +206,7 @@ async def test_session_id_from_regex(sandbox: LocalSandbox) -> None:
 
 async def test_turns_without_resume_are_unsupported(sandbox: LocalSandbox) -> None:
     executor = _executor(command=["echo", "x"])
-    assert not executor.supports_turns
+    assert not supports_turns(executor)
     stimulus = Stimulus(name="mt", turns=[Turn(prompt="a"), Turn(prompt="b")])
     with pytest.raises(UnsupportedError, match=r"set config\.resume"):
         await executor.execute(stimulus, sandbox, _options())

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from vally.contracts.protocols import ExecutorOptions, TrialContext, TrialKey
 from vally.errors import ExecutionError
 from vally.models.spec import EnvironmentConfig, Stimulus, Turn
+from vally.plugins.capabilities import supports_turns
 from vally_backends.local import LocalBackend, LocalSandbox
 from vally_builtin.executors.mock import MockExecutor
 
@@ -79,7 +80,7 @@ async def test_scripted_single_turn(sandbox: LocalSandbox) -> None:
 
 async def test_responses_per_turn(sandbox: LocalSandbox) -> None:
     executor = _mock(responses=["first answer"], output="fallback to {prompt}")
-    assert executor.supports_turns
+    assert supports_turns(executor)
     stimulus = Stimulus(name="s", turns=[Turn(prompt="one"), Turn(prompt="two")])
     trajectory = await executor.execute(stimulus, sandbox, OPTIONS)
     assert trajectory.output == "fallback to two"

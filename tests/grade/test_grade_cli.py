@@ -107,6 +107,21 @@ def test_file_grader_needs_a_workspace(spec_dir: Path) -> None:
     assert (ws / "hello.txt").read_text(encoding="utf-8") == "hi"  # the folder is kept
 
 
+def test_missing_workspace_is_reported_before_grading(spec_dir: Path) -> None:
+    stdin = _lines(make_record("make-file"), make_record("add-test"))
+    result = vally(["grade", "-e", "eval.yaml"], stdin, spec_dir)
+    assert result.returncode == 1
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert "grader 'file-exists' (file-exists) of eval.yaml needs the trial workspace" in warning
+    assert "(stimuli: make-file)" in warning and "--workspace" in warning
+    assert "1 passed, 0 failed, 1 errored" in result.stdout
+    (spec_dir / "ws").mkdir()
+    with_workspace = vally(["grade", "-e", "eval.yaml", "--workspace", "ws"], stdin, spec_dir)
+    assert "warning:" not in with_workspace.stderr
+    only_output = vally(["grade", "-e", "eval.yaml"], _lines(make_record("add-test")), spec_dir)
+    assert only_output.returncode == 0 and "warning:" not in only_output.stderr
+
+
 def _atif(prompt: str, answer: str) -> str:
     doc = json.loads(json.dumps(ATIF))
     doc["steps"][1]["message"] = prompt

@@ -168,4 +168,4 @@ def test_metadata_taxonomy() -> None:
     meta = FileExistsGrader.metadata
     assert meta.name == "file-exists" and meta.kind == "grader"
     assert meta.cost_profile == "low" and meta.determinism == "static"
-    assert meta.portability == "t1-universal" and meta.behavior.requires_workspace
+    assert meta.portability == "t1-universal" and meta.needs_workspace

@@ -10,7 +10,7 @@ import pytest
 from graders_support import call, say, skill, stimulus, tokens, trajectory, turn_start, user
 
 from vally.contracts.bases import BaseGrader, EmptyConfig
-from vally.contracts.metadata import GraderBehavior, GraderMetadata
+from vally.contracts.metadata import GraderMetadata
 from vally.contracts.protocols import GradeContext
 from vally.engine.grading import check_constraints, grade_trial
 from vally.errors import ConfigError, GradingError
@@ -30,9 +30,7 @@ class Boom(BaseGrader[EmptyConfig]):
 
 
 class Judge(BaseGrader[EmptyConfig]):
-    metadata: ClassVar[GraderMetadata] = GraderMetadata(
-        name="judge", behavior=GraderBehavior(requires_llm_client=True)
-    )
+    metadata: ClassVar[GraderMetadata] = GraderMetadata(name="judge", needs_llm=True)
 
     async def grade(self, context: GradeContext) -> GraderResult:
         return self.result(context, passed=True, evidence="fine")

@@ -10,7 +10,7 @@ from vally.contracts.bases import StrictConfig
 from vally.plugins.validation import validate_plugin_class
 
 EXPECTED = {
-    # name: (cost, determinism, portability, requires_workspace)
+    # name: (cost, determinism, portability, needs_workspace)
     "completed": ("free", "static", "t1-universal", False),
     "error-count": ("free", "static", "t1-universal", False),
     "exit-success": ("free", "static", "t1-universal", False),
@@ -55,7 +55,8 @@ def test_grader_contract(name: str) -> None:
         determinism,
         portability,
     )
-    assert meta.behavior.requires_workspace is workspace
+    assert meta.needs_workspace is workspace
+    assert not meta.needs_llm and not meta.pairwise
     assert meta.description
     assert issubclass(cls.Config, StrictConfig)
     assert cls.Config.model_config.get("extra") == "forbid"

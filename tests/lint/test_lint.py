@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from vally.cli.app import app
 from vally.contracts.bases import BaseGrader, EmptyConfig, StrictConfig
-from vally.contracts.metadata import GraderBehavior, GraderMetadata
+from vally.contracts.metadata import GraderMetadata
 from vally.models.project import ProjectConfig
 from vally.plugins.session import Session
 from vally.tools.lint import (
@@ -43,7 +43,7 @@ class JudgeGrader(BaseGrader[EmptyConfig]):
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="judge",
         description="test judge",
-        behavior=GraderBehavior(requires_llm_client=True),
+        needs_llm=True,
         determinism="llm",
         cost_profile="high",
     )

@@ -17,6 +17,7 @@ from vally.contracts.protocols import ExecutorOptions, GradeContext, LLMProvider
 from vally.errors import ExecutionError, LLMError
 from vally.models.spec import Constraints, GraderConfig, Stimulus, Turn
 from vally.models.trajectory import Trajectory
+from vally.plugins.capabilities import needs_llm, supports_turns
 from vally.plugins.registry import Registry
 from vally_backends.local import LocalSandbox
 from vally_builtin.executors.chat_agent import ChatAgentExecutor
@@ -86,7 +87,8 @@ def test_entry_point_is_registered() -> None:
     eps = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="vally.executors")}
     assert eps["chat-agent"] == "vally_builtin.executors.chat_agent:ChatAgentExecutor"
     assert Registry("executor").get("chat-agent").cls is ChatAgentExecutor
-    assert ChatAgentExecutor.supports_turns is True
+    assert supports_turns(ChatAgentExecutor) is True
+    assert needs_llm(ChatAgentExecutor) is True
 
 
 # --------------------------------------------------------------------------- a full run

@@ -20,6 +20,7 @@ from vally.models.trajectory import (
     TrajectoryMetadata,
     compute_metrics,
 )
+from vally.plugins.capabilities import is_critical
 
 
 def make_trajectory(
@@ -123,9 +124,11 @@ class Driver:
 
     def __init__(self, *reporters: Any) -> None:
         self.manager = new_plugin_manager()
+        self.emitter = EventEmitter(self.manager)
         for i, reporter in enumerate(reporters):
             self.manager.register(reporter, name=f"reporter-{i}")
-        self.emitter = EventEmitter(self.manager)
+            if is_critical(reporter):
+                self.emitter.mark_critical(f"reporter-{i}")
 
     def run(self, run: RunInfo, records: list[TrialResultRecord], cancelled: bool = False) -> None:
         self.emitter.emit("vally_run_start", run=run)

@@ -12,6 +12,7 @@ from reporter_helpers import Driver, make_record, make_run
 from vally.contracts.events import RunOutcome
 from vally.errors import OutputError
 from vally.models.records import TrialResultRecord
+from vally.plugins.capabilities import is_critical
 from vally_builtin.reporters.jsonl import JsonlConfig, JsonlReporter
 
 
@@ -62,7 +63,8 @@ def test_write_failure_is_critical(tmp_path: Path) -> None:
     driver = Driver(JsonlReporter())
     with pytest.raises(OutputError):
         driver.emitter.emit("vally_run_start", run=make_run(tmp_path))
-    assert JsonlReporter.critical is True
+    assert JsonlReporter.metadata.critical is True
+    assert is_critical(JsonlReporter)
 
 
 def test_stdout_streaming(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -153,13 +153,19 @@ def ignored_evidence(spec: EvalSpec) -> list[str]:
 
 
 def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]:
-    from vally.contracts.protocols import PairwiseJudge
     from vally.engine.llm import provider_config_from_settings
     from vally.errors import ConfigError
+    from vally.plugins.capabilities import is_pairwise
 
+    registration = session.registration("grader", "prompt")
+    if not is_pairwise(registration.cls):
+        raise ConfigError(
+            f"the 'prompt' grader ({registration.provenance.label()}) cannot judge pairs: "
+            "its metadata does not declare pairwise=True",
+            hint="install a 'prompt' grader whose GraderMetadata declares pairwise=True "
+            "and implements judge_pair",
+        )
     judge = session.create("grader", "prompt", {}, where="compare judge")
-    if not isinstance(judge, PairwiseJudge):
-        raise ConfigError("the installed 'prompt' grader cannot judge pairs (no judge_pair)")
     settings = session.project.llm if session.project is not None else None
     if settings is None:
         from vally.models.project import LLMSettings

@@ -11,8 +11,10 @@ stimulus in the spec by name; ATIF trajectories, which carry no stimulus name, a
 by ``--stimulus`` or by their first user prompt. That stimulus's graders (eval-level ones
 first), constraints, weights and threshold are applied through
 :func:`vally.engine.grading.grade_trial`.
-Without ``--workspace`` graders get no sandbox, so graders that read files or run commands
-report a clear error; with it, they work in that folder (which is never cleared or deleted).
+Without ``--workspace`` graders get no sandbox: graders whose metadata declares
+``needs_workspace`` (they read files or run commands) are named in a warning before grading
+and their results are errors; with it, they work in that folder (which is never cleared or
+deleted).
 
 Results are printed per stimulus (as ``vally eval`` does); ``--output jsonl`` writes the
 re-graded trial records to standard output and the report to standard error. Exit code 0
@@ -45,7 +47,7 @@ from vally.errors import ConfigError, VallyError
 if TYPE_CHECKING:
     from vally.contracts.protocols import LoadedEval
     from vally.models.records import GradeResult, TrialResultRecord
-    from vally.models.spec import EvalSpec, Stimulus
+    from vally.models.spec import EvalSpec, GraderConfig, Stimulus
     from vally.models.trajectory import Trajectory
     from vally.plugins.session import Session
     from vally.tools.ingest import IngestedItem
@@ -115,17 +117,11 @@ def match_stimulus(item: IngestedItem, spec: EvalSpec, forced: str | None, sourc
 # --------------------------------------------------------------------------- grading
 
 
-def _needs_llm(session: Session, configs: Sequence[Any]) -> bool:
-    for config in configs:
-        cls = session.plugin_class("grader", config.type)
-        behavior = getattr(getattr(cls, "metadata", None), "behavior", None)
-        if behavior is not None and behavior.requires_llm_client:
-            return True
-    return False
+def _llm_provider(session: Session, configs: Sequence[GraderConfig]) -> Any:
+    from vally.plugins.capabilities import needs_llm
 
-
-def _llm_provider(session: Session, configs: Sequence[Any]) -> Any:
-    if not _needs_llm(session, configs) or session.project is None:
+    wanted = any(needs_llm(session.plugin_class("grader", c.type)) for c in configs)
+    if not wanted or session.project is None:
         return None
     from vally.engine.llm import provider_config_from_settings
 
@@ -136,6 +132,35 @@ def _llm_provider(session: Session, configs: Sequence[Any]) -> Any:
         provider_config_from_settings(settings),
         where=".vally.yaml llm",
     )
+
+
+def workspace_warnings(
+    session: Session, spec: EvalSpec, stimuli: Sequence[Stimulus], source: str
+) -> list[str]:
+    """One warning per grader that needs the trial workspace, for a run without
+    ``--workspace``: those graders cannot run and their results will be errors.
+
+    Args:
+        session: The session the graders resolve in.
+        spec: The eval spec (its eval-level graders apply to every stimulus).
+        stimuli: The stimuli the input trials matched, in input order.
+        source: The eval spec as the user named it.
+    """
+    from vally.plugins.capabilities import needs_workspace
+
+    by_grader: dict[tuple[str, str], list[str]] = {}
+    for stimulus in stimuli:
+        for config in [*spec.graders, *stimulus.graders]:
+            if needs_workspace(session.plugin_class("grader", config.type)):
+                names = by_grader.setdefault((config.label, config.type), [])
+                if stimulus.name not in names:
+                    names.append(stimulus.name)
+    return [
+        f"grader '{label}' ({kind}) of {source} needs the trial workspace (stimuli: "
+        f"{', '.join(names)}); without --workspace it is not run and its results are "
+        "errors. Pass --workspace DIR with the trial's files to grade it."
+        for (label, kind), names in by_grader.items()
+    ]
 
 
 def _new_record(
@@ -259,6 +284,9 @@ def run_grade(opts: GradeOptions, stdin: TextIO) -> int:
     all_configs = [*spec.graders, *(g for _, s in matched for g in s.graders)]
     for config in all_configs:
         create_grader(config)
+    if workspace is None:
+        for warning in workspace_warnings(session, spec, [s for _, s in matched], source):
+            typer.echo(f"warning: {warning}", err=True)
     llm = _llm_provider(session, all_configs)
     judge = judge_settings(spec, opts.judge_model)
     threshold = opts.threshold if opts.threshold is not None else spec.scoring.threshold

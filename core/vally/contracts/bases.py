@@ -69,9 +69,9 @@ class BaseGrader(Plugin[ConfigT]):
 
 
 class BaseExecutor(Plugin[ConfigT]):
-    """Convenience base for executors: single-turn only unless ``supports_turns``."""
-
-    supports_turns: ClassVar[bool] = False
+    """Convenience base for executors. Declare capabilities in
+    :class:`~vally.contracts.metadata.ExecutorMetadata` (single-turn only unless
+    ``multi_turn=True``)."""
 
     async def shutdown(self) -> None:
         """Nothing to release by default."""
@@ -89,7 +89,5 @@ class BaseBackend(Plugin[ConfigT]):
 
 class BaseReporter(Plugin[ConfigT]):
     """Convenience base for reporters. Implement any hook of :mod:`vally.contracts.hookspecs` as a
-    method decorated with :data:`vally.hookimpl`. Set ``critical = True`` when a failure
-    must fail the run."""
-
-    critical: ClassVar[bool] = False
+    method decorated with :data:`vally.hookimpl`. Declare
+    ``ReporterMetadata(..., critical=True)`` when a failure must fail the run."""

@@ -2,13 +2,15 @@
 
 pluggy stops at the first failing implementation; the emitter instead calls each
 implementation on its own, so one broken reporter cannot hide events from the others.
-Failures of observers marked ``critical = True`` are raised once the event is delivered.
+Failures of critical observers are raised once the event is delivered. Which observers are
+critical is handed in when they are registered (the session reads each reporter's metadata);
+the emitter never inspects the observers themselves.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,11 +92,18 @@ class EventEmitter:
 
     Args:
         manager: The session's pluggy manager with the selected observers registered.
+        critical: The names (as registered in ``manager``) of the observers whose failures
+            fail the run.
     """
 
-    def __init__(self, manager: pluggy.PluginManager) -> None:
+    def __init__(self, manager: pluggy.PluginManager, critical: Iterable[str] = ()) -> None:
         self.manager = manager
+        self.critical: set[str] = set(critical)
         self.failures: list[ObserverFailure] = []
+
+    def mark_critical(self, name: str) -> None:
+        """Make the failures of observer ``name`` (its registered name) fail the run."""
+        self.critical.add(name)
 
     def emit(self, hook_name: str, **kwargs: Any) -> None:
         """Call every implementation of ``hook_name``; isolate non-critical failures.
@@ -109,8 +118,8 @@ class EventEmitter:
             try:
                 impl.function(**args)
             except Exception as exc:
-                critical = bool(getattr(impl.plugin, "critical", False))
                 name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
+                critical = name in self.critical
                 self.failures.append(ObserverFailure(name, hook_name, exc, critical))
                 if critical and critical_error is None:
                     critical_error = exc

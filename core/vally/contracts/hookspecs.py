@@ -5,7 +5,8 @@ A reporter is a plugin class (group ``vally.reporters``) whose methods are marke
 are registered. Arguments are keyword-only and can only grow: implement the subset you need.
 
 An observer that raises is reported as a warning and the run goes on, unless the observer
-sets ``critical = True`` (the results writer does), in which case the run fails.
+is critical (a reporter declaring ``ReporterMetadata(..., critical=True)``, as the results
+writer does), in which case the run fails.
 """
 
 from __future__ import annotations

@@ -264,12 +264,14 @@ class Executor(Protocol):
     An exception from :meth:`execute` is an operational error of that trial (its record gets
     ``status: error``), never a low score. Executors that cannot honour an option (turns,
     MCP servers, ...) raise :class:`~vally.errors.UnsupportedError`.
+
+    Capabilities are declared in :class:`~vally.contracts.metadata.ExecutorMetadata`
+    (``multi_turn`` is checked before any trial starts; ``needs_llm`` makes the run pass
+    ``ExecutorOptions.llm``).
     """
 
     metadata: ClassVar[PluginMetadata]
     Config: ClassVar[type[BaseModel]]
-    supports_turns: ClassVar[bool]
-    """True when ``turns`` run in one shared session; checked before any trial starts."""
 
     async def execute(
         self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
@@ -302,9 +304,10 @@ class GradeContext:
         stimulus: The stimulus graded.
         grader: The spec entry (type, name, turn, required, raw config).
         sandbox: The trial's sandbox, still open; None when re-grading saved records
-            without a workspace (``vally grade``). Graders needing it must then error.
+            without a workspace (``vally grade``). Graders that declare ``needs_workspace``
+            are then not run: the kernel records an error for them.
         spec_dir: The folder of the eval file (for grader files and scripts).
-        llm: The LLM provider when the grader's metadata requires one.
+        llm: The LLM provider when the grader's metadata declares ``needs_llm``.
         judge: Resolved judge settings.
     """
 
@@ -369,8 +372,8 @@ class PairwiseVerdict:
 
 @runtime_checkable
 class PairwiseJudge(Protocol):
-    """A grader that can also compare two runs (``behavior.execution`` may stay ``single``:
-    this capability is what ``vally compare`` looks for).
+    """A grader that can also compare two runs. Such a grader declares
+    ``GraderMetadata(..., pairwise=True)``, which is what ``vally compare`` looks for.
 
     Failures raise :class:`~vally.errors.LLMError` (``retryable`` decides retries) or
     :class:`~vally.errors.GradingError` (terminal, e.g. an unparseable answer after

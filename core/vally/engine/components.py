@@ -43,6 +43,8 @@ def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[Pl
         ConfigError: An executor config does not validate.
         UnsupportedError: A multi-turn stimulus meets an executor without turn support.
     """
+    from vally.plugins.capabilities import supports_turns
+
     executors: dict[PluginRef, Executor] = {}
     for trial in trials:
         ref = trial.executor_ref
@@ -52,7 +54,7 @@ def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[Pl
                 executors[ref] = session.create(
                     "executor", ref.name, trial.executor.config, where=where
                 )
-        if trial.stimulus.is_multi_turn and not getattr(executors[ref], "supports_turns", False):
+        if trial.stimulus.is_multi_turn and not supports_turns(executors[ref]):
             raise UnsupportedError(
                 f"executor {ref.name!r} does not support turns, but stimulus "
                 f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
@@ -126,18 +128,15 @@ def build_backend(
 
 
 def needs_llm(session: Session, trials: Sequence[PlannedTrial]) -> bool:
-    """True when a planned executor (``requires_llm``) or grader (metadata
-    ``behavior.requires_llm_client``) calls models through the project's provider."""
-    for name in sorted({trial.executor.name for trial in trials}):
-        if getattr(session.plugin_class("executor", name), "requires_llm", False):
-            return True
-    for name in sorted({config.type for trial in trials for config in trial.graders}):
-        behavior = getattr(
-            getattr(session.plugin_class("grader", name), "metadata", None), "behavior", None
-        )
-        if behavior is not None and behavior.requires_llm_client:
-            return True
-    return False
+    """True when a planned executor or grader declares ``needs_llm``: it calls models
+    through the project's provider."""
+    from vally.plugins import capabilities
+
+    executors = sorted({trial.executor.name for trial in trials})
+    graders = sorted({config.type for trial in trials for config in trial.graders})
+    return any(
+        capabilities.needs_llm(session.plugin_class("executor", n)) for n in executors
+    ) or any(capabilities.needs_llm(session.plugin_class("grader", n)) for n in graders)
 
 
 def llm_provider_for(

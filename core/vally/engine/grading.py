@@ -6,7 +6,9 @@ config against its plugin and builds it). For each grader entry, in spec order:
 
 1. the trajectory is scoped to the entry's ``turn`` when set (``Trajectory.for_turn``); a
    turn beyond the stimulus's turns is an errored result;
-2. the grader is built and run. A :class:`~vally.errors.GradingError`, or any other
+2. the grader is built and run; one whose metadata declares ``needs_llm`` without an LLM
+   provider, or ``needs_workspace`` without a sandbox, is not run but errored. A
+   :class:`~vally.errors.GradingError`, or any other
    exception, becomes a result with ``status: error``, ``passed: false``, ``score: 0`` and
    the message as evidence, and the trial is marked errored (operational, not a low score);
 3. the result is labelled (name, type, ``required``, ``turn``) and weighted with
@@ -24,7 +26,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
 from vally.engine.scoring import trial_verdict
@@ -32,6 +33,7 @@ from vally.errors import ConfigError, GradingError, VallyError
 from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory
+from vally.plugins import capabilities
 
 __all__ = ["check_constraints", "error_result", "grade_trial", "scope_trajectory"]
 
@@ -230,13 +232,18 @@ async def _run_one(
     try:
         scoped = scope_trajectory(trajectory, stimulus, config)
         grader = create_grader(config)
-        metadata: Any = getattr(grader, "metadata", None)
-        behavior = getattr(metadata, "behavior", None)
-        if getattr(behavior, "requires_llm_client", False) and llm is None:
+        if capabilities.needs_llm(grader) and llm is None:
             return error_result(
                 config,
                 f"grader '{config.label}' ({config.type}) needs an LLM provider, but none "
                 "is configured; configure one (llm settings in .vally.yaml) or drop the grader",
+                weight,
+            )
+        if capabilities.needs_workspace(grader) and sandbox is None:
+            return error_result(
+                config,
+                f"grader '{config.label}' ({config.type}) needs the trial workspace, but none "
+                "is available; re-grade with a workspace, or drop the grader",
                 weight,
             )
         context = GradeContext(

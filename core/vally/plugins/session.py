@@ -70,6 +70,8 @@ class PluginInfo:
         status: ``ok`` or ``error``.
         error: What went wrong, for ``error`` rows.
         target: The ``module:attr`` the plugin points at.
+        capabilities: The capabilities its metadata declares (``needs-llm``,
+            ``multi-turn``, ``needs-workspace``, ``critical``, ``pairwise``).
     """
 
     name: str
@@ -80,6 +82,7 @@ class PluginInfo:
     status: str
     error: str | None = None
     target: str = ""
+    capabilities: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON-ready dict."""
@@ -433,6 +436,8 @@ class Session:
                 error=f"{exc.code}: {exc.message}",
                 target=target,
             )
+        from vally.plugins.capabilities import capability_names
+
         provenance = registration.provenance
         return PluginInfo(
             name=name,
@@ -442,6 +447,7 @@ class Session:
             description=describe(registration.cls),
             status="ok",
             target=provenance.target,
+            capabilities=capability_names(registration.cls),
         )
 
     # ------------------------------------------------------------------ provenance
@@ -460,8 +466,15 @@ class Session:
 
     # ------------------------------------------------------------------ observers
 
-    def register_observer(self, obj: object, name: str) -> None:
+    def register_observer(self, obj: object, name: str, *, critical: bool | None = None) -> None:
         """Register a selected observer (a reporter instance, ...) for run events.
+
+        Args:
+            obj: The observer; its methods marked with ``vally.hookimpl`` receive events.
+            name: The name it is registered and reported under.
+            critical: Whether its failures fail the run. Default: what its metadata
+                declares (:func:`vally.plugins.capabilities.is_critical`); observers
+                without metadata are not critical unless told so here.
 
         Raises:
             PluginValidationError: A hook method is misspelled or has unknown arguments.
@@ -469,7 +482,10 @@ class Session:
         import pluggy
 
         from vally.errors import PluginValidationError
+        from vally.plugins.capabilities import is_critical
 
+        if critical is None:
+            critical = is_critical(obj)
         try:
             self.plugin_manager.register(obj, name=name)
             self.plugin_manager.check_pending()
@@ -481,6 +497,8 @@ class Session:
                 hint="hook methods must be named and take arguments as in "
                 "vally.contracts.hookspecs",
             ) from exc
+        if critical:
+            self.emitter.mark_critical(name)
 
 
 def _at(where: str) -> str:

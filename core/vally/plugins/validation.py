@@ -67,7 +67,7 @@ def validate_plugin_class(
 
     Raises:
         PluginValidationError: Not a class, no ``metadata``, wrong kind, name mismatch,
-            ``Config`` missing or not a pydantic model.
+            ``pairwise`` without ``judge_pair``, ``Config`` missing or not a pydantic model.
     """
     from pydantic import BaseModel
 
@@ -95,6 +95,13 @@ def validate_plugin_class(
         raise PluginValidationError(
             f"{where}: a grader's metadata must be a GraderMetadata",
             hint="use vally.GraderMetadata(name=..., description=...)",
+        )
+    pairwise = isinstance(metadata, GraderMetadata) and metadata.pairwise
+    if pairwise and not callable(getattr(obj, "judge_pair", None)):
+        raise PluginValidationError(
+            f"{where} declares pairwise=True but has no judge_pair method",
+            hint="implement async judge_pair(self, context) -> PairwiseVerdict "
+            "(see vally.PairwiseJudge), or drop pairwise=True",
         )
     if expected_name is not None and metadata.name != expected_name:
         raise PluginValidationError(

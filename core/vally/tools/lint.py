@@ -43,6 +43,7 @@ from pydantic import BaseModel, ValidationError
 from vally.errors import ConfigError, VallyError
 from vally.models.project import ProjectConfig
 from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig
+from vally.plugins.capabilities import needs_llm
 from vally.specs.loading import check_paths, find_project, load_eval_with_positions, source_root
 from vally.specs.skills import find_skills, read_skill
 from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
@@ -199,11 +200,6 @@ class _Collector:
         diag = Diagnostic(code, severity, self.file, loc.line, message, loc.column)
         if diag not in self.items:
             self.items.append(diag)
-
-
-def _requires_llm(cls: type) -> bool:
-    behavior = getattr(getattr(cls, "metadata", None), "behavior", None)
-    return bool(getattr(behavior, "requires_llm_client", False))
 
 
 def _check_plugin_config(
@@ -462,7 +458,7 @@ def lint_eval_file(
             else:
                 seen_types[grader.type] = g_index
         if stimulus.rubric and not any(
-            cls is not None and _requires_llm(cls) for cls in [*root_classes, *classes]
+            cls is not None and needs_llm(cls) for cls in [*root_classes, *classes]
         ):
             out.add(
                 "rubric-without-llm-judge", "warning", (*base, "rubric"),

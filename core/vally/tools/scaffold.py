@@ -89,6 +89,8 @@ class __CLASS__(BaseGrader[__CLASS__Config]):
         description="The final answer contains a given text.",
         determinism="static",
         cost_profile="free",
+        needs_workspace=False,  # True: reads files or runs commands in the sandbox
+        needs_llm=False,  # True: calls the project's LLM provider (context.llm)
     )
     Config = __CLASS__Config
 
@@ -163,8 +165,8 @@ from vally import (
     AssistantMessageEvent,
     BaseExecutor,
     ExecutionError,
+    ExecutorMetadata,
     ExecutorOptions,
-    PluginMetadata,
     Sandbox,
     StrictConfig,
     Stimulus,
@@ -191,13 +193,14 @@ class __CLASS__Config(StrictConfig):
 class __CLASS__(BaseExecutor[__CLASS__Config]):
     """Runs ``command`` with the prompt on standard input; its output is the answer."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="__NAME__",
-        kind="executor",
         description="Runs an agent command with the prompt on standard input.",
+        multi_turn=False,  # True: stimuli with turns run in one session
+        needs_llm=False,  # True: calls the project's LLM provider (options.llm)
+        needs_workspace=True,  # runs the agent in the trial's workspace
     )
     Config = __CLASS__Config
-    supports_turns: ClassVar[bool] = False
 
     async def execute(
         self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
@@ -512,7 +515,7 @@ from pydantic import Field
 
 from vally import (
     BaseReporter,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -534,10 +537,10 @@ class __CLASS__Config(StrictConfig):
 class __CLASS__(BaseReporter[__CLASS__Config]):
     """Counts passed and failed trials and writes ``passed=N failed=M errored=K``."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ReporterMetadata] = ReporterMetadata(
         name="__NAME__",
-        kind="reporter",
         description="Writes a one-line verdict count when the run ends.",
+        critical=False,  # True: a failure of this reporter fails the run
     )
     Config = __CLASS__Config
 

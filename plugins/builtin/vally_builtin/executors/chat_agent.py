@@ -68,11 +68,11 @@ from vally import (
     ErrorData,
     ErrorEvent,
     ExecutionError,
+    ExecutorMetadata,
     ExecutorOptions,
     LLMError,
     LLMProvider,
     MessageData,
-    PluginMetadata,
     Sandbox,
     SetupError,
     SkillActivationData,
@@ -236,14 +236,13 @@ class _Recorder:
 class ChatAgentExecutor(BaseExecutor["ChatAgentExecutor.Config"]):
     """A minimal coding agent: an LLM provider in a loop with workspace tools and skills."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="chat-agent",
-        kind="executor",
         description="Built-in tool-using coding agent over the configured LLM provider.",
+        needs_llm=True,
+        multi_turn=True,
+        needs_workspace=True,
     )
-    supports_turns: ClassVar[bool] = True
-    requires_llm: ClassVar[bool] = True
-    """The run must hand this executor an LLM provider (``ExecutorOptions.llm``)."""
 
     class Config(StrictConfig):
         """Options of the ``chat-agent`` executor.

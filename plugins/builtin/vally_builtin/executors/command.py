@@ -54,9 +54,9 @@ from vally import (
     ErrorEvent,
     ExecResult,
     ExecutionError,
+    ExecutorMetadata,
     ExecutorOptions,
     MessageData,
-    PluginMetadata,
     Sandbox,
     Stimulus,
     StrictConfig,
@@ -137,12 +137,14 @@ class McpConfigFile(StrictConfig):
 class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
     """Runs an agent CLI once per turn and records its output (and its event stream)."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="command",
-        kind="executor",
         description="Run any agent CLI as a subprocess; optionally parse its JSONL events.",
+        multi_turn=True,
+        needs_workspace=True,
     )
-    supports_turns: ClassVar[bool] = False
+    """Multi-turn needs ``resume``: an instance configured without it narrows its metadata
+    to ``multi_turn=False``."""
 
     class Config(StrictConfig):
         """Options of the ``command`` executor.
@@ -213,8 +215,9 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
 
     def __init__(self, config: CommandExecutor.Config | None = None) -> None:
         super().__init__(config)
-        # Multi-turn works only when the agent can resume its session.
-        self.supports_turns = self.config.resume is not None  # type: ignore[misc]
+        if self.config.resume is None:
+            # Multi-turn works only when the agent can resume its session.
+            self.metadata = self.metadata.model_copy(update={"multi_turn": False})  # type: ignore[misc]
 
     # ----------------------------------------------------------------- helpers
 

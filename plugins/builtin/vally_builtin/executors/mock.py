@@ -28,9 +28,9 @@ from vally import (
     BaseExecutor,
     Duration,
     ExecutionError,
+    ExecutorMetadata,
     ExecutorOptions,
     MessageData,
-    PluginMetadata,
     Sandbox,
     Stimulus,
     StrictConfig,
@@ -78,12 +78,12 @@ class MockTokens(StrictConfig):
 class MockExecutor(BaseExecutor["MockExecutor.Config"]):
     """Returns a scripted trajectory quickly; optionally writes files into the sandbox."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="mock",
-        kind="executor",
         description="A scripted agent: fixed answers, tool calls, files and token counts.",
+        multi_turn=True,
+        needs_workspace=True,
     )
-    supports_turns: ClassVar[bool] = True
 
     class Config(StrictConfig):
         """Options of the ``mock`` executor.

@@ -22,7 +22,6 @@ from vally import (
     Duration,
     ExecResult,
     GradeContext,
-    GraderBehavior,
     GraderMetadata,
     GraderResult,
     GradingError,
@@ -161,7 +160,7 @@ class RunCommandGrader(BaseGrader[RunCommandConfig]):
         determinism="complex-static",
         cost_profile="low",
         portability="t2-domain",
-        behavior=GraderBehavior(requires_workspace=True),
+        needs_workspace=True,
     )
     Config = RunCommandConfig
 

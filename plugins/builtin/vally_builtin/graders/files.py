@@ -24,7 +24,6 @@ from pydantic import Field, field_validator, model_validator
 from vally import (
     BaseGrader,
     GradeContext,
-    GraderBehavior,
     GraderMetadata,
     GraderResult,
     PathEscapeError,
@@ -155,7 +154,7 @@ def _metadata(name: str, description: str) -> GraderMetadata:
         determinism="static",
         cost_profile="low",
         portability="t1-universal",
-        behavior=GraderBehavior(requires_workspace=True),
+        needs_workspace=True,
     )
 
 

@@ -35,7 +35,6 @@ from vally import (
     BaseGrader,
     Duration,
     GradeContext,
-    GraderBehavior,
     GraderMetadata,
     GraderResult,
     GradingError,
@@ -161,7 +160,7 @@ class ProgramGrader(BaseGrader[ProgramConfig]):
         determinism="static",
         cost_profile="low",
         portability="t3a-scenario",
-        behavior=GraderBehavior(requires_workspace=True),
+        needs_workspace=True,
     )
     Config = ProgramConfig
 

@@ -25,7 +25,6 @@ from vally import (
     BaseGrader,
     Duration,
     GradeContext,
-    GraderBehavior,
     GraderMetadata,
     GraderResult,
     GradingError,
@@ -140,7 +139,8 @@ class PromptGrader(BaseGrader[PromptConfig]):
         cost_profile="high",
         portability="t3a-scenario",
         temporal_scope="trajectory-level",
-        behavior=GraderBehavior(requires_llm_client=True),
+        needs_llm=True,
+        pairwise=True,
     )
     Config = PromptConfig
 

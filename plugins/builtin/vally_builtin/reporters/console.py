@@ -28,7 +28,7 @@ from rich.text import Text
 from vally import (
     BaseReporter,
     GraderResult,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -106,9 +106,8 @@ def make_console(file: Any) -> Console:
 class ConsoleReporter(BaseReporter[ConsoleConfig]):
     """Prints a progress bar while the run goes, then the results per stimulus."""
 
-    metadata = PluginMetadata(
+    metadata = ReporterMetadata(
         name="console",
-        kind="reporter",
         description="Progress while trials run; per-stimulus results and a summary after.",
     )
     Config = ConsoleConfig

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import IO
 
 from vally import (
     BaseReporter,
     OutputError,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -48,13 +48,12 @@ class JsonlConfig(StrictConfig):
 class JsonlReporter(BaseReporter[JsonlConfig]):
     """Appends one ``TrialResultRecord`` line per finished trial to ``results.jsonl``."""
 
-    metadata = PluginMetadata(
+    metadata = ReporterMetadata(
         name="jsonl",
-        kind="reporter",
         description="Writes results.jsonl: one trial record per line, flushed as trials end.",
+        critical=True,
     )
     Config = JsonlConfig
-    critical: ClassVar[bool] = True
 
     def __init__(self, config: JsonlConfig | None = None) -> None:
         super().__init__(config)

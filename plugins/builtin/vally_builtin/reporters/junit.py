@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vally import (
     BaseReporter,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -162,9 +162,8 @@ def render_junit(records: Sequence[TrialResultRecord]) -> str:
 class JunitReporter(BaseReporter[JunitConfig]):
     """Writes ``junit.xml`` (temporary file, then rename) when the run ends."""
 
-    metadata = PluginMetadata(
+    metadata = ReporterMetadata(
         name="junit",
-        kind="reporter",
         description="Writes junit.xml: one testcase per trial for CI systems.",
     )
     Config = JunitConfig

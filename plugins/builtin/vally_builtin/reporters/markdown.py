@@ -15,7 +15,7 @@ from pathlib import Path
 
 from vally import (
     BaseReporter,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     RunSummaryRecord,
@@ -204,9 +204,8 @@ def render_report(
 class MarkdownReporter(BaseReporter[MarkdownConfig]):
     """Writes ``report.md`` (temporary file, then rename) when the run ends."""
 
-    metadata = PluginMetadata(
+    metadata = ReporterMetadata(
         name="markdown",
-        kind="reporter",
         description="Writes report.md: per-stimulus tables, failed graders, errored trials.",
     )
     Config = MarkdownConfig

@@ -16,7 +16,7 @@ from pydantic import Field
 from vally import (
     BaseReporter,
     OutputError,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -89,9 +89,8 @@ def row_of(record: TrialResultRecord) -> list[str]:
 class CsvReporter(BaseReporter[CsvReporterConfig]):
     """Writes ``results.csv``: a header, then one row per trial in completion order."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ReporterMetadata] = ReporterMetadata(
         name="csv",
-        kind="reporter",
         description="Writes one CSV row per finished trial (results.csv in the run folder).",
     )
     Config = CsvReporterConfig

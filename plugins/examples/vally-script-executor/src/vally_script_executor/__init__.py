@@ -24,8 +24,8 @@ from pydantic import Field
 from vally import (
     BaseExecutor,
     ExecutionError,
+    ExecutorMetadata,
     ExecutorOptions,
-    PluginMetadata,
     Sandbox,
     Stimulus,
     StrictConfig,
@@ -145,13 +145,13 @@ def parse_output(text: str, *, turn: int = 0, model: str | None = None) -> list[
 class ScriptExecutor(BaseExecutor[ScriptExecutorConfig]):
     """Runs an agent CLI once per trial in the sandbox and parses its STEP/ANSWER lines."""
 
-    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="script",
-        kind="executor",
         description="Runs an agent CLI that prints STEP/RESULT/TOKENS/ERROR/ANSWER lines.",
+        multi_turn=False,
+        needs_workspace=True,
     )
     Config = ScriptExecutorConfig
-    supports_turns: ClassVar[bool] = False
 
     async def execute(
         self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
