@@ -90,9 +90,9 @@ _MODEL_NAMES = (
     "McpServerConfig MessageData ReasoningEvent RunSummaryRecord SkillActivationData "
     "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
-    "TrajectoryMetadata TrajectoryMetrics TrialError TrialResultRecord Turn TurnData "
-    "TurnEndEvent TurnStartEvent UserMessageEvent compute_metrics last_assistant_text "
-    "utc_now"
+    "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
+    "TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
+    "compute_metrics last_assistant_text utc_now"
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
 
@@ -213,6 +213,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrajectoryEvent as TrajectoryEvent,
         TrajectoryMetadata as TrajectoryMetadata,
         TrajectoryMetrics as TrajectoryMetrics,
+        TrajectoryRecorder as TrajectoryRecorder,
         TrialError as TrialError,
         TrialResultRecord as TrialResultRecord,
         Turn as Turn,

@@ -15,7 +15,6 @@ Nothing here touches the network or the installed plugins unless asked to.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,19 +28,9 @@ from vally.errors import BackendError, PathEscapeError
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import (
-    AssistantMessageEvent,
-    ErrorData,
-    ErrorEvent,
-    MessageData,
-    TokenUsageData,
-    TokenUsageEvent,
-    ToolCallData,
-    ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
     Trajectory,
     TrajectoryMetadata,
-    UserMessageEvent,
+    TrajectoryRecorder,
     compute_metrics,
 )
 from vally.plugins.session import Session
@@ -134,41 +123,19 @@ def make_trajectory(
         executor: The executor name recorded in the metadata.
     """
     stim = stimulus or make_stimulus(prompt or "Do the task.")
-    events: list[Any] = [UserMessageEvent(data=MessageData(content=stim.prompts[0]))]
-    counter = itertools.count(1)
-    for spec in tool_calls:
+    recorder = TrajectoryRecorder()
+    recorder.user_message(stim.prompts[0])
+    for number, spec in enumerate(tool_calls, start=1):
         name, arguments, result, success, server = _tool_call(spec)
-        call_id = f"call-{next(counter)}"
-        events.append(
-            ToolCallEvent(
-                data=ToolCallData(
-                    tool_name=name, tool_call_id=call_id, arguments=arguments, server=server
-                )
-            )
-        )
-        events.append(
-            ToolResultEvent(
-                data=ToolResultData(
-                    tool_name=name,
-                    tool_call_id=call_id,
-                    success=success,
-                    result=result,
-                    server=server,
-                )
-            )
-        )
+        recorder.tool_call(name, f"call-{number}", arguments, server=server)
+        recorder.tool_result(name, f"call-{number}", result, success=success, server=server)
     if input_tokens or output_tokens:
-        events.append(
-            TokenUsageEvent(
-                data=TokenUsageData(
-                    input_tokens=input_tokens, output_tokens=output_tokens, model=model
-                )
-            )
-        )
+        recorder.token_usage(input_tokens, output_tokens, model=model)
     for message in errors:
-        events.append(ErrorEvent(data=ErrorData(message=message)))
+        recorder.error(message)
     if output:
-        events.append(AssistantMessageEvent(data=MessageData(content=output)))
+        recorder.assistant_message(output)
+    events = recorder.events
     return Trajectory.model_validate(
         {
             "stimulus": stim,
