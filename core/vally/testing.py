@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vally.contracts.bases import BaseReporter
+from vally.contracts.bases import BaseReporter, BaseSandbox
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import PluginMetadata
-from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
+from vally.contracts.protocols import ExecRequest, ExecResult, GradeContext, Process, Sandbox
 from vally.errors import BackendError, PathEscapeError
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig, Stimulus
@@ -276,7 +276,7 @@ ExecHandler = Callable[[list[str]], ExecResult]
 """Answers a command run in a :class:`FakeSandbox`: argv in, result out."""
 
 
-class FakeSandbox:
+class FakeSandbox(BaseSandbox):
     """An in-memory :class:`~vally.contracts.protocols.Sandbox` for grader tests.
 
     Files live in a dict; commands are recorded in :attr:`commands` and answered by
@@ -315,29 +315,15 @@ class FakeSandbox:
             raise PathEscapeError(f"path {path!r} is outside the sandbox workspace")
         return "" if normalized == "." else normalized
 
-    async def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-        output_limit: int = 1_000_000,
-    ) -> ExecResult:
+    async def run_command(self, request: ExecRequest) -> ExecResult:
         """Record the command and answer it through ``exec_handler``."""
-        self.commands.append(list(argv))
+        argv = list(request.argv)
+        self.commands.append(argv)
         if self.exec_handler is None:
             return ExecResult(exit_code=0, stdout="", stderr="")
         return self.exec_handler(list(argv))
 
-    async def spawn(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
+    async def start_process(self, request: ExecRequest) -> Process:
         """Not supported by the fake."""
         raise BackendError("FakeSandbox cannot spawn long-running processes")
 
