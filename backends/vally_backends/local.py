@@ -181,6 +181,11 @@ async def _feed(stdin: asyncio.StreamWriter | None, data: bytes | None) -> None:
             await stdin.wait_closed()
 
 
+def outside_workspace(path: str, workspace: object, hint: str) -> PathEscapeError:
+    """The error for ``path``, which resolves outside ``workspace``."""
+    return PathEscapeError(f"path {path!r} resolves outside the workspace {workspace}", hint=hint)
+
+
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or path.is_relative_to(root)
 
@@ -287,10 +292,8 @@ class LocalSandbox(BaseSandbox):
         candidate = raw if raw.is_absolute() else self._root / raw
         resolved = candidate.resolve(strict=False)
         if not _is_within(resolved, self._root):
-            raise PathEscapeError(
-                f"path {path!r} resolves outside the workspace {self._root}",
-                hint="use a path relative to the workspace without '..' or links leaving it",
-            )
+            hint = "use a path relative to the workspace without '..' or links leaving it"
+            raise outside_workspace(path, self._root, hint)
         return resolved
 
     def _relative(self, host: Path) -> str:

@@ -44,7 +44,6 @@ _EXPORTS: dict[str, str] = {
     "Sandbox": "vally.contracts.protocols",
     "Process": "vally.contracts.protocols",
     "ExecResult": "vally.contracts.protocols",
-    "ExecRequest": "vally.contracts.protocols",
     "Executor": "vally.contracts.protocols",
     "ExecutorOptions": "vally.contracts.protocols",
     "Grader": "vally.contracts.protocols",
@@ -72,6 +71,7 @@ _EXPORTS: dict[str, str] = {
     "BaseGrader": "vally.contracts.bases",
     "BaseReporter": "vally.contracts.bases",
     "BaseSandbox": "vally.contracts.bases",
+    "ExecRequest": "vally.contracts.bases",
     "EmptyConfig": "vally.contracts.bases",
     "StrictConfig": "vally.contracts.bases",
     # durations
@@ -122,6 +122,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         BaseReporter as BaseReporter,
         BaseSandbox as BaseSandbox,
         EmptyConfig as EmptyConfig,
+        ExecRequest as ExecRequest,
         Plugin as Plugin,
         StrictConfig as StrictConfig,
     )
@@ -143,7 +144,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ChatRequest as ChatRequest,
         ChatResponse as ChatResponse,
         EvalProvider as EvalProvider,
-        ExecRequest as ExecRequest,
         ExecResult as ExecResult,
         Executor as Executor,
         ExecutorOptions as ExecutorOptions,

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vally.contracts.bases import BaseReporter, BaseSandbox
+from vally.contracts.bases import BaseReporter, BaseSandbox, ExecRequest
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import PluginMetadata
-from vally.contracts.protocols import ExecRequest, ExecResult, GradeContext, Process, Sandbox
+from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
 from vally.errors import BackendError, PathEscapeError
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig, Stimulus

@@ -32,7 +32,7 @@ from vally_backends.docker.archive import (
 )
 from vally_backends.docker.errors import OutOfMemoryError
 from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
-from vally_backends.local import append_capped
+from vally_backends.local import append_capped, outside_workspace
 
 T = TypeVar("T")
 
@@ -286,9 +286,8 @@ class DockerSandbox(BaseSandbox):
         """
         joined = posixpath.normpath(posixpath.join(self.workdir, str(path)))
         if not within(joined, self.workdir):
-            raise PathEscapeError(
-                f"path {path!r} resolves outside the workspace {self.workdir}",
-                hint="use a path relative to the workspace without '..'",
+            raise outside_workspace(
+                path, self.workdir, "use a path relative to the workspace without '..'"
             )
         return joined
 

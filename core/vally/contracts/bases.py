@@ -4,18 +4,13 @@ checks behaviour against :mod:`vally.contracts.protocols`, not inheritance."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from vally.contracts.metadata import GraderMetadata, PluginMetadata
-from vally.contracts.protocols import (
-    ExecRequest,
-    ExecResult,
-    GradeContext,
-    Process,
-    Sandbox,
-)
+from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
 from vally.models.records import GraderResult
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -94,10 +89,24 @@ class BaseBackend(Plugin[ConfigT]):
         """Nothing to release by default."""
 
 
+@dataclass(frozen=True)
+class ExecRequest:
+    """The arguments of ``Sandbox.exec`` (or of ``Sandbox.spawn``, which sets only ``argv``,
+    ``env`` and ``cwd``) as one value, for sandboxes built on :class:`BaseSandbox`. Each
+    field means what the parameter of the same name means."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    timeout: float | None = None
+    stdin: bytes | None = None
+    output_limit: int = 1_000_000
+
+
 class BaseSandbox(Sandbox):
     """Convenience base for sandboxes: implement :meth:`run_command` and
     :meth:`start_process`, which get the arguments of :meth:`exec` and :meth:`spawn` as one
-    :class:`~vally.contracts.protocols.ExecRequest`, and the file methods of
+    :class:`ExecRequest`, and the file methods of
     :class:`~vally.contracts.protocols.Sandbox`."""
 
     async def exec(

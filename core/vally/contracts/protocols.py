@@ -74,21 +74,6 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
-class ExecRequest:
-    """The arguments of :meth:`Sandbox.exec` (or of :meth:`Sandbox.spawn`, which sets only
-    ``argv``, ``env`` and ``cwd``) as one value, for sandboxes built on
-    :class:`~vally.contracts.bases.BaseSandbox`. Each field means what the parameter of the
-    same name means."""
-
-    argv: Sequence[str]
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-    timeout: float | None = None
-    stdin: bytes | None = None
-    output_limit: int = 1_000_000
-
-
-@dataclass(frozen=True)
 class SkillRef:
     """A skill staged for a trial: its ``SKILL.md`` frontmatter and where it lives.
 
