@@ -566,11 +566,13 @@ def _default(field: FieldInfo) -> str:
         return f"`{value!r}`"
 
 
-def _model_order(root: type) -> list[type]:
+def _model_order(root: type, keep: Callable[[type], bool] = lambda model: True) -> list[type]:
+    """``root`` and the models its fields contain, depth first, each once; a model for which
+    ``keep`` is false is left out with what only it contains."""
     seen: list[type] = []
 
     def visit(model: type) -> None:
-        if model in seen:
+        if model in seen or not keep(model):
             return
         seen.append(model)
         for field in model.model_fields.values():  # type: ignore[attr-defined]
@@ -671,7 +673,8 @@ def render_hooks() -> str:
             for p in signature.parameters.values()
         )
         lines.append(f"## {name}\n")
-        lines.append(f"```python\n@vally.hookimpl\ndef {name}(self, {params}) -> None: ...\n```\n")
+        owner = "" if name == "vally_register_components" else "self, "
+        lines.append(f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> None: ...\n```\n")
         lines.append(_md(inspect.getdoc(function) or "") + "\n")
     from vally.contracts import events
 
@@ -780,16 +783,7 @@ def _plugin_anchor(kind: str, name: str) -> str:
 
 
 def render_builtins() -> str:
-    """Every built-in plugin by kind: description, capabilities, grader taxonomy and its
-    config table."""
-    from vally.contracts.bases import EmptyConfig
-    from vally.plugins.capabilities import (
-        capability_names,
-        is_pairwise,
-        needs_llm,
-        needs_workspace,
-    )
-
+    """Every built-in plugin by kind: description, grader taxonomy and its config table."""
     entries = builtin_entry_points()
     lines = [
         _header("the entry points of pyproject.toml and each plugin's metadata and Config"),
@@ -833,52 +827,64 @@ def render_builtins() -> str:
         if kind in CAPABILITY_LEGENDS:
             lines.append(CAPABILITY_LEGENDS[kind] + "\n")
         for name, target in items:
-            cls = _load_target(target)
-            metadata = cls.metadata
-            lines.append(f'<a id="{_plugin_anchor(kind, name)}"></a>\n')
-            lines.append(f"### `{name}`\n")
-            description = metadata.description.strip()
-            if description and not description.endswith("."):
-                description += "."
-            lines.append(f"{description} Class: `{target}`.\n")
-            if kind == "grader":
-                lines.append(
-                    "| determinism | cost | portability | reference | scope | workspace | LLM"
-                    " | pairwise |"
-                )
-                lines.append("|---|---|---|---|---|---|---|---|")
-                lines.append(
-                    f"| `{metadata.determinism}` | `{metadata.cost_profile}` |"
-                    f" `{metadata.portability}` | `{metadata.reference}` |"
-                    f" `{metadata.temporal_scope}` |"
-                    f" {_yes(needs_workspace(cls))} | {_yes(needs_llm(cls))} |"
-                    f" {_yes(is_pairwise(cls))} |\n"
-                )
-            elif kind in CAPABILITY_LEGENDS:
-                declared = ", ".join(f"`{c}`" for c in capability_names(cls)) or "none"
-                lines.append(f"Capabilities: {declared}.\n")
-            config = getattr(cls, "Config", EmptyConfig)
-            models = _model_order(config)
-            if not config.model_fields:
-                lines.append("No options.\n")
-                continue
-            anchors = {
-                m: f"{_plugin_anchor(kind, name)}-{m.__name__.lower()}" for m in models[1:]
-            }
-
-            def link(model: type, anchors: dict[type, str] = anchors) -> str:
-                target_anchor = anchors.get(model)
-                return f"[{model.__name__}](#{target_anchor})" if target_anchor else model.__name__
-
-            lines.extend(_field_table(config, link))
-            lines.append("")
-            for model in models[1:]:
-                lines.append(f'<a id="{anchors[model]}"></a>\n')
-                summary = _md(_summary(model))
-                lines.append(f"**{model.__name__}**" + (f": {summary}" if summary else "") + "\n")
-                lines.extend(_field_table(model, link))
-                lines.append("")
+            lines.extend(_builtin_section(kind, name, target))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _builtin_section(kind: str, name: str, target: str) -> list[str]:
+    """One built-in plugin: description, capabilities, grader taxonomy and its config
+    tables."""
+    from vally.contracts.bases import EmptyConfig
+    from vally.plugins.capabilities import (
+        capability_names,
+        is_pairwise,
+        needs_llm,
+        needs_workspace,
+    )
+
+    cls = _load_target(target)
+    metadata = cls.metadata
+    lines = [f'<a id="{_plugin_anchor(kind, name)}"></a>\n', f"### `{name}`\n"]
+    description = metadata.description.strip()
+    if description and not description.endswith("."):
+        description += "."
+    lines.append(f"{description} Class: `{target}`.\n")
+    if kind == "grader":
+        lines.append(
+            "| determinism | cost | portability | reference | scope | workspace | LLM"
+            " | pairwise |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append(
+            f"| `{metadata.determinism}` | `{metadata.cost_profile}` |"
+            f" `{metadata.portability}` | `{metadata.reference}` |"
+            f" `{metadata.temporal_scope}` |"
+            f" {_yes(needs_workspace(cls))} | {_yes(needs_llm(cls))} |"
+            f" {_yes(is_pairwise(cls))} |\n"
+        )
+    elif kind in CAPABILITY_LEGENDS:
+        declared = ", ".join(f"`{c}`" for c in capability_names(cls)) or "none"
+        lines.append(f"Capabilities: {declared}.\n")
+    config = getattr(cls, "Config", EmptyConfig)
+    models = _model_order(config)
+    if not config.model_fields:
+        lines.append("No options.\n")
+        return lines
+    anchors = {m: f"{_plugin_anchor(kind, name)}-{m.__name__.lower()}" for m in models[1:]}
+
+    def link(model: type) -> str:
+        target_anchor = anchors.get(model)
+        return f"[{model.__name__}](#{target_anchor})" if target_anchor else model.__name__
+
+    lines.extend(_field_table(config, link))
+    lines.append("")
+    for model in models[1:]:
+        lines.append(f'<a id="{anchors[model]}"></a>\n')
+        summary = _md(_summary(model))
+        lines.append(f"**{model.__name__}**" + (f": {summary}" if summary else "") + "\n")
+        lines.extend(_field_table(model, link))
+        lines.append("")
+    return lines
 
 
 # --------------------------------------------------------------------------- records
@@ -1025,35 +1031,19 @@ def _record_models(root: type) -> list[type]:
     """``root`` and the record models it contains, depth first (spec models excluded)."""
     from vally.models.base import RecordModel
 
-    seen: list[type] = []
-
-    def visit(model: type) -> None:
-        if model in seen or not issubclass(model, RecordModel):
-            return
-        seen.append(model)
-        for field in model.model_fields.values():  # type: ignore[attr-defined]
-            for nested in _nested_models(field.annotation):
-                visit(nested)
-
-    visit(root)
-    return seen
+    return _model_order(root, lambda model: issubclass(model, RecordModel))
 
 
 def _json_block(line: str) -> str:
     return "```json\n" + line + "\n```\n"
 
 
-def render_records() -> str:
-    """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
-    from vally.engine import rundir
-    from vally.models import records, trajectory as traj
+def _records_link(
+    event_classes: list[Any], data_anchor: dict[Any, str]
+) -> Callable[[type], str]:
+    """How the records page links a model: spec models to the eval-spec page, event types
+    and their data to the event's section, other records to their own section."""
     from vally.models.base import SpecModel
-
-    event_classes = list(typing.get_args(typing.get_args(traj.TrajectoryEvent)[0]))
-    data_anchor = {
-        cls.model_fields["data"].annotation: cls.model_fields["type"].default
-        for cls in reversed(event_classes)
-    }
 
     def link(model: type) -> str:
         if issubclass(model, SpecModel):
@@ -1064,6 +1054,21 @@ def render_records() -> str:
         if model in data_anchor:
             return f"[{model.__name__}](#{data_anchor[model]})"
         return f"[{model.__name__}](#{model.__name__.lower()})"
+
+    return link
+
+
+def render_records() -> str:
+    """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
+    from vally.engine import rundir
+    from vally.models import records, trajectory as traj
+
+    event_classes = list(typing.get_args(typing.get_args(traj.TrajectoryEvent)[0]))
+    data_anchor = {
+        cls.model_fields["data"].annotation: cls.model_fields["type"].default
+        for cls in reversed(event_classes)
+    }
+    link = _records_link(event_classes, data_anchor)
 
     def section(model: type) -> list[str]:
         out = [f"### {model.__name__}\n"]
@@ -1121,7 +1126,17 @@ def render_records() -> str:
         if model in event_classes or model in data_anchor:
             continue
         lines.extend(section(model))
-    lines += [
+    lines += _event_sections(event_classes, link)
+    lines += _event_stream_section()
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _event_sections(event_classes: list[Any], link: Callable[[type], str]) -> list[str]:
+    """The event envelope, then one section per event type with its data table and an
+    example line."""
+    from vally.models import trajectory as traj
+
+    lines = [
         "## Trajectory events\n",
         _md(inspect.getdoc(traj) or "").split("\n\n")[1].replace("\n", " ") + "\n",
         "| key | type | description |",
@@ -1145,6 +1160,11 @@ def render_records() -> str:
         lines.append("")
         if name in examples:
             lines.append(_json_block(examples[name].to_json_line()))
+    return lines
+
+
+def _event_stream_section() -> list[str]:
+    """The ``events: vally`` stream format, with an example stream."""
     stream = [
         '{"type":"session","data":{"sessionId":"session-1"}}',
         *(
@@ -1159,7 +1179,7 @@ def render_records() -> str:
             if e.type in ("tool_call", "tool_result", "token_usage", "assistant_message")
         ),
     ]
-    lines += [
+    return [
         "## Event streams\n",
         "The `command` executor with `events: vally` reads the agent's stdout as one"
         " trajectory event per line, in the format above. In a stream:\n",
@@ -1178,7 +1198,6 @@ def render_records() -> str:
         "Each trial folder's `events.jsonl` holds the executor's session log, or, when it"
         " kept none, the trajectory's events in this format.\n",
     ]
-    return "\n".join(lines).rstrip() + "\n"
 
 
 def textwrap_dedent(text: str) -> str:

@@ -26,7 +26,9 @@ from pydantic import Field
 from vally import (
     BackendError,
     BaseBackend,
+    BaseSandbox,
     CleanupError,
+    ExecRequest,
     ExecResult,
     PathEscapeError,
     PluginMetadata,
@@ -140,6 +142,18 @@ async def kill_process_tree(child: _Child, grace: float | None = None) -> None:
             await asyncio.shield(child.protocol.exited)
 
 
+def append_capped(sink: bytearray, data: bytes, limit: int) -> bool:
+    """Append ``data`` to ``sink`` while ``sink`` holds at most ``limit`` bytes; True when
+    bytes were dropped."""
+    room = limit - len(sink)
+    if room >= len(data):
+        sink += data
+        return False
+    if room > 0:
+        sink += data[:room]
+    return True
+
+
 async def _drain(stream: asyncio.StreamReader | None, limit: int, sink: bytearray) -> bool:
     """Read ``stream`` to its end, keeping at most ``limit`` bytes; True when bytes were cut."""
     if stream is None:
@@ -149,13 +163,7 @@ async def _drain(stream: asyncio.StreamReader | None, limit: int, sink: bytearra
         chunk = await stream.read(_CHUNK)
         if not chunk:
             return cut
-        room = limit - len(sink)
-        if room >= len(chunk):
-            sink += chunk
-        else:
-            if room > 0:
-                sink += chunk[:room]
-            cut = True
+        cut = append_capped(sink, chunk, limit) or cut
 
 
 async def _feed(stdin: asyncio.StreamWriter | None, data: bytes | None) -> None:
@@ -171,6 +179,11 @@ async def _feed(stdin: asyncio.StreamWriter | None, data: bytes | None) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
             stdin.close()
             await stdin.wait_closed()
+
+
+def outside_workspace(path: str, workspace: object, hint: str) -> PathEscapeError:
+    """The error for ``path``, which resolves outside ``workspace``."""
+    return PathEscapeError(f"path {path!r} resolves outside the workspace {workspace}", hint=hint)
 
 
 def _is_within(path: Path, root: Path) -> bool:
@@ -231,7 +244,7 @@ class LocalProcess:
 # --------------------------------------------------------------------------- sandbox
 
 
-class LocalSandbox:
+class LocalSandbox(BaseSandbox):
     """A workspace folder on the host and subprocesses running in it.
 
     Args:
@@ -279,10 +292,8 @@ class LocalSandbox:
         candidate = raw if raw.is_absolute() else self._root / raw
         resolved = candidate.resolve(strict=False)
         if not _is_within(resolved, self._root):
-            raise PathEscapeError(
-                f"path {path!r} resolves outside the workspace {self._root}",
-                hint="use a path relative to the workspace without '..' or links leaving it",
-            )
+            hint = "use a path relative to the workspace without '..' or links leaving it"
+            raise outside_workspace(path, self._root, hint)
         return resolved
 
     def _relative(self, host: Path) -> str:
@@ -296,18 +307,11 @@ class LocalSandbox:
             merged.update({str(k): str(v) for k, v in env.items()})
         return merged
 
-    async def _start(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None,
-        cwd: str | None,
-        stdin: int,
-        stderr: int,
-    ) -> _Child:
+    async def _start(self, request: ExecRequest, *, stdin: int, stderr: int) -> _Child:
+        argv = request.argv
         if not argv:
             raise BackendError("cannot run an empty command")
-        workdir = self.resolve(cwd) if cwd else self._root
+        workdir = self.resolve(request.cwd) if request.cwd else self._root
         loop = asyncio.get_running_loop()
         creation = asyncio.ensure_future(
             loop.subprocess_exec(
@@ -317,7 +321,7 @@ class LocalSandbox:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
                 cwd=str(workdir),
-                env=self._env(env),
+                env=self._env(request.env),
                 start_new_session=True,
             )
         )
@@ -337,17 +341,8 @@ class LocalSandbox:
         self._groups.add(child.pid)
         return child
 
-    async def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-        output_limit: int = 1_000_000,
-    ) -> ExecResult:
-        """Run ``argv`` in the workspace and wait for it (see :class:`vally.Sandbox`).
+    async def run_command(self, request: ExecRequest) -> ExecResult:
+        """Run a command in the workspace and wait for it (see :class:`vally.Sandbox`).
 
         Output beyond ``output_limit`` bytes per stream is read and dropped, so a process
         printing far more than the limit neither blocks nor fills memory. Background
@@ -356,23 +351,22 @@ class LocalSandbox:
         redirect their output (``cmd > log 2>&1 &``) to keep it.
         """
         started = time.monotonic()
+        has_stdin = request.stdin is not None
         child = await self._start(
-            argv,
-            env=env,
-            cwd=cwd,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            request,
+            stdin=asyncio.subprocess.PIPE if has_stdin else asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
         proc = child.process
         out, err = bytearray(), bytearray()
         readers = [
-            asyncio.ensure_future(_drain(proc.stdout, output_limit, out)),
-            asyncio.ensure_future(_drain(proc.stderr, output_limit, err)),
+            asyncio.ensure_future(_drain(proc.stdout, request.output_limit, out)),
+            asyncio.ensure_future(_drain(proc.stderr, request.output_limit, err)),
         ]
-        feeder = asyncio.ensure_future(_feed(proc.stdin, stdin))
+        feeder = asyncio.ensure_future(_feed(proc.stdin, request.stdin))
         timed_out = False
         try:
-            if not await child.wait_exit(timeout):
+            if not await child.wait_exit(request.timeout):
                 timed_out = True
                 await kill_process_tree(child)
             # Pipes may be held open by a background child; give them a short grace.
@@ -402,18 +396,10 @@ class LocalSandbox:
             duration_ms=int((time.monotonic() - started) * 1000),
         )
 
-    async def spawn(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
+    async def start_process(self, request: ExecRequest) -> Process:
         """Start a long-running process with piped stdin/stdout; it is stopped at close."""
         child = await self._start(
-            argv,
-            env=env,
-            cwd=cwd,
+            request,
             stdin=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
         )
@@ -601,7 +587,7 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
         try:
             if trial.keep_workspace is not None:
                 root = Path(trial.keep_workspace).absolute()
-                await asyncio.to_thread(_fresh_folder, root)
+                await asyncio.to_thread(fresh_folder, root)
             else:
                 root = Path(tempfile.mkdtemp(prefix="vally-eval-"))
         except OSError as exc:
@@ -639,7 +625,7 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
             )
 
 
-def _fresh_folder(root: Path) -> None:
+def fresh_folder(root: Path) -> None:
     """Make ``root`` an existing, empty folder (a kept workspace from an earlier run is
     cleared)."""
     if root.is_symlink() or root.is_file():

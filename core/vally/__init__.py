@@ -76,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "BaseExecutor": "vally.contracts.bases",
     "BaseGrader": "vally.contracts.bases",
     "BaseReporter": "vally.contracts.bases",
+    "BaseSandbox": "vally.contracts.bases",
+    "ExecRequest": "vally.contracts.bases",
     "EmptyConfig": "vally.contracts.bases",
     "StrictConfig": "vally.contracts.bases",
     # durations
@@ -113,9 +115,9 @@ _MODEL_NAMES = (
     "McpServerConfig MessageData ReasoningEvent RunSummaryRecord SkillActivationData "
     "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
-    "TrajectoryMetadata TrajectoryMetrics TrialError TrialResultRecord Turn TurnData "
-    "TurnEndEvent TurnStartEvent UserMessageEvent compute_metrics last_assistant_text "
-    "utc_now"
+    "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
+    "TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
+    "compute_metrics last_assistant_text utc_now"
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
 
@@ -141,7 +143,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         BaseExecutor as BaseExecutor,
         BaseGrader as BaseGrader,
         BaseReporter as BaseReporter,
+        BaseSandbox as BaseSandbox,
         EmptyConfig as EmptyConfig,
+        ExecRequest as ExecRequest,
         Plugin as Plugin,
         StrictConfig as StrictConfig,
     )
@@ -267,6 +271,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrajectoryEvent as TrajectoryEvent,
         TrajectoryMetadata as TrajectoryMetadata,
         TrajectoryMetrics as TrajectoryMetrics,
+        TrajectoryRecorder as TrajectoryRecorder,
         TrialError as TrialError,
         TrialResultRecord as TrialResultRecord,
         Turn as Turn,

@@ -15,13 +15,12 @@ Nothing here touches the network or the installed plugins unless asked to.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from vally.contracts.bases import BaseReporter
+from vally.contracts.bases import BaseReporter, BaseSandbox, ExecRequest
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import ReporterMetadata
 from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
@@ -29,19 +28,9 @@ from vally.errors import BackendError, PathEscapeError
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import (
-    AssistantMessageEvent,
-    ErrorData,
-    ErrorEvent,
-    MessageData,
-    TokenUsageData,
-    TokenUsageEvent,
-    ToolCallData,
-    ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
     Trajectory,
     TrajectoryMetadata,
-    UserMessageEvent,
+    TrajectoryRecorder,
     compute_metrics,
 )
 from vally.plugins.session import Session
@@ -134,41 +123,19 @@ def make_trajectory(
         executor: The executor name recorded in the metadata.
     """
     stim = stimulus or make_stimulus(prompt or "Do the task.")
-    events: list[Any] = [UserMessageEvent(data=MessageData(content=stim.prompts[0]))]
-    counter = itertools.count(1)
-    for spec in tool_calls:
+    recorder = TrajectoryRecorder()
+    recorder.user_message(stim.prompts[0])
+    for number, spec in enumerate(tool_calls, start=1):
         name, arguments, result, success, server = _tool_call(spec)
-        call_id = f"call-{next(counter)}"
-        events.append(
-            ToolCallEvent(
-                data=ToolCallData(
-                    tool_name=name, tool_call_id=call_id, arguments=arguments, server=server
-                )
-            )
-        )
-        events.append(
-            ToolResultEvent(
-                data=ToolResultData(
-                    tool_name=name,
-                    tool_call_id=call_id,
-                    success=success,
-                    result=result,
-                    server=server,
-                )
-            )
-        )
+        recorder.tool_call(name, f"call-{number}", arguments, server=server)
+        recorder.tool_result(name, f"call-{number}", result, success=success, server=server)
     if input_tokens or output_tokens:
-        events.append(
-            TokenUsageEvent(
-                data=TokenUsageData(
-                    input_tokens=input_tokens, output_tokens=output_tokens, model=model
-                )
-            )
-        )
+        recorder.token_usage(input_tokens, output_tokens, model=model)
     for message in errors:
-        events.append(ErrorEvent(data=ErrorData(message=message)))
+        recorder.error(message)
     if output:
-        events.append(AssistantMessageEvent(data=MessageData(content=output)))
+        recorder.assistant_message(output)
+    events = recorder.events
     return Trajectory.model_validate(
         {
             "stimulus": stim,
@@ -309,7 +276,7 @@ ExecHandler = Callable[[list[str]], ExecResult]
 """Answers a command run in a :class:`FakeSandbox`: argv in, result out."""
 
 
-class FakeSandbox:
+class FakeSandbox(BaseSandbox):
     """An in-memory :class:`~vally.contracts.protocols.Sandbox` for grader tests.
 
     Files live in a dict; commands are recorded in :attr:`commands` and answered by
@@ -348,29 +315,15 @@ class FakeSandbox:
             raise PathEscapeError(f"path {path!r} is outside the sandbox workspace")
         return "" if normalized == "." else normalized
 
-    async def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-        output_limit: int = 1_000_000,
-    ) -> ExecResult:
+    async def run_command(self, request: ExecRequest) -> ExecResult:
         """Record the command and answer it through ``exec_handler``."""
-        self.commands.append(list(argv))
+        argv = list(request.argv)
+        self.commands.append(argv)
         if self.exec_handler is None:
             return ExecResult(exit_code=0, stdout="", stderr="")
         return self.exec_handler(list(argv))
 
-    async def spawn(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
+    async def start_process(self, request: ExecRequest) -> Process:
         """Not supported by the fake."""
         raise BackendError("FakeSandbox cannot spawn long-running processes")
 

@@ -147,6 +147,43 @@ def test_fake_sandbox_files_and_commands(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_base_sandbox_hands_exec_and_spawn_arguments_to_one_request() -> None:
+    import asyncio
+
+    from vally import BaseSandbox, ExecRequest, ExecResult, Process, Sandbox
+
+    class Recording(BaseSandbox):
+        workdir = "/w"
+        host_workdir = None
+
+        def __init__(self) -> None:
+            self.requests: list[ExecRequest] = []
+
+        async def run_command(self, request: ExecRequest) -> ExecResult:
+            self.requests.append(request)
+            return ExecResult(exit_code=0, stdout="", stderr="")
+
+        async def start_process(self, request: ExecRequest) -> Process:
+            self.requests.append(request)
+            raise NotImplementedError
+
+    async def scenario() -> Recording:
+        sandbox = Recording()
+        await sandbox.exec(["a"], env={"K": "v"}, cwd="sub", timeout=2.0, stdin=b"in")
+        await sandbox.exec(["b"], output_limit=10)
+        with pytest.raises(NotImplementedError):
+            await sandbox.spawn(["c"], cwd="x")
+        return sandbox
+
+    sandbox = asyncio.run(scenario())
+    assert isinstance(sandbox, Sandbox)
+    assert sandbox.requests == [
+        ExecRequest(["a"], {"K": "v"}, "sub", 2.0, b"in", 1_000_000),
+        ExecRequest(["b"], output_limit=10),
+        ExecRequest(["c"], cwd="x"),
+    ]
+
+
 def test_grade_passes_the_sandbox() -> None:
     from vally.testing import FakeSandbox
 

@@ -44,7 +44,7 @@ from vally_backends.docker.cleanup import (
 from vally_backends.docker.config import Config as DockerConfig
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
-from vally_backends.local import run_git
+from vally_backends.local import fresh_folder, run_git
 
 logger = logging.getLogger("vally.backends.docker")
 
@@ -413,7 +413,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         env = {**self._env, **{str(k): str(v) for k, v in trial.environment.env.items()}}
         if trial.keep_workspace is not None:
             try:
-                await asyncio.to_thread(_fresh_folder, Path(trial.keep_workspace))
+                await asyncio.to_thread(fresh_folder, Path(trial.keep_workspace))
             except OSError as exc:
                 raise SetupError(
                     f"cannot prepare the kept workspace {trial.keep_workspace}: {exc}",
@@ -595,17 +595,3 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 f"{self.run_id}: " + "; ".join(problems),
                 hint="remove them with 'vally docker prune'",
             )
-
-
-def _fresh_folder(root: Path) -> None:
-    """Make ``root`` an existing, empty folder (a workspace kept by an earlier run is
-    cleared; the container's workspace is copied into it at close)."""
-    if root.is_symlink() or root.is_file():
-        root.unlink()
-    elif root.is_dir():
-        for child in root.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-    root.mkdir(parents=True, exist_ok=True)

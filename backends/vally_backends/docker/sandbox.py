@@ -9,11 +9,19 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vally import BackendError, CleanupError, ExecResult, PathEscapeError, Process
+from vally import (
+    BackendError,
+    BaseSandbox,
+    CleanupError,
+    ExecRequest,
+    ExecResult,
+    PathEscapeError,
+    Process,
+)
 from vally_backends.docker.archive import (
     TarBuilder,
     extract_confined,
@@ -24,6 +32,7 @@ from vally_backends.docker.archive import (
 )
 from vally_backends.docker.errors import OutOfMemoryError
 from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
+from vally_backends.local import append_capped, outside_workspace
 
 T = TypeVar("T")
 
@@ -214,7 +223,7 @@ class DockerProcess:
         return self._code
 
 
-class DockerSandbox:
+class DockerSandbox(BaseSandbox):
     """One trial's container: commands run via ``docker exec``, files move as tar streams.
 
     All file paths are relative to :attr:`workdir` (or absolute inside it); anything
@@ -277,9 +286,8 @@ class DockerSandbox:
         """
         joined = posixpath.normpath(posixpath.join(self.workdir, str(path)))
         if not within(joined, self.workdir):
-            raise PathEscapeError(
-                f"path {path!r} resolves outside the workspace {self.workdir}",
-                hint="use a path relative to the workspace without '..'",
+            raise outside_workspace(
+                path, self.workdir, "use a path relative to the workspace without '..'"
             )
         return joined
 
@@ -292,17 +300,8 @@ class DockerSandbox:
 
     # ----------------------------------------------------------------- commands
 
-    async def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-        output_limit: int = 1_000_000,
-    ) -> ExecResult:
-        """Run ``argv`` in the container and wait for it (see :class:`vally.Sandbox`).
+    async def run_command(self, request: ExecRequest) -> ExecResult:
+        """Run a command in the container and wait for it (see :class:`vally.Sandbox`).
 
         A timeout or a cancellation kills the command's whole process group inside the
         container. Output beyond ``output_limit`` bytes per stream is read and dropped.
@@ -312,15 +311,10 @@ class DockerSandbox:
                 in the image, container gone).
             OutOfMemoryError: The command was killed by the out-of-memory killer.
         """
-        self._check_open()
-        if not argv:
-            raise BackendError("cannot run an empty command")
-        workdir = self.resolve(cwd) if cwd else self.workdir
+        workdir = self._command_workdir(request)
         cancel = threading.Event()
         started = time.monotonic()
-        task = asyncio.ensure_future(
-            run_blocking(self._run, argv, env, workdir, timeout, stdin, output_limit, cancel)
-        )
+        task = asyncio.ensure_future(run_blocking(self._run, request, workdir, cancel))
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -328,92 +322,49 @@ class DockerSandbox:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), KILL_GRACE_SECONDS + 5)
             raise
-        result = ExecResult(
-            exit_code=result.exit_code,
-            stdout=result.stdout,
-            stderr=result.stderr,
-            timed_out=result.timed_out,
-            truncated=result.truncated,
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )
+        result = replace(result, duration_ms=int((time.monotonic() - started) * 1000))
         if result.exit_code == 137 and not result.timed_out and await self._oom_happened():
             raise OutOfMemoryError(
-                f"{shlex.join(str(a) for a in argv)!r} was killed by the out-of-memory killer "
-                f"in container {self.info.id[:12]} (memory limit {self._memory or 'unset'})",
+                f"{shlex.join(str(a) for a in request.argv)!r} was killed by the out-of-memory "
+                f"killer in container {self.info.id[:12]} (memory limit "
+                f"{self._memory or 'unset'})",
                 result=result,
                 hint="raise the limit with --backend-args memory=<size> (e.g. memory=4g)",
             )
         return result
 
-    def _run(
-        self,
-        argv: Sequence[str],
-        env: Mapping[str, str] | None,
-        workdir: str,
-        timeout: float | None,
-        stdin: bytes | None,
-        output_limit: int,
-        cancel: threading.Event,
-    ) -> ExecResult:
+    def _command_workdir(self, request: ExecRequest) -> str:
+        """The command's working directory, once the sandbox is known open and the command
+        is not empty."""
+        self._check_open()
+        if not request.argv:
+            raise BackendError("cannot run an empty command")
+        return self.resolve(request.cwd) if request.cwd else self.workdir
+
+    def _run(self, request: ExecRequest, workdir: str, cancel: threading.Event) -> ExecResult:
+        argv = request.argv
         try:
             execution = _Exec(
                 self._api,
                 self.info.id,
                 self.info.user,
                 argv,
-                env=env,
+                env=request.env,
                 cwd=workdir,
-                stdin=stdin is not None,
+                stdin=request.stdin is not None,
             )
         except Exception as exc:
             raise BackendError(
                 f"cannot start {argv[0]!r} in container {self.info.id[:12]}: {exc}",
                 hint="the container may have been removed or the engine stopped",
             ) from exc
-        feeder: threading.Thread | None = None
-        if stdin is not None:
-            feeder = threading.Thread(target=_feed, args=(execution.stream, stdin), daemon=True)
-            feeder.start()
+        if request.stdin is not None:
+            threading.Thread(
+                target=_feed, args=(execution.stream, request.stdin), daemon=True
+            ).start()
         out, err = bytearray(), bytearray()
-        truncated = False
-        timed_out = False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        kill_deadline: float | None = None
-        expired_at: float | None = None
         try:
-            while not execution.stream.eof:
-                now = time.monotonic()
-                expired = cancel.is_set() or (deadline is not None and now >= deadline)
-                if expired and expired_at is None:
-                    expired_at = now
-                # The pid arrives with the first stderr frame; wait a moment for it so the
-                # kill reaches the process group even when the timeout is tiny.
-                pid_known = execution.pid is not None or (
-                    expired_at is not None and now >= expired_at + KILL_GRACE_SECONDS
-                )
-                if kill_deadline is None and expired and pid_known:
-                    timed_out = not cancel.is_set()
-                    execution.kill()
-                    kill_deadline = now + KILL_GRACE_SECONDS
-                if kill_deadline is not None and now >= kill_deadline:
-                    break
-                if expired:
-                    limit: float | None = kill_deadline or (expired_at or now) + KILL_GRACE_SECONDS
-                else:
-                    limit = deadline
-                wait = _POLL if limit is None else max(0.01, min(_POLL, limit - now))
-                got = execution.frame(wait)
-                if got is None:
-                    continue
-                kind, data = got
-                sink = out if kind == STDOUT else err
-                room = output_limit - len(sink)
-                if room >= len(data):
-                    sink += data
-                else:
-                    if room > 0:
-                        sink += data[:room]
-                    truncated = True
+            timed_out, truncated = _pump(execution, request, cancel, out, err)
         finally:
             execution.stream.close()
         code = None if timed_out or cancel.is_set() else execution.exit_code()
@@ -459,18 +410,10 @@ class DockerSandbox:
         self._oom_seen = count
         return happened
 
-    async def spawn(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-    ) -> Process:
+    async def start_process(self, request: ExecRequest) -> Process:
         """Start a long-running process with piped stdin/stdout; it is stopped at close."""
-        self._check_open()
-        if not argv:
-            raise BackendError("cannot run an empty command")
-        workdir = self.resolve(cwd) if cwd else self.workdir
+        workdir = self._command_workdir(request)
+        argv, env = request.argv, request.env
 
         def _start() -> _Exec:
             return _Exec(
@@ -705,6 +648,50 @@ class DockerSandbox:
         if self.info.volume is not None:
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_volume(self.info.volume, force=True)
+
+
+def _pump(
+    execution: _Exec,
+    request: ExecRequest,
+    cancel: threading.Event,
+    out: bytearray,
+    err: bytearray,
+) -> tuple[bool, bool]:
+    """Read the command's output into ``out`` and ``err`` until it ends; past its timeout
+    (or once ``cancel`` is set) kill its process group and read a little longer. Returns
+    (timed out, output truncated)."""
+    truncated = False
+    timed_out = False
+    deadline = None if request.timeout is None else time.monotonic() + request.timeout
+    kill_deadline: float | None = None
+    expired_at: float | None = None
+    while not execution.stream.eof:
+        now = time.monotonic()
+        expired = cancel.is_set() or (deadline is not None and now >= deadline)
+        if expired and expired_at is None:
+            expired_at = now
+        # The pid arrives with the first stderr frame; wait a moment for it so the
+        # kill reaches the process group even when the timeout is tiny.
+        pid_known = execution.pid is not None or (
+            expired_at is not None and now >= expired_at + KILL_GRACE_SECONDS
+        )
+        if kill_deadline is None and expired and pid_known:
+            timed_out = not cancel.is_set()
+            execution.kill()
+            kill_deadline = now + KILL_GRACE_SECONDS
+        if kill_deadline is not None and now >= kill_deadline:
+            break
+        if expired:
+            limit: float | None = kill_deadline or (expired_at or now) + KILL_GRACE_SECONDS
+        else:
+            limit = deadline
+        wait = _POLL if limit is None else max(0.01, min(_POLL, limit - now))
+        got = execution.frame(wait)
+        if got is not None:
+            kind, data = got
+            sink = out if kind == STDOUT else err
+            truncated = append_capped(sink, data, request.output_limit) or truncated
+    return timed_out, truncated
 
 
 def _feed(stream: ExecStream, data: bytes) -> None:

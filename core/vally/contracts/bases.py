@@ -3,12 +3,14 @@ checks behaviour against :mod:`vally.contracts.protocols`, not inheritance."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from vally.contracts.metadata import GraderMetadata, PluginMetadata
-from vally.contracts.protocols import GradeContext
+from vally.contracts.protocols import ExecResult, GradeContext, Process, Sandbox
 from vally.models.records import GraderResult
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -85,6 +87,59 @@ class BaseBackend(Plugin[ConfigT]):
 
     async def shutdown(self) -> None:
         """Nothing to release by default."""
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """The arguments of ``Sandbox.exec`` (or of ``Sandbox.spawn``, which sets only ``argv``,
+    ``env`` and ``cwd``) as one value, for sandboxes built on :class:`BaseSandbox`. Each
+    field means what the parameter of the same name means."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    timeout: float | None = None
+    stdin: bytes | None = None
+    output_limit: int = 1_000_000
+
+
+class BaseSandbox(Sandbox):
+    """Convenience base for sandboxes: implement :meth:`run_command` and
+    :meth:`start_process`, which get the arguments of :meth:`exec` and :meth:`spawn` as one
+    :class:`ExecRequest`, and the file methods of
+    :class:`~vally.contracts.protocols.Sandbox`."""
+
+    async def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        output_limit: int = 1_000_000,
+    ) -> ExecResult:
+        """Run ``argv`` in the sandbox and wait for it, through :meth:`run_command`."""
+        request = ExecRequest(argv, env, cwd, timeout, stdin, output_limit)
+        return await self.run_command(request)
+
+    async def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> Process:
+        """Start a long-running process with piped stdio, through :meth:`start_process`."""
+        return await self.start_process(ExecRequest(argv, env, cwd))
+
+    async def run_command(self, request: ExecRequest) -> ExecResult:
+        """Run one command and wait for it (the work of :meth:`exec`)."""
+        raise NotImplementedError
+
+    async def start_process(self, request: ExecRequest) -> Process:
+        """Start one long-running process (the work of :meth:`spawn`)."""
+        raise NotImplementedError
 
 
 class BaseReporter(Plugin[ConfigT]):

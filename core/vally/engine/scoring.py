@@ -179,10 +179,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def _check_rate(p: float) -> float:
+def _check_rate_and_k(p: float, k: int) -> tuple[float, int]:
+    """``p`` as a float in [0, 1] and ``k`` as an integer >= 0, or a ValueError."""
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
         raise ValueError(f"a pass rate must be a number in [0, 1], got {p!r}")
-    return float(p)
+    k = _check_int("k", k)
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return float(p), k
 
 
 def pass_at_k_naive(p: float, k: int) -> float:
@@ -193,10 +197,7 @@ def pass_at_k_naive(p: float, k: int) -> float:
     Raises:
         ValueError: ``p`` is outside [0, 1] or ``k`` is negative.
     """
-    p = _check_rate(p)
-    k = _check_int("k", k)
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+    p, k = _check_rate_and_k(p, k)
     return 1.0 - (1.0 - p) ** k
 
 
@@ -206,10 +207,7 @@ def pass_to_the_k(p: float, k: int) -> float:
     Raises:
         ValueError: ``p`` is outside [0, 1] or ``k`` is negative.
     """
-    p = _check_rate(p)
-    k = _check_int("k", k)
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+    p, k = _check_rate_and_k(p, k)
     return float(p**k)
 
 

@@ -76,14 +76,21 @@ class ExperimentBlock(RecordModel):
     shard: str | None = None
 
 
-class TrialResultRecord(RecordModel):
-    """One line of ``results.jsonl``."""
+class _EvalRecord(RecordModel):
+    """What every line of ``results.jsonl`` and ``run-summary.jsonl`` starts with: its
+    type, the schema version, and the run and eval it belongs to."""
 
-    type: Literal["trial-result"] = "trial-result"
+    type: str
     schema_version: int = SCHEMA_VERSION
     run_id: str
     eval_name: str
     eval_file: str | None
+
+
+class TrialResultRecord(_EvalRecord):
+    """One line of ``results.jsonl``."""
+
+    type: Literal["trial-result"] = "trial-result"
     stimulus_name: str
     stimulus: Stimulus
     variant: str | None
@@ -131,14 +138,10 @@ class StimulusSummary(RecordModel):
     total_errors: int
 
 
-class RunSummaryRecord(RecordModel):
+class RunSummaryRecord(_EvalRecord):
     """One line of ``run-summary.jsonl``: one eval (and variant) of a run."""
 
     type: Literal["run-summary"] = "run-summary"
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
-    eval_name: str
-    eval_file: str | None
     variant: str | None
     eval_hash: str | None
     config_hash: str | None

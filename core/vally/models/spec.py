@@ -309,12 +309,7 @@ class EvalSpec(SpecModel):
                     data = {**data, key: {}}
         return data
 
-    @field_validator("tags", mode="before")
+    @field_validator("tags", "params", mode="before")
     @classmethod
-    def _tags(cls, value: Any) -> Any:
-        return _stringify_tags(value)
-
-    @field_validator("params", mode="before")
-    @classmethod
-    def _params(cls, value: Any) -> Any:
+    def _string_maps(cls, value: Any) -> Any:
         return _stringify_tags(value)

@@ -8,9 +8,11 @@ executor only has to record what happened.
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -316,3 +318,177 @@ def compute_metrics(events: list[Any], *, wall_time_ms: int = 0) -> TrajectoryMe
         turn_count=turn_starts or len(assistant_turns),
         error_count=errors,
     )
+
+
+EventT = TypeVar("EventT", bound=_EventBase)
+
+
+class TrajectoryRecorder:
+    """Collects a trial's events in order, each tagged with the current :attr:`turn`, and
+    builds the trajectory from them. One method per thing that happened::
+
+        recorder = TrajectoryRecorder()
+        recorder.user_message(prompt)
+        recorder.tool_call("write_file", "call-1", {"path": "hello.txt"})
+        recorder.tool_result("write_file", "call-1", "ok")
+        recorder.assistant_message("Done.")
+        return recorder.trajectory(stimulus, work_dir=sandbox.workdir)
+
+    Args:
+        turn: The turn the first events belong to.
+        on_event: Called with each event as it is recorded (e.g. to mirror it to a log).
+
+    Attributes:
+        events: The events recorded so far, in order.
+        turn: The 0-based turn (authored prompt) new events belong to.
+        started_at: When the recorder was created (ISO 8601 UTC).
+    """
+
+    def __init__(
+        self, *, turn: int = 0, on_event: Callable[[RecordModel], None] | None = None
+    ) -> None:
+        self.events: list[Any] = []
+        self.turn = turn
+        self.started_at = utc_now()
+        self._started = time.monotonic()
+        self._on_event = on_event
+
+    def add(self, event: EventT) -> EventT:
+        """Tag ``event`` with the current turn, append it and return it."""
+        event.turn = self.turn
+        self.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event
+
+    def user_message(self, content: str) -> UserMessageEvent:
+        """Record a prompt sent to the agent."""
+        return self.add(UserMessageEvent(data=MessageData(content=content)))
+
+    def assistant_message(self, content: str) -> AssistantMessageEvent:
+        """Record text the agent said."""
+        return self.add(AssistantMessageEvent(data=MessageData(content=content)))
+
+    def reasoning(self, content: str) -> ReasoningEvent:
+        """Record reasoning text the agent exposed."""
+        return self.add(ReasoningEvent(data=MessageData(content=content)))
+
+    def turn_start(self, turn_id: str) -> TurnStartEvent:
+        """Record that an agent turn started."""
+        return self.add(TurnStartEvent(data=TurnData(turn_id=turn_id)))
+
+    def turn_end(self, turn_id: str) -> TurnEndEvent:
+        """Record that an agent turn ended."""
+        return self.add(TurnEndEvent(data=TurnData(turn_id=turn_id)))
+
+    def tool_call(
+        self,
+        tool_name: str,
+        tool_call_id: str,
+        arguments: dict[str, Any] | str | None = None,
+        *,
+        server: str | None = None,
+        batch_id: str | None = None,
+    ) -> ToolCallEvent:
+        """Record a tool call (``arguments`` default to an empty object)."""
+        data = ToolCallData(
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            arguments={} if arguments is None else arguments,
+            server=server,
+            batch_id=batch_id,
+        )
+        return self.add(ToolCallEvent(data=data))
+
+    def tool_result(
+        self,
+        tool_name: str,
+        tool_call_id: str,
+        result: Any = None,
+        *,
+        success: bool = True,
+        server: str | None = None,
+    ) -> ToolResultEvent:
+        """Record the result of the tool call ``tool_call_id``."""
+        data = ToolResultData(
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            success=success,
+            result=result,
+            server=server,
+        )
+        return self.add(ToolResultEvent(data=data))
+
+    def token_usage(
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        *,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> TokenUsageEvent:
+        """Record the token usage of one model call (cached tokens are part of
+        ``input_tokens``)."""
+        data = TokenUsageData(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=model,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+        )
+        return self.add(TokenUsageEvent(data=data))
+
+    def error(self, message: str, *, code: str | None = None, fatal: bool = False) -> ErrorEvent:
+        """Record an error during the run (``fatal`` when it ended the run)."""
+        return self.add(ErrorEvent(data=ErrorData(message=message, code=code, fatal=fatal)))
+
+    def skill_activation(self, skill_name: str) -> SkillActivationEvent:
+        """Record that the agent activated a skill."""
+        return self.add(SkillActivationEvent(data=SkillActivationData(skill_name=skill_name)))
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the recorder was created."""
+        return int((time.monotonic() - self._started) * 1000)
+
+    def trajectory(
+        self,
+        stimulus: Stimulus,
+        *,
+        output: str | None = None,
+        work_dir: str = "",
+        metadata: TrajectoryMetadata | None = None,
+        wall_time_ms: int | None = None,
+        end_reason: EndReason = "completed",
+        end_detail: str | None = None,
+    ) -> Trajectory:
+        """The trajectory of the recorded events, with metrics computed from them.
+
+        Args:
+            stimulus: The stimulus the agent ran.
+            output: The final answer (default: the last assistant message).
+            work_dir: The workspace path.
+            metadata: Execution context; ``started_at`` and ``completed_at`` default to the
+                recorder's creation and now.
+            wall_time_ms: The wall time (default: :meth:`elapsed_ms`).
+            end_reason: Why the run ended.
+            end_detail: More about why, for a run that did not complete.
+        """
+        meta = metadata or TrajectoryMetadata()
+        meta = meta.model_copy(
+            update={
+                "started_at": meta.started_at or self.started_at,
+                "completed_at": meta.completed_at or utc_now(),
+            }
+        )
+        wall = self.elapsed_ms() if wall_time_ms is None else wall_time_ms
+        return Trajectory(
+            stimulus=stimulus,
+            events=self.events,
+            metrics=compute_metrics(self.events, wall_time_ms=wall),
+            output=last_assistant_text(self.events) if output is None else output,
+            work_dir=work_dir,
+            metadata=meta,
+            end_reason=end_reason,
+            end_detail=end_detail,
+        )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
@@ -145,8 +145,9 @@ def _key_text(node: yaml.Node) -> str:
     return str(node.value) if isinstance(node, yaml.ScalarNode) else "<complex key>"
 
 
-def walk_scalars(root: yaml.Node, hook: ScalarHook) -> None:
-    """Call ``hook`` once on every scalar node (aliases are visited once)."""
+def _nodes(root: yaml.Node) -> Iterator[yaml.Node]:
+    """Every node of the tree once, in document order (a node behind several aliases is
+    visited once)."""
     seen: set[int] = set()
     stack: list[yaml.Node] = [root]
     while stack:
@@ -154,9 +155,8 @@ def walk_scalars(root: yaml.Node, hook: ScalarHook) -> None:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            hook(node)
-        elif isinstance(node, yaml.SequenceNode):
+        yield node
+        if isinstance(node, yaml.SequenceNode):
             stack.extend(reversed(node.value))
         elif isinstance(node, yaml.MappingNode):
             for key, value in reversed(node.value):
@@ -164,32 +164,31 @@ def walk_scalars(root: yaml.Node, hook: ScalarHook) -> None:
                 stack.append(key)
 
 
+def walk_scalars(root: yaml.Node, hook: ScalarHook) -> None:
+    """Call ``hook`` once on every scalar node (aliases are visited once)."""
+    for node in _nodes(root):
+        if isinstance(node, yaml.ScalarNode):
+            hook(node)
+
+
 def _check_duplicate_keys(root: yaml.Node, file: str) -> None:
-    seen: set[int] = set()
-    stack: list[yaml.Node] = [root]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
+    for node in _nodes(root):
+        if not isinstance(node, yaml.MappingNode):
             continue
-        seen.add(id(node))
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            keys: dict[str, yaml.Node] = {}
-            for key, value in node.value:
-                stack.append(value)
-                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
-                    continue
-                if key.value in keys:
-                    first = keys[key.value].start_mark
-                    raise YamlSyntaxError(
-                        f"duplicate key '{key.value}' (first defined on line {first.line + 1})",
-                        location=SourceLocation(
-                            file, key.start_mark.line + 1, key.start_mark.column + 1
-                        ),
-                        hint="remove one of them",
-                    )
-                keys[key.value] = key
+        keys: dict[str, yaml.Node] = {}
+        for key, _value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            if key.value in keys:
+                first = keys[key.value].start_mark
+                raise YamlSyntaxError(
+                    f"duplicate key '{key.value}' (first defined on line {first.line + 1})",
+                    location=SourceLocation(
+                        file, key.start_mark.line + 1, key.start_mark.column + 1
+                    ),
+                    hint="remove one of them",
+                )
+            keys[key.value] = key
 
 
 def _positions(root: yaml.Node, file: str) -> Positions:

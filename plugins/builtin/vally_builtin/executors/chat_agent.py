@@ -49,7 +49,6 @@ import contextlib
 import hashlib
 import json
 import posixpath
-import time
 import uuid
 from collections.abc import Sequence
 from importlib import resources
@@ -59,45 +58,27 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vally import (
-    AssistantMessageEvent,
     BaseExecutor,
     ChatMessage,
     ChatRequest,
     Constraints,
     EndReason,
-    ErrorData,
-    ErrorEvent,
     ExecutionError,
     ExecutorMetadata,
     ExecutorOptions,
     LLMError,
     LLMProvider,
-    MessageData,
     Sandbox,
     SetupError,
-    SkillActivationData,
-    SkillActivationEvent,
     SkillRef,
     Stimulus,
     StrictConfig,
-    TokenUsageData,
-    TokenUsageEvent,
     ToolCall,
-    ToolCallData,
-    ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
     ToolSpec,
     Trajectory,
     TrajectoryMetadata,
-    TurnData,
-    TurnEndEvent,
-    TurnStartEvent,
-    UserMessageEvent,
+    TrajectoryRecorder,
     VallyError,
-    compute_metrics,
-    last_assistant_text,
-    utc_now,
 )
 
 if TYPE_CHECKING:
@@ -199,13 +180,14 @@ class _Stop(Exception):
 # --------------------------------------------------------------------------- recorder
 
 
-class _Recorder:
-    """Collects trajectory events and mirrors them to the session log when there is one."""
+class _SessionLog:
+    """Mirrors trajectory events to the session log, when there is one (best effort)."""
 
-    def __init__(self, log_dir: Path | None) -> None:
-        self.events: list[Any] = []
-        self.turn = 0
+    def __init__(self) -> None:
         self._log: IO[str] | None = None
+
+    def open(self, log_dir: Path | None) -> None:
+        """Start writing events to ``log_dir/events.jsonl``."""
         if log_dir is not None:
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -213,9 +195,8 @@ class _Recorder:
             except OSError:
                 self._log = None  # the session log is best effort
 
-    def add(self, event: Any) -> None:
-        event.turn = self.turn
-        self.events.append(event)
+    def write(self, event: Any) -> None:
+        """Append one event as a JSON line."""
         if self._log is not None:
             try:
                 self._log.write(event.to_json_line() + "\n")
@@ -224,6 +205,7 @@ class _Recorder:
                 self._log = None
 
     def close(self) -> None:
+        """Close the log."""
         if self._log is not None:
             with contextlib.suppress(OSError):
                 self._log.close()
@@ -334,6 +316,72 @@ class ChatAgentExecutor(BaseExecutor["ChatAgentExecutor.Config"]):
             ExecutionError: No provider or model configured, the system prompt file is
                 unreadable, or a model call failed after the provider's retries.
         """
+        provider, model = self._provider_and_model(options)
+        template, harness_sha, prompt_source = self._system_template(options)
+        system = template.replace("{{workdir}}", sandbox.workdir).replace(
+            "{{skills}}", self._skills_section(options.skills)
+        )
+        constraints = options.constraints
+        if constraints.is_empty() and stimulus.constraints is not None:
+            constraints = stimulus.constraints
+        tools = self._tools(options.skills)
+        log = _SessionLog()
+        recorder = TrajectoryRecorder(on_event=log.write)
+        toolbox = await _start_mcp(options, sandbox, [t.name for t in tools])
+        try:
+            if toolbox is not None:
+                tools += [t.spec() for t in toolbox.tools]
+            log.open(options.session_log_dir)
+            run = _Run(
+                executor=self,
+                provider=provider,
+                model=model,
+                sandbox=sandbox,
+                options=options,
+                constraints=constraints,
+                tools=tools,
+                system=system,
+                recorder=recorder,
+                mcp=toolbox,
+            )
+            try:
+                end_reason, end_detail = await run.run(stimulus.prompts)
+            finally:
+                log.close()
+        finally:
+            if toolbox is not None:
+                await toolbox.aclose()
+        extra: dict[str, Any] = {
+            "harness_sha256": harness_sha,
+            "system_prompt": prompt_source,
+            "model_calls": run.calls,
+            "skills_activated": sorted(run.activated),
+        }
+        if toolbox is not None:
+            extra["mcp_tools"] = {
+                name: [t.tool for t in toolbox.tools if t.server == name]
+                for name in options.mcp_servers
+            }
+        return recorder.trajectory(
+            stimulus,
+            work_dir=sandbox.workdir,
+            metadata=TrajectoryMetadata(
+                model=model,
+                executor=self.metadata.name,
+                skills_loaded=[s.name for s in options.skills],
+                session_id=run.session_id,
+                extra=extra,
+            ),
+            end_reason=end_reason,
+            end_detail=end_detail,
+        )
+
+    def _provider_and_model(self, options: ExecutorOptions) -> tuple[LLMProvider, str]:
+        """The LLM provider and the model the run uses.
+
+        Raises:
+            ExecutionError: No provider or no model is configured.
+        """
         provider = options.llm
         if provider is None:
             raise ExecutionError(
@@ -349,71 +397,7 @@ class ChatAgentExecutor(BaseExecutor["ChatAgentExecutor.Config"]):
                 hint="set 'defaults.model' in the eval, pass --model, or set the executor's "
                 "config.model",
             )
-        template, harness_sha, prompt_source = self._system_template(options)
-        system = template.replace("{{workdir}}", sandbox.workdir).replace(
-            "{{skills}}", self._skills_section(options.skills)
-        )
-        constraints = options.constraints
-        if constraints.is_empty() and stimulus.constraints is not None:
-            constraints = stimulus.constraints
-
-        tools = self._tools(options.skills)
-        started_at = utc_now()
-        started = time.monotonic()
-        toolbox = await _start_mcp(options, sandbox, [t.name for t in tools])
-        try:
-            if toolbox is not None:
-                tools += [t.spec() for t in toolbox.tools]
-            run = _Run(
-                executor=self,
-                provider=provider,
-                model=model,
-                sandbox=sandbox,
-                options=options,
-                constraints=constraints,
-                tools=tools,
-                system=system,
-                mcp=toolbox,
-            )
-            try:
-                end_reason, end_detail = await run.run(stimulus.prompts)
-            finally:
-                run.recorder.close()
-        finally:
-            if toolbox is not None:
-                await toolbox.aclose()
-        extra: dict[str, Any] = {}
-        if toolbox is not None:
-            extra["mcp_tools"] = {
-                name: [t.tool for t in toolbox.tools if t.server == name]
-                for name in options.mcp_servers
-            }
-        events = run.recorder.events
-        wall_ms = int((time.monotonic() - started) * 1000)
-        return Trajectory(
-            stimulus=stimulus,
-            events=events,
-            metrics=compute_metrics(events, wall_time_ms=wall_ms),
-            output=last_assistant_text(events),
-            work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
-                model=model,
-                executor=self.metadata.name,
-                skills_loaded=[s.name for s in options.skills],
-                started_at=started_at,
-                completed_at=utc_now(),
-                session_id=run.session_id,
-                extra={
-                    "harness_sha256": harness_sha,
-                    "system_prompt": prompt_source,
-                    "model_calls": run.calls,
-                    "skills_activated": sorted(run.activated),
-                    **extra,
-                },
-            ),
-            end_reason=end_reason,
-            end_detail=end_detail,
-        )
+        return provider, model
 
 
 async def _start_mcp(
@@ -458,6 +442,7 @@ class _Run:
         constraints: Constraints,
         tools: list[ToolSpec],
         system: str,
+        recorder: TrajectoryRecorder,
         mcp: McpToolbox | None = None,
     ) -> None:
         self.config = executor.config
@@ -470,7 +455,7 @@ class _Run:
         self.tools = tools
         self.tool_names = {t.name for t in tools}
         self.messages: list[ChatMessage] = [ChatMessage(role="system", content=system)]
-        self.recorder = _Recorder(options.session_log_dir)
+        self.recorder = recorder
         self.session_id = uuid.uuid4().hex
         self.calls = 0
         self.tool_calls = 0
@@ -503,9 +488,7 @@ class _Run:
                     await self._prompt(prompt)
         except _Stop as stop:
             self._interrupt(stop.detail)
-            self.recorder.add(
-                ErrorEvent(data=ErrorData(message=stop.detail, code=stop.reason, fatal=True))
-            )
+            self.recorder.error(stop.detail, code=stop.reason, fatal=True)
             return stop.reason, stop.detail
         except TimeoutError:
             if not scope.expired():
@@ -513,7 +496,7 @@ class _Run:
             what = "max_duration" if reason == "max_duration" else "trial timeout"
             detail = f"stopped: {what} of {seconds:g}s reached"
             self._interrupt(detail)
-            self.recorder.add(ErrorEvent(data=ErrorData(message=detail, code=reason, fatal=True)))
+            self.recorder.error(detail, code=reason, fatal=True)
             return reason, detail
         return "completed", None
 
@@ -522,29 +505,25 @@ class _Run:
         if self._pending is not None:
             name, call_id = self._pending
             self._pending = None
-            self.recorder.add(
-                ToolResultEvent(
-                    data=ToolResultData(
-                        tool_name=name,
-                        tool_call_id=call_id,
-                        success=False,
-                        result=f"interrupted: {detail}",
-                        server=self._server_of(name),
-                    )
-                )
+            self.recorder.tool_result(
+                name,
+                call_id,
+                f"interrupted: {detail}",
+                success=False,
+                server=self._server_of(name),
             )
         if self._open_turn is not None:
             self._end_turn()
 
     def _end_turn(self) -> None:
         if self._open_turn is not None:
-            self.recorder.add(TurnEndEvent(data=TurnData(turn_id=self._open_turn)))
+            self.recorder.turn_end(self._open_turn)
             self._open_turn = None
 
     # ------------------------------------------------------------------ one prompt
 
     async def _prompt(self, prompt: str) -> None:
-        self.recorder.add(UserMessageEvent(data=MessageData(content=prompt)))
+        self.recorder.user_message(prompt)
         self.messages.append(ChatMessage(role="user", content=prompt))
         steps = 0
         while True:
@@ -570,7 +549,7 @@ class _Run:
         without tool calls (the prompt is done)."""
         self.calls += 1
         turn_id = f"turn-{self.calls}"
-        self.recorder.add(TurnStartEvent(data=TurnData(turn_id=turn_id)))
+        self.recorder.turn_start(turn_id)
         self._open_turn = turn_id
         request = ChatRequest(
             model=self.model,
@@ -584,29 +563,22 @@ class _Run:
         try:
             response = await self.provider.chat(request)
         except LLMError as exc:
-            self.recorder.add(
-                ErrorEvent(data=ErrorData(message=exc.message, code=exc.code, fatal=True))
-            )
+            self.recorder.error(exc.message, code=exc.code, fatal=True)
             raise ExecutionError(
                 f"chat-agent: the model call failed ({exc.error_class}"
                 f"{', retries exhausted' if exc.retryable else ''}): {exc.message}",
                 hint="check the llm: settings in .vally.yaml and that the server is reachable",
             ) from exc
-        usage_model = response.model or self.model
-        self.recorder.add(
-            TokenUsageEvent(
-                data=TokenUsageData(
-                    input_tokens=response.input_tokens,
-                    output_tokens=response.output_tokens,
-                    cache_read_tokens=response.cache_read_tokens,
-                    model=usage_model,
-                )
-            )
+        self.recorder.token_usage(
+            response.input_tokens,
+            response.output_tokens,
+            model=response.model or self.model,
+            cache_read_tokens=response.cache_read_tokens,
         )
         self.tokens += response.input_tokens + response.output_tokens
         message = response.message
         if message.content:
-            self.recorder.add(AssistantMessageEvent(data=MessageData(content=message.content)))
+            self.recorder.assistant_message(message.content)
         self.messages.append(
             ChatMessage(role="assistant", content=message.content, tool_calls=message.tool_calls)
         )
@@ -647,17 +619,8 @@ class _Run:
         except ValueError:
             parsed = None
         server = self._server_of(call.name)
-        self.recorder.add(
-            ToolCallEvent(
-                data=ToolCallData(
-                    tool_name=call.name,
-                    tool_call_id=call.id,
-                    arguments=parsed if isinstance(parsed, dict) else call.arguments,
-                    server=server,
-                    batch_id=batch_id,
-                )
-            )
-        )
+        arguments = parsed if isinstance(parsed, dict) else call.arguments
+        self.recorder.tool_call(call.name, call.id, arguments, server=server, batch_id=batch_id)
         self._pending = (call.name, call.id)
         success = True
         try:
@@ -672,17 +635,7 @@ class _Run:
             success, result = result
         result = self._cap(str(result))
         self._pending = None
-        self.recorder.add(
-            ToolResultEvent(
-                data=ToolResultData(
-                    tool_name=call.name,
-                    tool_call_id=call.id,
-                    success=success,
-                    result=result,
-                    server=server,
-                )
-            )
-        )
+        self.recorder.tool_result(call.name, call.id, result, success=success, server=server)
         self.messages.append(
             ChatMessage(role="tool", content=result, tool_call_id=call.id, name=call.name)
         )
@@ -837,7 +790,7 @@ class _Run:
             data = result.stdout.encode("utf-8")
         text = data.decode("utf-8", errors="replace")
         body = _strip_frontmatter(text)
-        self.recorder.add(SkillActivationEvent(data=SkillActivationData(skill_name=skill.name)))
+        self.recorder.skill_activation(skill.name)
         self.activated.add(skill.name)
         folder = skill.sandbox_path
         return (

@@ -41,34 +41,26 @@ import re
 import shlex
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from vally import (
-    AssistantMessageEvent,
     BackendError,
     BaseExecutor,
-    ErrorData,
-    ErrorEvent,
     ExecResult,
     ExecutionError,
     ExecutorMetadata,
     ExecutorOptions,
-    MessageData,
     Sandbox,
     Stimulus,
     StrictConfig,
     Trajectory,
     TrajectoryMetadata,
-    TurnData,
-    TurnEndEvent,
-    TurnStartEvent,
+    TrajectoryRecorder,
     UnsupportedError,
-    UserMessageEvent,
-    compute_metrics,
-    utc_now,
 )
 
 from .streams import parse_stream
@@ -316,9 +308,37 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
                 "executor 'command' does not support turns; set config.resume",
                 hint="resume is the argv for turns 2..n, e.g. with '--resume {session_id}'",
             )
-        started_at = utc_now()
-        t0 = time.monotonic()
-        deadline = t0 + options.timeout
+        run = await self._start_run(sandbox, options)
+        for turn, prompt in enumerate(prompts):
+            run.recorder.turn = turn
+            turn_id = f"turn-{turn + 1}"
+            run.recorder.user_message(prompt)
+            run.recorder.turn_start(turn_id)
+            finished = await self._turn(run, turn, prompt, sandbox, options)
+            run.recorder.turn_end(turn_id)
+            if finished:
+                break
+        run.extra["exitCodes"] = run.exit_codes
+        run.extra["eventFormat"] = self.config.events
+        return run.recorder.trajectory(
+            stimulus,
+            output=run.output,
+            work_dir=sandbox.workdir,
+            metadata=TrajectoryMetadata(
+                model=options.model,
+                executor=self.metadata.name,
+                skills_loaded=[s.name for s in options.skills],
+                session_id=run.session_id,
+                extra=run.extra,
+            ),
+            end_reason=run.end_reason,
+            end_detail=run.end_detail,
+        )
+
+    async def _start_run(self, sandbox: Sandbox, options: ExecutorOptions) -> _CommandRun:
+        """The state of a new run: placeholders, environment and deadline."""
+        recorder = TrajectoryRecorder()
+        deadline = time.monotonic() + options.timeout
         skills_dir = (
             str(PurePosixPath(options.skills[0].sandbox_path).parent)
             if options.skills
@@ -331,144 +351,142 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
                 k: v.replace("{mcp_config}", mcp_config).replace("{workdir}", sandbox.workdir)
                 for k, v in env.items()
             }
-        session_id = str(uuid.uuid4())
-        events: list[Any] = []
-        output = ""
-        end_reason: Literal["completed", "timeout", "error"] = "completed"
-        end_detail: str | None = None
-        exit_codes: list[int | None] = []
-        extra: dict[str, Any] = {}
+        run = _CommandRun(recorder, env, skills_dir, mcp_config, deadline)
         if mcp_config:
-            extra["mcpConfig"] = mcp_config
+            run.extra["mcpConfig"] = mcp_config
+        return run
 
-        for turn, prompt in enumerate(prompts):
-            turn_id = f"turn-{turn + 1}"
-            events.append(UserMessageEvent(turn=turn, data=MessageData(content=prompt)))
-            events.append(TurnStartEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                end_reason, end_detail = "timeout", f"timed out after {options.timeout:g}s"
-                events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-                break
-            template = _argv(self.config.command if turn == 0 else self.config.resume or [])
-            via_arg = self._via_arg(template)
-            values = {
-                "{prompt}": prompt,
-                "{model}": options.model or "",
-                "{workdir}": sandbox.workdir,
-                "{session_id}": session_id,
-                "{skills_dir}": skills_dir,
-                "{mcp_config}": mcp_config,
-            }
-            argv = self._render(
-                template, values, via_arg=via_arg, prompt=prompt, model=options.model
+    async def _turn(
+        self,
+        run: _CommandRun,
+        turn: int,
+        prompt: str,
+        sandbox: Sandbox,
+        options: ExecutorOptions,
+    ) -> bool:
+        """Run one turn of the agent; True when the run ends with it."""
+        remaining = run.deadline - time.monotonic()
+        if remaining <= 0:
+            run.end_reason, run.end_detail = "timeout", f"timed out after {options.timeout:g}s"
+            return True
+        result = await self._exec_turn(run, turn, prompt, remaining, sandbox, options)
+        run.exit_codes.append(result.exit_code)
+        self._log_stream(options, result.stdout, turn)
+        turn_output = await self._turn_output(run, turn, result, sandbox)
+        if turn_output:
+            run.output = turn_output
+        if result.timed_out:
+            run.end_reason, run.end_detail = "timeout", f"timed out after {options.timeout:g}s"
+            return True
+        if result.exit_code in (0, None):
+            return False
+        stderr = _tail(result.stderr)
+        crashed = not result.stdout.strip() and not turn_output
+        if crashed and turn == 0:
+            raise ExecutionError(
+                f"agent command {run.argv[0]!r} exited with code {result.exit_code} "
+                f"and produced no output; stderr: {stderr or '(empty)'}",
+                hint="run the command by hand in the workspace to see why it fails",
             )
-            try:
-                result = await sandbox.exec(
-                    argv,
-                    env=env,
-                    timeout=remaining,
-                    stdin=None if via_arg else prompt.encode("utf-8"),
-                    output_limit=self.config.output_limit,
-                )
-            except BackendError as exc:
-                raise ExecutionError(
-                    f"agent command {argv[0]!r} could not start: {exc.message}",
-                    hint="check config.command of the 'command' executor",
-                ) from exc
-            exit_codes.append(result.exit_code)
-            self._log_stream(options, result.stdout, turn)
-
-            turn_output = ""
-            if self.config.events != "none":
-                parsed = parse_stream(self.config.events, result.stdout, turn=turn)
-                events.extend(parsed.events)
-                turn_output = parsed.output
-                if parsed.session_id:
-                    session_id = parsed.session_id
-                extra.update(parsed.extra)
-                if turn_output and not any(
-                    e.type == "assistant_message" for e in parsed.events
-                ):
-                    events.append(
-                        AssistantMessageEvent(turn=turn, data=MessageData(content=turn_output))
-                    )
-            else:
-                turn_output = result.stdout.strip()
-            found = self._session_from_output(result)
-            if found:
-                session_id = found
-
-            if self.config.output == "file" and self.config.output_file and not result.timed_out:
-                try:
-                    raw = await sandbox.read_file(self.config.output_file)
-                    turn_output = raw.decode("utf-8", errors="replace").strip()
-                except FileNotFoundError:
-                    events.append(
-                        ErrorEvent(
-                            turn=turn,
-                            data=ErrorData(
-                                message=f"output file {self.config.output_file!r} was not "
-                                "written by the agent",
-                                code="missing_output_file",
-                            ),
-                        )
-                    )
-            if self.config.events == "none" and turn_output:
-                events.append(
-                    AssistantMessageEvent(turn=turn, data=MessageData(content=turn_output))
-                )
-            if turn_output:
-                output = turn_output
-
-            if result.timed_out:
-                end_reason, end_detail = "timeout", f"timed out after {options.timeout:g}s"
-                events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-                break
-            if result.exit_code not in (0, None):
-                stderr = _tail(result.stderr)
-                crashed = not result.stdout.strip() and not turn_output
-                if crashed and turn == 0:
-                    raise ExecutionError(
-                        f"agent command {argv[0]!r} exited with code {result.exit_code} "
-                        f"and produced no output; stderr: {stderr or '(empty)'}",
-                        hint="run the command by hand in the workspace to see why it fails",
-                    )
-                events.append(
-                    ErrorEvent(
-                        turn=turn,
-                        data=ErrorData(
-                            message=f"agent exited with exit code {result.exit_code}"
-                            + (f"; stderr: {stderr}" if stderr else ""),
-                            code="nonzero_exit",
-                            fatal=crashed,
-                        ),
-                    )
-                )
-                if crashed:
-                    end_reason, end_detail = "error", f"agent crashed in turn {turn + 1}"
-                    events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-                    break
-            events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-
-        wall_ms = int((time.monotonic() - t0) * 1000)
-        extra["exitCodes"] = exit_codes
-        extra["eventFormat"] = self.config.events
-        return Trajectory(
-            stimulus=stimulus,
-            events=events,
-            metrics=compute_metrics(events, wall_time_ms=wall_ms),
-            output=output,
-            work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
-                model=options.model,
-                executor=self.metadata.name,
-                skills_loaded=[s.name for s in options.skills],
-                started_at=started_at,
-                completed_at=utc_now(),
-                session_id=session_id,
-                extra=extra,
-            ),
-            end_reason=end_reason,
-            end_detail=end_detail,
+        run.recorder.error(
+            f"agent exited with exit code {result.exit_code}"
+            + (f"; stderr: {stderr}" if stderr else ""),
+            code="nonzero_exit",
+            fatal=crashed,
         )
+        if crashed:
+            run.end_reason, run.end_detail = "error", f"agent crashed in turn {turn + 1}"
+        return crashed
+
+    async def _exec_turn(
+        self,
+        run: _CommandRun,
+        turn: int,
+        prompt: str,
+        remaining: float,
+        sandbox: Sandbox,
+        options: ExecutorOptions,
+    ) -> ExecResult:
+        """Render the turn's argv and run it in the sandbox.
+
+        Raises:
+            ExecutionError: The agent command could not start.
+        """
+        template = _argv(self.config.command if turn == 0 else self.config.resume or [])
+        via_arg = self._via_arg(template)
+        values = {
+            "{prompt}": prompt,
+            "{model}": options.model or "",
+            "{workdir}": sandbox.workdir,
+            "{session_id}": run.session_id,
+            "{skills_dir}": run.skills_dir,
+            "{mcp_config}": run.mcp_config,
+        }
+        run.argv = self._render(
+            template, values, via_arg=via_arg, prompt=prompt, model=options.model
+        )
+        try:
+            return await sandbox.exec(
+                run.argv,
+                env=run.env,
+                timeout=remaining,
+                stdin=None if via_arg else prompt.encode("utf-8"),
+                output_limit=self.config.output_limit,
+            )
+        except BackendError as exc:
+            raise ExecutionError(
+                f"agent command {run.argv[0]!r} could not start: {exc.message}",
+                hint="check config.command of the 'command' executor",
+            ) from exc
+
+    async def _turn_output(
+        self, run: _CommandRun, turn: int, result: ExecResult, sandbox: Sandbox
+    ) -> str:
+        """Record the turn's events and return its answer (from the event stream, stdout or
+        the output file)."""
+        recorder = run.recorder
+        if self.config.events != "none":
+            parsed = parse_stream(self.config.events, result.stdout, turn=turn)
+            for event in parsed.events:
+                recorder.add(event)
+            turn_output = parsed.output
+            if parsed.session_id:
+                run.session_id = parsed.session_id
+            run.extra.update(parsed.extra)
+            if turn_output and not any(e.type == "assistant_message" for e in parsed.events):
+                recorder.assistant_message(turn_output)
+        else:
+            turn_output = result.stdout.strip()
+        found = self._session_from_output(result)
+        if found:
+            run.session_id = found
+        if self.config.output == "file" and self.config.output_file and not result.timed_out:
+            try:
+                raw = await sandbox.read_file(self.config.output_file)
+                turn_output = raw.decode("utf-8", errors="replace").strip()
+            except FileNotFoundError:
+                recorder.error(
+                    f"output file {self.config.output_file!r} was not written by the agent",
+                    code="missing_output_file",
+                )
+        if self.config.events == "none" and turn_output:
+            recorder.assistant_message(turn_output)
+        return turn_output
+
+
+@dataclass
+class _CommandRun:
+    """The state of one trial's run of the agent command."""
+
+    recorder: TrajectoryRecorder
+    env: dict[str, str]
+    skills_dir: str
+    mcp_config: str
+    deadline: float
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    argv: list[str] = field(default_factory=list)
+    output: str = ""
+    end_reason: Literal["completed", "timeout", "error"] = "completed"
+    end_detail: str | None = None
+    exit_codes: list[int | None] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -18,36 +18,22 @@ turn answers with ``responses[turn]`` when given, else ``output`` (``{prompt}`` 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, ClassVar
 
 from pydantic import Field
 
 from vally import (
-    AssistantMessageEvent,
     BaseExecutor,
     Duration,
     ExecutionError,
     ExecutorMetadata,
     ExecutorOptions,
-    MessageData,
     Sandbox,
     Stimulus,
     StrictConfig,
-    TokenUsageData,
-    TokenUsageEvent,
-    ToolCallData,
-    ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
     Trajectory,
     TrajectoryMetadata,
-    TurnData,
-    TurnEndEvent,
-    TurnStartEvent,
-    UserMessageEvent,
-    compute_metrics,
-    utc_now,
+    TrajectoryRecorder,
 )
 
 
@@ -116,68 +102,34 @@ class MockExecutor(BaseExecutor["MockExecutor.Config"]):
             ExecutionError: ``config.error`` is set.
         """
         cfg = self.config
-        started_at = utc_now()
-        t0 = time.monotonic()
+        recorder = TrajectoryRecorder()
         if cfg.delay:
             await asyncio.sleep(cfg.delay)
         if cfg.error is not None:
             raise ExecutionError(f"mock executor error: {cfg.error}")
         for path, content in cfg.files.items():
             await sandbox.write_file(path, content.encode("utf-8"))
-        events: list[Any] = []
         answer = ""
         for turn, prompt in enumerate(stimulus.prompts):
+            recorder.turn = turn
             turn_id = f"turn-{turn + 1}"
-            events.append(UserMessageEvent(turn=turn, data=MessageData(content=prompt)))
-            events.append(TurnStartEvent(turn=turn, data=TurnData(turn_id=turn_id)))
+            recorder.user_message(prompt)
+            recorder.turn_start(turn_id)
             if turn == 0:
                 for index, call in enumerate(cfg.tool_calls):
                     call_id = f"mock-call-{index + 1}"
-                    events.append(
-                        ToolCallEvent(
-                            turn=0,
-                            data=ToolCallData(
-                                tool_name=call.name, tool_call_id=call_id, arguments=call.arguments
-                            ),
-                        )
-                    )
-                    events.append(
-                        ToolResultEvent(
-                            turn=0,
-                            data=ToolResultData(
-                                tool_name=call.name, tool_call_id=call_id, result="ok"
-                            ),
-                        )
-                    )
+                    recorder.tool_call(call.name, call_id, call.arguments)
+                    recorder.tool_result(call.name, call_id, "ok")
             if cfg.tokens is not None:
-                events.append(
-                    TokenUsageEvent(
-                        turn=turn,
-                        data=TokenUsageData(
-                            input_tokens=cfg.tokens.input,
-                            output_tokens=cfg.tokens.output,
-                            model=options.model,
-                        ),
-                    )
-                )
+                recorder.token_usage(cfg.tokens.input, cfg.tokens.output, model=options.model)
             template = cfg.responses[turn] if turn < len(cfg.responses) else cfg.output
             answer = template.replace("{prompt}", prompt)
             if answer:
-                events.append(
-                    AssistantMessageEvent(turn=turn, data=MessageData(content=answer))
-                )
-            events.append(TurnEndEvent(turn=turn, data=TurnData(turn_id=turn_id)))
-        return Trajectory(
-            stimulus=stimulus,
-            events=events,
-            metrics=compute_metrics(events, wall_time_ms=int((time.monotonic() - t0) * 1000)),
+                recorder.assistant_message(answer)
+            recorder.turn_end(turn_id)
+        return recorder.trajectory(
+            stimulus,
             output=answer,
             work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
-                model=options.model,
-                executor="mock",
-                skills_loaded=[],
-                started_at=started_at,
-                completed_at=utc_now(),
-            ),
+            metadata=TrajectoryMetadata(model=options.model, executor="mock"),
         )

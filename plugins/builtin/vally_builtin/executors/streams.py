@@ -32,20 +32,11 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from vally import (
-    AssistantMessageEvent,
-    ErrorData,
-    ErrorEvent,
-    MessageData,
-    ReasoningEvent,
-    SkillActivationData,
-    SkillActivationEvent,
     TokenUsageData,
     TokenUsageEvent,
-    ToolCallData,
     ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
     TrajectoryEvent,
+    TrajectoryRecorder,
     last_assistant_text,
 )
 
@@ -103,15 +94,18 @@ def _lines(text: str) -> Iterable[tuple[int, dict[str, Any] | None, str]]:
         yield number, value if isinstance(value, dict) else None, line
 
 
-def _invalid_line(number: int, raw: str, turn: int) -> ErrorEvent:
-    snippet = raw if len(raw) <= _SNIPPET else raw[:_SNIPPET] + "..."
-    return ErrorEvent(
-        turn=turn,
-        data=ErrorData(
-            message=f"event stream line {number} is not a JSON object: {snippet}",
-            code="invalid_stream_line",
-        ),
-    )
+def _objects(text: str, recorder: TrajectoryRecorder) -> Iterable[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each JSON-object line; any other line is recorded as
+    an ``error`` event."""
+    for number, obj, raw in _lines(text):
+        if obj is None:
+            snippet = raw if len(raw) <= _SNIPPET else raw[:_SNIPPET] + "..."
+            recorder.error(
+                f"event stream line {number} is not a JSON object: {snippet}",
+                code="invalid_stream_line",
+            )
+            continue
+        yield number, obj
 
 
 def _text_of(value: Any) -> str:
@@ -151,38 +145,31 @@ def parse_vally_stream(text: str, *, turn: int = 0) -> StreamResult:
     known event type whose ``data`` does not validate becomes an ``error`` event.
     """
     result = StreamResult()
-    for number, obj, raw in _lines(text):
-        if obj is None:
-            result.events.append(_invalid_line(number, raw, turn))
-            continue
+    recorder = TrajectoryRecorder(turn=turn)
+    for number, obj in _objects(text, recorder):
         kind = obj.get("type")
         if kind == "session":
             data = obj.get("data")
-            if not isinstance(data, dict):
-                continue
-            sid = data.get("sessionId") or data.get("session_id")
+            sid = (
+                (data.get("sessionId") or data.get("session_id"))
+                if isinstance(data, dict)
+                else None
+            )
             if sid:
                 result.session_id = str(sid)
             continue
         if kind not in _EVENT_TYPES:
             continue
         try:
-            event = _EVENT_ADAPTER.validate_python({**obj, "turn": turn})
+            recorder.add(_EVENT_ADAPTER.validate_python({**obj, "turn": turn}))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
-            result.events.append(
-                ErrorEvent(
-                    turn=turn,
-                    data=ErrorData(
-                        message=f"event stream line {number}: invalid {kind!r} event "
-                        f"({where}: {first.get('msg')})",
-                        code="invalid_stream_event",
-                    ),
-                )
+            recorder.error(
+                f"event stream line {number}: invalid {kind!r} event ({where}: {first.get('msg')})",
+                code="invalid_stream_event",
             )
-            continue
-        result.events.append(event)
+    result.events = recorder.events
     result.output = last_assistant_text(result.events)
     return result
 
@@ -203,6 +190,106 @@ def _claude_usage(usage: dict[str, Any], model: str | None) -> TokenUsageData:
     )
 
 
+class _ClaudeStream:
+    """The state of one Claude Code stream while its lines are read."""
+
+    def __init__(self, turn: int) -> None:
+        self.result = StreamResult()
+        self.recorder = TrajectoryRecorder(turn=turn)
+        self.model: str | None = None
+        self.tool_names: dict[str, str] = {}
+        self.usage_by_message: dict[str, TokenUsageEvent] = {}
+        self.final_text: str | None = None
+
+    def line(self, number: int, obj: dict[str, Any]) -> None:
+        """Read one line of the stream."""
+        kind = obj.get("type")
+        if obj.get("session_id") and isinstance(obj.get("session_id"), str):
+            self.result.session_id = obj["session_id"]
+        if kind == "system":
+            if obj.get("subtype") == "init" and obj.get("model"):
+                self.model = str(obj["model"])
+        elif kind == "assistant":
+            self.assistant(number, obj.get("message") or {})
+        elif kind == "user":
+            content = (obj.get("message") or {}).get("content")
+            if isinstance(content, list):
+                self.tool_results(content)
+        elif kind == "result":
+            self.final(obj)
+
+    def assistant(self, number: int, message: dict[str, Any]) -> None:
+        """An assistant message: its content blocks, then its usage (once per message id)."""
+        msg_id = str(message.get("id") or f"line-{number}")
+        for block in message.get("content") or []:
+            if isinstance(block, dict):
+                self.content_block(number, msg_id, block)
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            data = _claude_usage(usage, message.get("model") or self.model)
+            if msg_id in self.usage_by_message:
+                self.usage_by_message[msg_id].data = data
+            else:
+                self.usage_by_message[msg_id] = self.recorder.add(TokenUsageEvent(data=data))
+
+    def content_block(self, number: int, msg_id: str, block: dict[str, Any]) -> None:
+        """One ``text``, ``thinking`` or ``tool_use`` block of an assistant message."""
+        btype = block.get("type")
+        if btype == "text" and block.get("text"):
+            self.recorder.assistant_message(block["text"])
+        elif btype == "thinking" and block.get("thinking"):
+            self.recorder.reasoning(block["thinking"])
+        elif btype == "tool_use":
+            name = str(block.get("name") or "unknown")
+            call_id = str(block.get("id") or f"call-{number}")
+            self.tool_names[call_id] = name
+            args = block.get("input")
+            server = None
+            if name.startswith("mcp__") and name.count("__") >= 2:
+                server = name.split("__")[1]
+            arguments = args if isinstance(args, (dict, str)) else {}
+            self.recorder.tool_call(name, call_id, arguments, server=server, batch_id=msg_id)
+            if name == "Skill" and isinstance(args, dict):
+                skill = args.get("skill") or args.get("command") or args.get("name")
+                if skill:
+                    self.recorder.skill_activation(str(skill))
+
+    def tool_results(self, content: list[Any]) -> None:
+        """The ``tool_result`` blocks of a user message."""
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call_id = str(block.get("tool_use_id") or "")
+            self.recorder.tool_result(
+                self.tool_names.get(call_id, "unknown"),
+                call_id,
+                _text_of(block.get("content")),
+                success=not bool(block.get("is_error")),
+            )
+
+    def final(self, obj: dict[str, Any]) -> None:
+        """The ``result`` line: the answer, cost facts, usage (when no message had any) and
+        a fatal error when the run failed."""
+        if isinstance(obj.get("result"), str):
+            self.final_text = obj["result"]
+        for key in ("total_cost_usd", "num_turns", "duration_ms", "subtype"):
+            if key in obj:
+                self.result.extra[key] = obj[key]
+        if not self.usage_by_message and isinstance(obj.get("usage"), dict):
+            self.recorder.add(TokenUsageEvent(data=_claude_usage(obj["usage"], self.model)))
+        if obj.get("is_error"):
+            self.result.is_error = True
+            detail = self.final_text or str(obj.get("subtype") or "unknown error")
+            self.recorder.error(f"agent reported an error: {detail}", fatal=True)
+
+    def finish(self) -> StreamResult:
+        """The result of the whole stream."""
+        self.result.events = self.recorder.events
+        final = self.final_text
+        self.result.output = final if final is not None else last_assistant_text(self.result.events)
+        return self.result
+
+
 def parse_claude_code_stream(text: str, *, turn: int = 0) -> StreamResult:
     """Parse ``claude -p --output-format stream-json`` output.
 
@@ -211,115 +298,10 @@ def parse_claude_code_stream(text: str, *, turn: int = 0) -> StreamResult:
     line's usage is used only when no assistant message carried any. A ``Skill`` tool call
     also records a ``skill_activation``; ``mcp__server__tool`` calls get their ``server``.
     """
-    result = StreamResult()
-    model: str | None = None
-    tool_names: dict[str, str] = {}
-    usage_by_message: dict[str, TokenUsageEvent] = {}
-    final_text: str | None = None
-    for number, obj, raw in _lines(text):
-        if obj is None:
-            result.events.append(_invalid_line(number, raw, turn))
-            continue
-        kind = obj.get("type")
-        if obj.get("session_id") and isinstance(obj.get("session_id"), str):
-            result.session_id = obj["session_id"]
-        if kind == "system":
-            if obj.get("subtype") == "init" and obj.get("model"):
-                model = str(obj["model"])
-        elif kind == "assistant":
-            message = obj.get("message") or {}
-            msg_model = message.get("model") or model
-            msg_id = str(message.get("id") or f"line-{number}")
-            for block in message.get("content") or []:
-                if not isinstance(block, dict):
-                    continue
-                btype = block.get("type")
-                if btype == "text" and block.get("text"):
-                    result.events.append(
-                        AssistantMessageEvent(turn=turn, data=MessageData(content=block["text"]))
-                    )
-                elif btype == "thinking" and block.get("thinking"):
-                    result.events.append(
-                        ReasoningEvent(turn=turn, data=MessageData(content=block["thinking"]))
-                    )
-                elif btype == "tool_use":
-                    name = str(block.get("name") or "unknown")
-                    call_id = str(block.get("id") or f"call-{number}")
-                    tool_names[call_id] = name
-                    args = block.get("input")
-                    server = None
-                    if name.startswith("mcp__") and name.count("__") >= 2:
-                        server = name.split("__")[1]
-                    result.events.append(
-                        ToolCallEvent(
-                            turn=turn,
-                            data=ToolCallData(
-                                tool_name=name,
-                                tool_call_id=call_id,
-                                arguments=args if isinstance(args, (dict, str)) else {},
-                                server=server,
-                                batch_id=msg_id,
-                            ),
-                        )
-                    )
-                    if name == "Skill" and isinstance(args, dict):
-                        skill = args.get("skill") or args.get("command") or args.get("name")
-                        if skill:
-                            result.events.append(
-                                SkillActivationEvent(
-                                    turn=turn, data=SkillActivationData(skill_name=str(skill))
-                                )
-                            )
-            usage = message.get("usage")
-            if isinstance(usage, dict):
-                data = _claude_usage(usage, msg_model)
-                if msg_id in usage_by_message:
-                    usage_by_message[msg_id].data = data
-                else:
-                    event = TokenUsageEvent(turn=turn, data=data)
-                    usage_by_message[msg_id] = event
-                    result.events.append(event)
-        elif kind == "user":
-            message = obj.get("message") or {}
-            content = message.get("content")
-            if not isinstance(content, list):
-                continue
-            for block in content:
-                if not isinstance(block, dict) or block.get("type") != "tool_result":
-                    continue
-                call_id = str(block.get("tool_use_id") or "")
-                result.events.append(
-                    ToolResultEvent(
-                        turn=turn,
-                        data=ToolResultData(
-                            tool_name=tool_names.get(call_id, "unknown"),
-                            tool_call_id=call_id,
-                            success=not bool(block.get("is_error")),
-                            result=_text_of(block.get("content")),
-                        ),
-                    )
-                )
-        elif kind == "result":
-            if isinstance(obj.get("result"), str):
-                final_text = obj["result"]
-            for key in ("total_cost_usd", "num_turns", "duration_ms", "subtype"):
-                if key in obj:
-                    result.extra[key] = obj[key]
-            if not usage_by_message and isinstance(obj.get("usage"), dict):
-                result.events.append(
-                    TokenUsageEvent(turn=turn, data=_claude_usage(obj["usage"], model))
-                )
-            if obj.get("is_error"):
-                result.is_error = True
-                detail = final_text or str(obj.get("subtype") or "unknown error")
-                result.events.append(
-                    ErrorEvent(
-                        turn=turn,
-                        data=ErrorData(message=f"agent reported an error: {detail}", fatal=True),
-                    )
-                )
-    result.output = final_text if final_text is not None else last_assistant_text(result.events)
-    return result
+    stream = _ClaudeStream(turn)
+    for number, obj in _objects(text, stream.recorder):
+        stream.line(number, obj)
+    return stream.finish()
 
 
 # --------------------------------------------------------------------------- codex
@@ -327,7 +309,9 @@ def parse_claude_code_stream(text: str, *, turn: int = 0) -> StreamResult:
 _CODEX_TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
 
-def _codex_call(item: dict[str, Any], kind: str, call_id: str, turn: int) -> ToolCallEvent:
+def _codex_call(
+    recorder: TrajectoryRecorder, item: dict[str, Any], kind: str, call_id: str
+) -> ToolCallEvent:
     server = None
     if kind == "command_execution":
         name, args = "command_execution", {"command": item.get("command")}
@@ -340,15 +324,12 @@ def _codex_call(item: dict[str, Any], kind: str, call_id: str, turn: int) -> Too
         args = raw_args if isinstance(raw_args, dict) else {"arguments": raw_args}
     else:
         name, args = "web_search", {"query": item.get("query")}
-    return ToolCallEvent(
-        turn=turn,
-        data=ToolCallData(tool_name=name, tool_call_id=call_id, arguments=args, server=server),
-    )
+    return recorder.tool_call(name, call_id, args, server=server)
 
 
 def _codex_result(
-    item: dict[str, Any], kind: str, call: ToolCallEvent, turn: int
-) -> ToolResultEvent:
+    recorder: TrajectoryRecorder, item: dict[str, Any], kind: str, call: ToolCallEvent
+) -> None:
     status = item.get("status")
     success = status not in {"failed", "declined"}
     value: Any
@@ -366,15 +347,12 @@ def _codex_result(
         value = item.get("changes") or []
     else:
         value = item.get("query")
-    return ToolResultEvent(
-        turn=turn,
-        data=ToolResultData(
-            tool_name=call.data.tool_name,
-            tool_call_id=call.data.tool_call_id,
-            success=success,
-            result=value,
-            server=call.data.server,
-        ),
+    recorder.tool_result(
+        call.data.tool_name,
+        call.data.tool_call_id,
+        value,
+        success=success,
+        server=call.data.server,
     )
 
 
@@ -387,6 +365,32 @@ def _codex_error_message(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False)[:_SNIPPET]
 
 
+def _codex_item(
+    recorder: TrajectoryRecorder,
+    calls: dict[str, ToolCallEvent],
+    number: int,
+    kind: str,
+    item: dict[str, Any],
+) -> None:
+    """One ``item.*`` line: a tool call when first seen (its result when completed), or a
+    completed message, reasoning or error item."""
+    itype = str(item.get("type") or item.get("item_type") or "")
+    item_id = str(item.get("id") or f"item-{number}")
+    if itype in _CODEX_TOOL_ITEMS:
+        if item_id not in calls:
+            calls[item_id] = _codex_call(recorder, item, itype, item_id)
+        if kind == "item.completed":
+            _codex_result(recorder, item, itype, calls[item_id])
+    elif kind != "item.completed":
+        return
+    elif itype == "agent_message" and item.get("text"):
+        recorder.assistant_message(str(item["text"]))
+    elif itype == "reasoning" and item.get("text"):
+        recorder.reasoning(str(item["text"]))
+    elif itype == "error":
+        recorder.error(_codex_error_message(item))
+
+
 def parse_codex_stream(text: str, *, turn: int = 0) -> StreamResult:
     """Parse ``codex exec --json`` output.
 
@@ -396,62 +400,30 @@ def parse_codex_stream(text: str, *, turn: int = 0) -> StreamResult:
     already includes ``cached_input_tokens``).
     """
     result = StreamResult()
+    recorder = TrajectoryRecorder(turn=turn)
     calls: dict[str, ToolCallEvent] = {}
-    for number, obj, raw in _lines(text):
-        if obj is None:
-            result.events.append(_invalid_line(number, raw, turn))
-            continue
+    for number, obj in _objects(text, recorder):
         kind = obj.get("type")
         if kind in {"thread.started", "thread.resumed"}:
             if obj.get("thread_id"):
                 result.session_id = str(obj["thread_id"])
         elif kind in {"item.started", "item.updated", "item.completed"}:
             item = obj.get("item")
-            if not isinstance(item, dict):
-                continue
-            itype = str(item.get("type") or item.get("item_type") or "")
-            item_id = str(item.get("id") or f"item-{number}")
-            if itype in _CODEX_TOOL_ITEMS:
-                if item_id not in calls:
-                    calls[item_id] = _codex_call(item, itype, item_id, turn)
-                    result.events.append(calls[item_id])
-                if kind == "item.completed":
-                    result.events.append(_codex_result(item, itype, calls[item_id], turn))
-            elif kind != "item.completed":
-                continue
-            elif itype == "agent_message" and item.get("text"):
-                result.events.append(
-                    AssistantMessageEvent(turn=turn, data=MessageData(content=str(item["text"])))
-                )
-            elif itype == "reasoning" and item.get("text"):
-                result.events.append(
-                    ReasoningEvent(turn=turn, data=MessageData(content=str(item["text"])))
-                )
-            elif itype == "error":
-                result.events.append(
-                    ErrorEvent(turn=turn, data=ErrorData(message=_codex_error_message(item)))
-                )
+            if isinstance(item, dict):
+                _codex_item(recorder, calls, number, kind, item)
         elif kind == "turn.completed":
             usage = obj.get("usage")
             if isinstance(usage, dict):
-                result.events.append(
-                    TokenUsageEvent(
-                        turn=turn,
-                        data=TokenUsageData(
-                            input_tokens=_int(usage.get("input_tokens")),
-                            output_tokens=_int(usage.get("output_tokens")),
-                            cache_read_tokens=_int(usage.get("cached_input_tokens")),
-                        ),
-                    )
+                recorder.token_usage(
+                    _int(usage.get("input_tokens")),
+                    _int(usage.get("output_tokens")),
+                    cache_read_tokens=_int(usage.get("cached_input_tokens")),
                 )
         elif kind in {"turn.failed", "error"}:
             fatal = kind == "turn.failed"
             result.is_error = result.is_error or fatal
-            result.events.append(
-                ErrorEvent(
-                    turn=turn, data=ErrorData(message=_codex_error_message(obj), fatal=fatal)
-                )
-            )
+            recorder.error(_codex_error_message(obj), fatal=fatal)
+    result.events = recorder.events
     result.output = last_assistant_text(result.events)
     return result
 

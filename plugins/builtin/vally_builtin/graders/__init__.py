@@ -11,14 +11,20 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
-from vally import GradeContext, GradingError, Sandbox
+from pydantic import Field, model_validator
+
+from vally import BaseGrader, GradeContext, GraderResult, GradingError, Sandbox, StrictConfig
 
 __all__ = [
+    "ConditionGrader",
+    "RegexConfig",
+    "TextTest",
     "compile_pattern",
     "confined_relative",
     "describe_list",
+    "find_text",
     "require_sandbox",
     "shorten",
 ]
@@ -67,6 +73,81 @@ def compile_pattern(pattern: str, flags: str | None = None) -> re.Pattern[str]:
             except re.error:
                 pass
         raise ValueError(f"invalid regular expression {pattern!r}: {first}") from None
+
+
+TextTest = re.Pattern[str] | tuple[str, bool]
+"""What a text grader looks for: a compiled pattern, or ``(text, case_sensitive)``."""
+
+
+def find_text(text: str, test: TextTest) -> str | None:
+    """The part of ``text`` that ``test`` finds (the pattern's match or the searched text),
+    or None when it finds nothing."""
+    if isinstance(test, tuple):
+        needle, case_sensitive = test
+        found = needle in text if case_sensitive else needle.casefold() in text.casefold()
+        return needle if found else None
+    match = test.search(text)
+    return None if match is None else match.group(0)
+
+
+class RegexConfig(StrictConfig):
+    """Config fields of the graders that search a regular expression.
+
+    Attributes:
+        pattern: A regular expression (inline flags like ``(?i)`` work anywhere in it).
+        flags: Optional flag letters: ``i`` (ignore case), ``m`` (multi-line), ``s`` (dot
+            matches newline), ``x`` (verbose).
+    """
+
+    pattern: str = Field(min_length=1)
+    flags: str | None = None
+
+    @model_validator(mode="after")
+    def _compiles(self) -> RegexConfig:
+        compile_pattern(self.pattern, self.flags)
+        return self
+
+    def text_test(self) -> TextTest:
+        """The compiled pattern."""
+        return compile_pattern(self.pattern, self.flags)
+
+    def shown(self) -> str:
+        """The pattern between slashes, as evidence shows it."""
+        return f"/{self.pattern}/"
+
+
+class ConditionGrader(BaseGrader[Any]):
+    """Base of the grader pairs that check one condition (``output-contains``) or its
+    absence (``output-not-contains``).
+
+    A subclass finds what the condition holds on and calls :meth:`verdict`: the condition
+    holding passes the grader, or fails it when ``negate`` is set. ``hit_text`` (the
+    condition held) and ``miss_text`` (it did not) are the evidence templates, formatted
+    with the values the subclass passes.
+    """
+
+    negate: ClassVar[bool] = False
+    hit_text: ClassVar[str]
+    miss_text: ClassVar[str]
+
+    def verdict(
+        self,
+        context: GradeContext,
+        *,
+        hit: bool,
+        values: dict[str, str],
+        miss_text: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> GraderResult:
+        """The result: passed when ``hit`` differs from ``negate``; ``metadata`` is kept on
+        a hit only; ``miss_text`` replaces the class's template for this miss."""
+        if hit:
+            evidence = self.hit_text.format(**values)
+            return self.result(
+                context, passed=not self.negate, evidence=evidence, metadata=metadata
+            )
+        evidence = (miss_text or self.miss_text).format(**values)
+        return self.result(context, passed=self.negate, evidence=evidence)
 
 
 def require_sandbox(context: GradeContext, grader: str) -> Sandbox:

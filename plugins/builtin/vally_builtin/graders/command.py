@@ -13,7 +13,7 @@ the agent cannot tamper with the checks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -95,6 +95,20 @@ def output_tail(result: ExecResult, limit: int = 400) -> str:
     return flat if len(flat) <= limit else "…" + flat[-(limit - 1) :]
 
 
+def exec_metadata(result: ExecResult, *, stdout: bool = True) -> dict[str, Any]:
+    """What a grader records of a command it ran: exit code, timeout flag, duration and the
+    last 4000 characters of stdout (unless ``stdout`` is false) and of stderr."""
+    meta: dict[str, Any] = {
+        "exitCode": result.exit_code,
+        "timedOut": result.timed_out,
+        "durationMs": result.duration_ms,
+    }
+    if stdout:
+        meta["stdout"] = result.stdout[-4000:]
+    meta["stderr"] = result.stderr[-4000:]
+    return meta
+
+
 class RunCommandConfig(StrictConfig):
     """Config of ``run-command``.
 
@@ -111,7 +125,7 @@ class RunCommandConfig(StrictConfig):
 
     command: str | list[str]
     expected_exit_code: int = 0
-    timeout: Duration = 60.0
+    timeout: Duration = Field(default=60.0, gt=0)
     stdout_contains: str | None = None
     stdout_matches: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -134,8 +148,6 @@ class RunCommandConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _check(self) -> RunCommandConfig:
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
         if self.stdout_matches is not None:
             compile_pattern(self.stdout_matches)
         return self
@@ -172,52 +184,25 @@ class RunCommandGrader(BaseGrader[RunCommandConfig]):
         result = await sandbox.exec(
             cfg.argv(), env=cfg.env or None, cwd=cfg.cwd, timeout=cfg.timeout
         )
-        shown = shorten(cfg.display(), 120)
-        meta = {
-            "exitCode": result.exit_code,
-            "timedOut": result.timed_out,
-            "durationMs": result.duration_ms,
-            "stdout": result.stdout[-4000:],
-            "stderr": result.stderr[-4000:],
-        }
+        passed, evidence = self._verdict(result)
+        return self.result(
+            context, passed=passed, evidence=evidence, metadata=exec_metadata(result)
+        )
+
+    def _verdict(self, result: ExecResult) -> tuple[bool, str]:
+        """Whether the command passes, and the evidence saying why."""
+        cfg = self.config
+        shown = f"Command '{shorten(cfg.display(), 120)}'"
         if result.timed_out or result.exit_code is None:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Command '{shown}' timed out after {cfg.timeout:g}s",
-                metadata=meta,
-            )
+            return False, f"{shown} timed out after {cfg.timeout:g}s"
+        exited = f"{shown} exited with {result.exit_code}"
+        expected = f"{exited} (expected {cfg.expected_exit_code})"
         if result.exit_code != cfg.expected_exit_code:
             tail = output_tail(result)
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Command '{shown}' exited with {result.exit_code} (expected "
-                f"{cfg.expected_exit_code})" + (f": {tail}" if tail else ""),
-                metadata=meta,
-            )
+            return False, expected + (f": {tail}" if tail else "")
         if cfg.stdout_contains is not None and cfg.stdout_contains not in result.stdout:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Command '{shown}' exited with {result.exit_code} but its output "
-                f"does not contain '{cfg.stdout_contains}'",
-                metadata=meta,
-            )
-        if cfg.stdout_matches is not None and not compile_pattern(cfg.stdout_matches).search(
-            result.stdout
-        ):
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Command '{shown}' exited with {result.exit_code} but its output "
-                f"does not match /{cfg.stdout_matches}/",
-                metadata=meta,
-            )
-        return self.result(
-            context,
-            passed=True,
-            evidence=f"Command '{shown}' exited with {result.exit_code} (expected "
-            f"{cfg.expected_exit_code})",
-            metadata=meta,
-        )
+            return False, f"{exited} but its output does not contain '{cfg.stdout_contains}'"
+        pattern = cfg.stdout_matches
+        if pattern is not None and not compile_pattern(pattern).search(result.stdout):
+            return False, f"{exited} but its output does not match /{pattern}/"
+        return True, expected

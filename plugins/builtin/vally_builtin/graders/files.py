@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from vally import (
-    BaseGrader,
     GradeContext,
     GraderMetadata,
     GraderResult,
@@ -31,9 +30,12 @@ from vally import (
     StrictConfig,
 )
 from vally_builtin.graders import (
-    compile_pattern,
+    ConditionGrader,
+    RegexConfig,
+    TextTest,
     confined_relative,
     describe_list,
+    find_text,
     require_sandbox,
     shorten,
 )
@@ -128,8 +130,16 @@ class ContainsConfig(PathConfig):
     value: str = Field(min_length=1)
     case_sensitive: bool = True
 
+    def text_test(self) -> TextTest:
+        """The text and its case sensitivity."""
+        return self.value, self.case_sensitive
 
-class FilePatternConfig(PathConfig):
+    def shown(self) -> str:
+        """The text, quoted and shortened, as evidence shows it."""
+        return f"'{shorten(self.value)}'"
+
+
+class FilePatternConfig(RegexConfig, PathConfig):
     """Config of ``file-matches`` / ``file-not-matches``.
 
     Attributes:
@@ -138,20 +148,11 @@ class FilePatternConfig(PathConfig):
         flags: Optional flag letters (``i``, ``m``, ``s``, ``x``).
     """
 
-    pattern: str = Field(min_length=1)
-    flags: str | None = None
-
-    @model_validator(mode="after")
-    def _compiles(self) -> FilePatternConfig:
-        compile_pattern(self.pattern, self.flags)
-        return self
-
 
 def _metadata(name: str, description: str) -> GraderMetadata:
     return GraderMetadata(
         name=name,
         description=description,
-        determinism="static",
         cost_profile="low",
         portability="t1-universal",
         needs_workspace=True,
@@ -162,57 +163,36 @@ async def _read_text(sandbox: Sandbox, path: str) -> str:
     return (await sandbox.read_file(path)).decode("utf-8", errors="replace")
 
 
-class FileExistsGrader(BaseGrader[PathConfig]):
+class FileExistsGrader(ConditionGrader):
     """Passes when at least one workspace file matches ``path``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-exists", "A file matching a path or glob exists in the workspace."
     )
     Config = PathConfig
+    hit_text = "Files matching '{path}' found: {found}"
+    miss_text = "No files matching '{path}' found"
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """List matching files through the sandbox."""
-        sandbox = require_sandbox(context, "file-exists")
+        sandbox = require_sandbox(context, self.metadata.name)
         found = await find_matching_files(sandbox, self.config.path)
-        if found:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"Files matching '{self.config.path}' found: {describe_list(found)}",
-                metadata={"files": found},
-            )
-        return self.result(
-            context, passed=False, evidence=f"No files matching '{self.config.path}' found"
-        )
+        values = {"path": self.config.path, "found": describe_list(found)}
+        return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
 
 
-class FileNotExistsGrader(BaseGrader[PathConfig]):
+class FileNotExistsGrader(FileExistsGrader):
     """Passes when no workspace file matches ``path``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-not-exists", "No file matching a path or glob exists in the workspace."
     )
-    Config = PathConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """List matching files through the sandbox; any match fails."""
-        sandbox = require_sandbox(context, "file-not-exists")
-        found = await find_matching_files(sandbox, self.config.path)
-        if found:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Files matching '{self.config.path}' found (they must not exist): "
-                f"{describe_list(found)}",
-                metadata={"files": found},
-            )
-        return self.result(
-            context, passed=True, evidence=f"No files matching '{self.config.path}' found"
-        )
+    negate = True
+    hit_text = "Files matching '{path}' found (they must not exist): {found}"
 
 
 async def _files_with(
-    sandbox: Sandbox, pattern: str, test: re.Pattern[str] | tuple[str, bool]
+    sandbox: Sandbox, pattern: str, test: TextTest
 ) -> tuple[list[str], list[str]]:
     """(matching files, those whose content passes ``test``)."""
     found = await find_matching_files(sandbox, pattern)
@@ -222,48 +202,38 @@ async def _files_with(
             text = await _read_text(sandbox, path)
         except FileNotFoundError:
             continue
-        if isinstance(test, tuple):
-            needle, case_sensitive = test
-            hit = needle in text if case_sensitive else needle.casefold() in text.casefold()
-        else:
-            hit = test.search(text) is not None
-        if hit:
+        if find_text(text, test) is not None:
             hits.append(path)
     return found, hits
 
 
-class _FileContentGrader(BaseGrader[Any]):
+class _FileContentGrader(ConditionGrader):
     """Shared logic of the content graders: read the files matching ``path`` through the
-    sandbox and test each one's content; subclasses set the test, the verdict's direction
-    and the evidence texts (formatted with ``what``, ``path``, ``hits`` and ``found``)."""
+    sandbox and test each one's content with the config's ``text_test()``; subclasses set
+    the verdict's direction and the evidence texts (formatted with ``what``, the config's
+    ``shown()``, and ``path``, ``hits`` and ``found``);
+    ``no_files_text`` is the evidence when no file matches ``path`` at all."""
 
-    negate: ClassVar[bool] = False
-    hit_text: ClassVar[str]
     no_files_text: ClassVar[str]
-    miss_text: ClassVar[str]
-
-    def content_test(self) -> re.Pattern[str] | tuple[str, bool]:
-        """A compiled pattern, or ``(text, case_sensitive)``."""
-        raise NotImplementedError
-
-    def what(self) -> str:
-        """How the searched text or pattern is shown in evidence."""
-        raise NotImplementedError
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Read matching files through the sandbox and test their content."""
         sandbox = require_sandbox(context, self.metadata.name)
         path = self.config.path
-        found, hits = await _files_with(sandbox, path, self.content_test())
-        texts = {"what": self.what(), "path": path}
-        if hits:
-            evidence = self.hit_text.format(**texts, hits=describe_list(hits))
-            return self.result(
-                context, passed=not self.negate, evidence=evidence, metadata={"files": hits}
-            )
-        template = self.miss_text if found else self.no_files_text
-        evidence = template.format(**texts, found=describe_list(found))
-        return self.result(context, passed=self.negate, evidence=evidence)
+        found, hits = await _files_with(sandbox, path, self.config.text_test())
+        values = {
+            "what": self.config.shown(),
+            "path": path,
+            "hits": describe_list(hits),
+            "found": describe_list(found),
+        }
+        return self.verdict(
+            context,
+            hit=bool(hits),
+            values=values,
+            miss_text=None if found else self.no_files_text,
+            metadata={"files": hits},
+        )
 
 
 class FileContainsGrader(_FileContentGrader):
@@ -276,14 +246,6 @@ class FileContainsGrader(_FileContentGrader):
     hit_text = "{what} found in {hits}"
     no_files_text = "No files matching '{path}' found"
     miss_text = "{what} not found in files matching '{path}' (checked: {found})"
-
-    def content_test(self) -> tuple[str, bool]:
-        """The text and its case sensitivity."""
-        return self.config.value, self.config.case_sensitive
-
-    def what(self) -> str:
-        """The text, quoted and shortened."""
-        return f"'{shorten(self.config.value)}'"
 
 
 class FileNotContainsGrader(FileContainsGrader):
@@ -308,14 +270,6 @@ class FileMatchesGrader(_FileContentGrader):
     hit_text = "{what} matched in {hits}"
     no_files_text = "No files matching '{path}' found"
     miss_text = "{what} did not match any file matching '{path}' (checked: {found})"
-
-    def content_test(self) -> re.Pattern[str]:
-        """The compiled pattern."""
-        return compile_pattern(self.config.pattern, self.config.flags)
-
-    def what(self) -> str:
-        """The pattern between slashes."""
-        return f"/{self.config.pattern}/"
 
 
 class FileNotMatchesGrader(FileMatchesGrader):

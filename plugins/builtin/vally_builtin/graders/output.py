@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import AliasChoices, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, ConfigDict, Field
 
-from vally import BaseGrader, GradeContext, GraderMetadata, GraderResult, StrictConfig
-from vally_builtin.graders import compile_pattern, shorten
+from vally import GradeContext, GraderMetadata, GraderResult, StrictConfig
+from vally_builtin.graders import (
+    ConditionGrader,
+    RegexConfig,
+    TextTest,
+    find_text,
+    shorten,
+)
 
 
 class SubstringConfig(StrictConfig):
@@ -24,8 +30,16 @@ class SubstringConfig(StrictConfig):
     substring: str = Field(min_length=1, validation_alias=AliasChoices("substring", "value"))
     case_sensitive: bool = True
 
+    def text_test(self) -> TextTest:
+        """The substring and its case sensitivity."""
+        return self.substring, self.case_sensitive
 
-class PatternConfig(StrictConfig):
+    def shown(self) -> str:
+        """The substring, quoted, as evidence shows it."""
+        return f"'{self.substring}'"
+
+
+class PatternConfig(RegexConfig):
     """Config of ``output-matches`` / ``output-not-matches``.
 
     Attributes:
@@ -35,122 +49,69 @@ class PatternConfig(StrictConfig):
             matches newline), ``x`` (verbose).
     """
 
-    pattern: str = Field(min_length=1)
-    flags: str | None = None
 
-    @model_validator(mode="after")
-    def _compiles(self) -> PatternConfig:
-        compile_pattern(self.pattern, self.flags)
-        return self
+class _OutputGrader(ConditionGrader):
+    """Shared logic of the output graders: search the final output with the config's
+    ``text_test()``. The evidence templates get ``what`` (the config's ``shown()``),
+    ``found`` (what was found) and ``output`` (the output, shortened)."""
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """Search the final output."""
+        output = context.trajectory.output
+        found = find_text(output, self.config.text_test())
+        values = {
+            "what": self.config.shown(),
+            "found": shorten(found or "", 120),
+            "output": shorten(output) or "(empty)",
+        }
+        return self.verdict(context, hit=found is not None, values=values)
 
 
-def _contains(haystack: str, needle: str, case_sensitive: bool) -> bool:
-    if case_sensitive:
-        return needle in haystack
-    return needle.casefold() in haystack.casefold()
-
-
-class OutputContainsGrader(BaseGrader[SubstringConfig]):
+class OutputContainsGrader(_OutputGrader):
     """Passes when the final output contains ``substring``."""
 
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="output-contains",
         description="The agent's final output contains a substring.",
-        determinism="static",
         cost_profile="low",
-        portability="t1-universal",
     )
     Config = SubstringConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Search the output for the substring."""
-        text = self.config.substring
-        if _contains(context.trajectory.output, text, self.config.case_sensitive):
-            return self.result(context, passed=True, evidence=f"'{text}' found in output")
-        return self.result(
-            context,
-            passed=False,
-            evidence=f"'{text}' not found in output: "
-            f"{shorten(context.trajectory.output) or '(empty)'}",
-        )
+    hit_text = "{what} found in output"
+    miss_text = "{what} not found in output: {output}"
 
 
-class OutputNotContainsGrader(BaseGrader[SubstringConfig]):
+class OutputNotContainsGrader(OutputContainsGrader):
     """Passes when the final output does not contain ``substring``."""
 
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="output-not-contains",
         description="The agent's final output does not contain a substring.",
-        determinism="static",
         cost_profile="low",
-        portability="t1-universal",
     )
-    Config = SubstringConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Search the output for the substring; finding it fails."""
-        text = self.config.substring
-        if _contains(context.trajectory.output, text, self.config.case_sensitive):
-            return self.result(
-                context, passed=False, evidence=f"'{text}' found in output (it must be absent)"
-            )
-        return self.result(context, passed=True, evidence=f"'{text}' not found in output")
+    negate = True
+    hit_text = "{what} found in output (it must be absent)"
+    miss_text = "{what} not found in output"
 
 
-class OutputMatchesGrader(BaseGrader[PatternConfig]):
+class OutputMatchesGrader(_OutputGrader):
     """Passes when ``pattern`` matches somewhere in the final output."""
 
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="output-matches",
         description="The agent's final output matches a regular expression.",
-        determinism="static",
-        cost_profile="free",
-        portability="t1-universal",
     )
     Config = PatternConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Search the output for the pattern."""
-        regex = compile_pattern(self.config.pattern, self.config.flags)
-        match = regex.search(context.trajectory.output)
-        if match:
-            return self.result(
-                context,
-                passed=True,
-                evidence=f"/{self.config.pattern}/ matched output: "
-                f"'{shorten(match.group(0), 120)}'",
-            )
-        return self.result(
-            context,
-            passed=False,
-            evidence=f"/{self.config.pattern}/ did not match output: "
-            f"{shorten(context.trajectory.output) or '(empty)'}",
-        )
+    hit_text = "{what} matched output: '{found}'"
+    miss_text = "{what} did not match output: {output}"
 
 
-class OutputNotMatchesGrader(BaseGrader[PatternConfig]):
+class OutputNotMatchesGrader(OutputMatchesGrader):
     """Passes when ``pattern`` matches nowhere in the final output."""
 
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="output-not-matches",
         description="The agent's final output does not match a regular expression.",
-        determinism="static",
-        cost_profile="free",
-        portability="t1-universal",
     )
-    Config = PatternConfig
-
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """Search the output for the pattern; a match fails."""
-        regex = compile_pattern(self.config.pattern, self.config.flags)
-        match = regex.search(context.trajectory.output)
-        if match:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"/{self.config.pattern}/ matched output (it must not): "
-                f"'{shorten(match.group(0), 120)}'",
-            )
-        return self.result(
-            context, passed=True, evidence=f"/{self.config.pattern}/ did not match output"
-        )
+    negate = True
+    hit_text = "{what} matched output (it must not): '{found}'"
+    miss_text = "{what} did not match output"

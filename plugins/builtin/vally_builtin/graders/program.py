@@ -29,7 +29,7 @@ import json
 import uuid
 from typing import Any, ClassVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 
 from vally import (
     BaseGrader,
@@ -42,7 +42,7 @@ from vally import (
     StrictConfig,
 )
 from vally_builtin.graders import require_sandbox, resolve_host_source, shorten
-from vally_builtin.graders.command import VerifierFile, output_tail, stage_files
+from vally_builtin.graders.command import VerifierFile, exec_metadata, output_tail, stage_files
 
 SCRATCH_DIR = ".vally"
 """Workspace folder holding the grader input and staged programs while a program runs."""
@@ -61,7 +61,7 @@ class ProgramConfig(StrictConfig):
 
     program: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
-    timeout: Duration = 60.0
+    timeout: Duration = Field(default=60.0, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
     files: list[VerifierFile] = Field(default_factory=list)
 
@@ -71,12 +71,6 @@ class ProgramConfig(StrictConfig):
         if not value.strip():
             raise ValueError("program must not be empty")
         return value
-
-    @model_validator(mode="after")
-    def _check(self) -> ProgramConfig:
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
-        return self
 
 
 def _sandbox_path(sandbox: Sandbox, rel: str) -> str:
@@ -157,7 +151,6 @@ class ProgramGrader(BaseGrader[ProgramConfig]):
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="program",
         description="Runs any program as a grader (GraderResult JSON on stdout, or exit code).",
-        determinism="static",
         cost_profile="low",
         portability="t3a-scenario",
         needs_workspace=True,
@@ -207,39 +200,17 @@ class ProgramGrader(BaseGrader[ProgramConfig]):
             result = await sandbox.exec([program, *cfg.args], env=env, timeout=cfg.timeout)
         finally:
             await _cleanup(sandbox, [input_rel, run_dir])
-        shown = shorten(" ".join([cfg.program, *cfg.args]), 120)
-        meta: dict[str, Any] = {
-            "exitCode": result.exit_code,
-            "timedOut": result.timed_out,
-            "durationMs": result.duration_ms,
-            "stderr": result.stderr[-4000:],
-        }
+        meta = exec_metadata(result, stdout=False)
+        shown = f"Program '{shorten(' '.join([cfg.program, *cfg.args]), 120)}'"
         if result.timed_out or result.exit_code is None:
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Program '{shown}' timed out after {cfg.timeout:g}s",
-                metadata=meta,
-            )
-        if not result.stdout.strip():
-            tail = output_tail(result)
-            if result.exit_code == 0:
-                return self.result(
-                    context,
-                    passed=True,
-                    evidence=f"Program '{shown}' exited with 0",
-                    metadata=meta,
-                )
-            return self.result(
-                context,
-                passed=False,
-                evidence=f"Program '{shown}' exited with {result.exit_code}"
-                + (f": {tail}" if tail else ""),
-                metadata=meta,
-            )
-        parsed = parse_program_output(result.stdout, context)
-        merged = {**meta, **parsed.metadata}
-        return parsed.model_copy(update={"metadata": merged})
+            evidence = f"{shown} timed out after {cfg.timeout:g}s"
+            return self.result(context, passed=False, evidence=evidence, metadata=meta)
+        if result.stdout.strip():
+            parsed = parse_program_output(result.stdout, context)
+            return parsed.model_copy(update={"metadata": {**meta, **parsed.metadata}})
+        tail = output_tail(result) if result.exit_code != 0 else ""
+        evidence = f"{shown} exited with {result.exit_code}" + (f": {tail}" if tail else "")
+        return self.result(context, passed=result.exit_code == 0, evidence=evidence, metadata=meta)
 
 
 async def _cleanup(sandbox: Sandbox, paths: list[str]) -> None:

@@ -21,6 +21,7 @@ from vally import (
     JudgeSettings,
     LLMError,
     LLMProvider,
+    ToolCall,
     ToolSpec,
 )
 from vally_builtin.judge.evidence import TOOLS, EvidenceReader
@@ -74,6 +75,44 @@ def extract_json(text: str) -> dict[str, Any] | None:
     return None
 
 
+def _require_judge(llm: LLMProvider | None, judge: JudgeSettings) -> tuple[LLMProvider, str]:
+    """The provider and the judge model, once both are configured.
+
+    Raises:
+        GradingError: Either is missing (the message says how to configure it).
+    """
+    if llm is None:
+        raise GradingError(
+            "the LLM judge needs a model provider; set 'llm:' in .vally.yaml or "
+            "OPENAI_BASE_URL / OPENAI_API_KEY"
+        )
+    if not judge.model:
+        raise GradingError(
+            "no judge model: set the grader's 'model', --judge-model, 'judge_model' in the "
+            "spec's defaults, or EVAL_JUDGE_MODEL"
+        )
+    return llm, judge.model
+
+
+def _tool_reply(call: ToolCall, reader: EvidenceReader | None) -> ChatMessage:
+    """The tool message answering one of the judge's tool calls (an evidence read, or an
+    error the judge sees)."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments must be a JSON object")
+    except ValueError as exc:
+        ok, text = False, f"invalid arguments: {exc}"
+    else:
+        if reader is None:
+            ok, text = False, "no tools are available; answer with the JSON object"
+        else:
+            ok, text = reader.call(call.name, arguments)
+    return ChatMessage(
+        role="tool", tool_call_id=call.id, name=call.name, content=text if ok else f"error: {text}"
+    )
+
+
 async def converse(
     llm: LLMProvider | None,
     judge: JudgeSettings,
@@ -95,16 +134,7 @@ async def converse(
         validate: Returns an error text for an invalid answer, None for a valid one.
         reader: Evidence tools; None for inline delivery (no tools offered).
     """
-    if llm is None:
-        raise GradingError(
-            "the LLM judge needs a model provider; set 'llm:' in .vally.yaml or "
-            "OPENAI_BASE_URL / OPENAI_API_KEY"
-        )
-    if not judge.model:
-        raise GradingError(
-            "no judge model: set the grader's 'model', --judge-model, 'judge_model' in the "
-            "spec's defaults, or EVAL_JUDGE_MODEL"
-        )
+    provider, model = _require_judge(llm, judge)
     tools: tuple[ToolSpec, ...] = TOOLS if reader is not None else ()
     messages: list[ChatMessage] = [
         ChatMessage(role="system", content=system),
@@ -122,7 +152,7 @@ async def converse(
         if steps > max_steps:
             raise GradingError(f"the judge did not answer within {max_steps} steps")
         request = ChatRequest(
-            model=judge.model,
+            model=model,
             messages=list(messages),
             tools=tools,
             reasoning_effort=judge.reasoning_effort,
@@ -131,7 +161,7 @@ async def converse(
             timeout=judge.timeout,
         )
         try:
-            response = await llm.chat(request)
+            response = await provider.chat(request)
         except LLMError as exc:
             if response_format is not None and exc.status == 400 and "response_format" in str(exc):
                 response_format = None
@@ -140,27 +170,7 @@ async def converse(
         message = response.message
         messages.append(message)
         if message.tool_calls:
-            for call in message.tool_calls:
-                try:
-                    arguments = json.loads(call.arguments or "{}")
-                    if not isinstance(arguments, dict):
-                        raise ValueError("arguments must be a JSON object")
-                except ValueError as exc:
-                    ok, text = False, f"invalid arguments: {exc}"
-                else:
-                    assert reader is not None or not tools
-                    if reader is None:
-                        ok, text = False, "no tools are available; answer with the JSON object"
-                    else:
-                        ok, text = reader.call(call.name, arguments)
-                messages.append(
-                    ChatMessage(
-                        role="tool",
-                        tool_call_id=call.id,
-                        name=call.name,
-                        content=text if ok else f"error: {text}",
-                    )
-                )
+            messages.extend(_tool_reply(call, reader) for call in message.tool_calls)
             continue
         data = extract_json(message.content or "")
         problem = "the answer is not a JSON object" if data is None else validate(data)

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from vally import (
     ChatMessage,
@@ -227,13 +227,10 @@ class OpenAIProvider:
 
         @field_validator("timeout", "backoff_base", "backoff_max", "retry_after_max", mode="before")
         @classmethod
-        def _durations(cls, value: Any) -> Any:
+        def _durations(cls, value: Any, info: ValidationInfo) -> Any:
+            if value is None and info.field_name == "timeout":
+                return DEFAULT_TIMEOUT  # None means the default
             return _seconds(value)
-
-        @field_validator("timeout", mode="before")
-        @classmethod
-        def _default_timeout(cls, value: Any) -> Any:
-            return DEFAULT_TIMEOUT if value is None else value
 
     def __init__(self, config: OpenAIProvider.Config | None = None) -> None:
         self.config = config if config is not None else self.Config()

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
@@ -38,7 +38,7 @@ from vally import (
     BaseReporter,
     Duration,
     GraderResult,
-    PluginMetadata,
+    ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
@@ -230,14 +230,13 @@ class _RunTrace:
 class OtelReporter(BaseReporter[OtelConfig]):
     """Records the run's spans and writes or exports them (see the module docstring)."""
 
-    metadata = PluginMetadata(
+    metadata = ReporterMetadata(
         name="otel",
         kind="reporter",
         description="Traces the run with OpenTelemetry: otel-spans.jsonl in the run folder, "
         "or export to an OTLP/HTTP collector.",
     )
     Config = OtelConfig
-    critical: ClassVar[bool] = False
 
     def __init__(self, config: OtelConfig | None = None) -> None:
         super().__init__(config)
