@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -46,7 +45,9 @@ stimuli:
 SOURCE_PATH = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
 
 
-def vally(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def vally(
+    args: list[str], stdin: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from vally.cli.app import main; main()", *args],
         input=stdin,
@@ -54,7 +55,8 @@ def vally(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cwd), **SOURCE_PATH},
+        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cwd), **SOURCE_PATH}
+        | (env or {}),
     )
 
 
@@ -241,22 +243,16 @@ stimuli:
 """
 
 
-def _grade_with_command(tmp_path: Path, command: str, env: dict[str, str] | None = None) -> Any:
+def _grade_with_command(
+    tmp_path: Path, command: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
     (tmp_path / "eval.yaml").write_text(COMMAND_SPEC % json.dumps(command), encoding="utf-8")
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     (ws / "kept.txt").write_text("kept", encoding="utf-8")
     args = ["grade", "-e", "eval.yaml", "--workspace", "ws", "--output", "jsonl"]
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-c", "from vally.cli.app import main; main()", *args],
-        input=_lines(make_record("add-test")),
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **SOURCE_PATH, **(env or {})},
-    )
+    result = vally(args, _lines(make_record("add-test")), tmp_path, env)
     return result, time.monotonic() - started
 
 
