@@ -34,7 +34,8 @@ def grade_command(
     workspace: Annotated[
         str | None,
         typer.Option(
-            help="Folder file and command graders work in (used in place, never deleted)."
+            help="Folder file and command graders work in, through the local backend "
+            "(used in place, never cleared or deleted)."
         ),
     ] = None,
     output: Annotated[
