@@ -1,7 +1,9 @@
 """The ``local`` backend: each trial runs in a fresh folder on the host.
 
 A trial's workspace is a temporary folder (``vally-eval-XXXXXX``), the folder named by
-``--workspace`` (kept afterwards), or a git worktree when the environment sets ``git``.
+``--workspace`` (kept afterwards), or a git worktree when the environment sets ``git``. With
+``reuse_workspace`` a kept folder that already exists is used as it is (``vally grade
+--workspace``): never cleared, never deleted.
 Commands run as subprocesses in their own process group, so a timeout or a cancellation
 kills the whole process tree. Only a small, safe set of host environment variables reaches
 the agent (see :class:`LocalBackend.Config`), so API keys do not leak unless allowed.
@@ -564,9 +566,14 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
             env_passthrough: Names of host environment variables the agent may see. Nothing
                 else from the host environment reaches it; ``env`` from the spec and from
                 the executor config is added on top.
+            reuse_workspace: Open a kept workspace (``TrialContext.keep_workspace``) as it
+                is: the folder must exist, nothing in it is cleared, no git worktree is
+                added, and it is left in place at close. For re-grading a workspace kept
+                by an earlier run; a trial without a kept workspace is not affected.
         """
 
         env_passthrough: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_PASSTHROUGH))
+        reuse_workspace: bool = False
 
     def base_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment commands start from: passed-through host variables, then
@@ -582,6 +589,8 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
         Raises:
             SetupError: The folder or the git worktree could not be created.
         """
+        if trial.keep_workspace is not None and self.config.reuse_workspace:
+            return self._reuse(Path(trial.keep_workspace), trial)
         keep = trial.keep_workspace is not None
         git = trial.environment.git
         try:
@@ -610,6 +619,20 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
             keep=keep,
             git_source=source,
         )
+
+    def _reuse(self, folder: Path, trial: TrialContext) -> LocalSandbox:
+        """A sandbox over an existing folder that is neither cleared nor deleted.
+
+        Raises:
+            SetupError: The folder does not exist.
+        """
+        root = folder.absolute()
+        if not root.is_dir():
+            raise SetupError(
+                f"cannot reuse the workspace {root} for {trial.key.as_id()}: not a folder",
+                hint="pass an existing folder; a reused workspace is never created",
+            )
+        return LocalSandbox(root, base_env=self.base_env(trial.environment.env), keep=True)
 
     async def _add_worktree(self, source: Path, root: Path, ref: str) -> None:
         if not source.is_dir():

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.badinput.conftest import vally
+
+
+def compare_with_itself(
+    run: str | Path, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``vally compare --baseline RUN --treatment RUN ARGS...``."""
+    return vally("compare", "--baseline", run, "--treatment", run, *args, cwd=cwd)
 
 
 @pytest.fixture
@@ -29,69 +37,40 @@ def eval_run(project: Path) -> Path:
 )
 def test_bad_results_lines_are_clear_errors(project: Path, content: bytes, expected: str) -> None:
     (project / "bad.jsonl").write_bytes(content)
-    result = vally("compare", "--baseline", "bad.jsonl", "--treatment", "bad.jsonl", cwd=project)
+    result = compare_with_itself("bad.jsonl", cwd=project)
     assert result.returncode == 1
     assert "bad.jsonl" in result.stderr and expected in result.stderr
 
 
 def test_results_path_that_is_a_folder(project: Path) -> None:
     (project / "r" / "results.jsonl").mkdir(parents=True)
-    result = vally("compare", "--baseline", "r", "--treatment", "r", cwd=project)
+    result = compare_with_itself("r", cwd=project)
     assert result.returncode == 1
     assert "is not a file" in result.stderr
 
 
 def test_empty_results_file_says_there_are_no_trials(project: Path) -> None:
     (project / "empty.jsonl").write_text("")
-    result = vally(
-        "compare", "--baseline", "empty.jsonl", "--treatment", "empty.jsonl", cwd=project
-    )
+    result = compare_with_itself("empty.jsonl", cwd=project)
     assert result.returncode == 1
     assert "no trial records in empty.jsonl" in result.stderr
 
 
 def test_output_under_a_file_fails_before_judging(project: Path, eval_run: Path) -> None:
-    result = vally(
-        "compare",
-        "--baseline",
-        eval_run,
-        "--treatment",
-        eval_run,
-        "--output",
-        "afile/out.jsonl",
-        cwd=project,
-    )
+    result = compare_with_itself(eval_run, "--output", "afile/out.jsonl", cwd=project)
     assert result.returncode == 1
     assert "afile is a file" in result.stderr
     assert "vs" not in result.stdout  # nothing was judged
 
 
 def test_output_that_is_a_folder(project: Path, eval_run: Path) -> None:
-    result = vally(
-        "compare",
-        "--baseline",
-        eval_run,
-        "--treatment",
-        eval_run,
-        "--output",
-        ".",
-        cwd=project,
-    )
+    result = compare_with_itself(eval_run, "--output", ".", cwd=project)
     assert result.returncode == 1
     assert "is a directory" in result.stderr
 
 
 def test_zero_judge_timeout(project: Path, eval_run: Path) -> None:
-    result = vally(
-        "compare",
-        "--baseline",
-        eval_run,
-        "--treatment",
-        eval_run,
-        "--judge-timeout",
-        "0s",
-        cwd=project,
-    )
+    result = compare_with_itself(eval_run, "--judge-timeout", "0s", cwd=project)
     assert result.returncode == 1
     assert "--judge-timeout must be longer than zero" in result.stderr
 

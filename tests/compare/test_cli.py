@@ -44,6 +44,15 @@ def vally(server: ChatServer, *args: str, cwd: Path) -> subprocess.CompletedProc
     )
 
 
+def compare_pair(
+    server: ChatServer, base: Path, treat: Path, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``vally compare --baseline BASE --treatment TREAT ARGS...``."""
+    return vally(
+        server, "compare", "--baseline", str(base), "--treatment", str(treat), *args, cwd=cwd
+    )
+
+
 def judge(decide: Callable[[str, bool], Any]) -> Callable[[Any], Any]:
     """A responder: decide(stimulus task text, treatment_is_A) -> Reply."""
 
@@ -74,18 +83,8 @@ def test_complete_comparison_exit_0_and_output(server: ChatServer, tmp_path: Pat
     server.default = judge(treatment_better)
     base, treat = runs(tmp_path)
     out = tmp_path / "cmp.jsonl"
-    proc = vally(
-        server,
-        "compare",
-        "--baseline",
-        str(base),
-        "--treatment",
-        str(treat),
-        "--judge-model",
-        "judge-1",
-        "--output",
-        str(out),
-        cwd=tmp_path,
+    proc = compare_pair(
+        server, base, treat, "--judge-model", "judge-1", "--output", str(out), cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "Win rate: 3 W / 0 T / 0 L" in proc.stdout
@@ -106,18 +105,8 @@ def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: P
     server.default = judge(decide)
     base, treat = runs(tmp_path)
     out = tmp_path / "cmp.jsonl"
-    proc = vally(
-        server,
-        "compare",
-        "--baseline",
-        str(base),
-        "--treatment",
-        str(treat),
-        "--judge-model",
-        "j",
-        "--output",
-        str(out),
-        cwd=tmp_path,
+    proc = compare_pair(
+        server, base, treat, "--judge-model", "j", "--output", str(out), cwd=tmp_path
     )
     assert proc.returncode == 1
     assert "⚠ Judged 2 of 3 matched pairs — 1 failed during judging." in proc.stdout
@@ -134,17 +123,7 @@ def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: P
 def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: Path) -> None:
     server.default = error(401, "bad key")
     base, treat = runs(tmp_path)
-    proc = vally(
-        server,
-        "compare",
-        "--baseline",
-        str(base),
-        "--treatment",
-        str(treat),
-        "--judge-model",
-        "j",
-        cwd=tmp_path,
-    )
+    proc = compare_pair(server, base, treat, "--judge-model", "j", cwd=tmp_path)
     assert proc.returncode == 1
     assert "No statistics available — every matched pair failed" in proc.stdout
     assert "Win rate" not in proc.stdout
@@ -153,9 +132,10 @@ def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: P
 def test_fail_on_regression(server: ChatServer, tmp_path: Path) -> None:
     server.default = judge(treatment_worse)
     base, treat = runs(tmp_path)
-    args = ["compare", "--baseline", str(base), "--treatment", str(treat), "--judge-model", "j"]
-    assert vally(server, *args, cwd=tmp_path).returncode == 0
-    gated = vally(server, *args, "--fail-on-regression", cwd=tmp_path)
+    assert compare_pair(server, base, treat, "--judge-model", "j", cwd=tmp_path).returncode == 0
+    gated = compare_pair(
+        server, base, treat, "--judge-model", "j", "--fail-on-regression", cwd=tmp_path
+    )
     assert gated.returncode == 1
     assert "Significant regression" in gated.stdout
 
@@ -191,15 +171,7 @@ def test_usage_errors(server: ChatServer, tmp_path: Path) -> None:
     assert both.returncode == 2
     neither = vally(server, "compare", "--baseline", str(base), cwd=tmp_path)
     assert neither.returncode == 2
-    missing = vally(
-        server,
-        "compare",
-        "--baseline",
-        str(tmp_path / "x.jsonl"),
-        "--treatment",
-        str(treat),
-        cwd=tmp_path,
-    )
+    missing = compare_pair(server, tmp_path / "x.jsonl", treat, cwd=tmp_path)
     assert missing.returncode == 1 and "no results" in missing.stderr
     assert "Traceback" not in missing.stderr
 
@@ -215,19 +187,7 @@ def test_eval_spec_overrides_rubric_and_warns_about_ignored_evidence(
         "    rubric: [OVERRIDDEN-RUBRIC-LINE]\n"
         "    graders: [{type: prompt, config: {evidence: [diff, repo]}}]\n"
     )
-    proc = vally(
-        server,
-        "compare",
-        "--baseline",
-        str(base),
-        "--treatment",
-        str(treat),
-        "-e",
-        str(spec),
-        "--judge-model",
-        "j",
-        cwd=tmp_path,
-    )
+    proc = compare_pair(server, base, treat, "-e", str(spec), "--judge-model", "j", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "diff, repo evidence; compare ignores it" in proc.stderr
     assert all("OVERRIDDEN-RUBRIC-LINE" in r.messages[1]["content"] for r in server.requests)

@@ -20,6 +20,7 @@ DISTRIBUTIONS = {
     "vally-script-executor": ("executor", "script"),
     "vally-jsonl-provider": ("eval_provider", "dataset"),
     "vally-balanced-shards": ("shard_strategy", "balanced"),
+    "vally-echo-llm": ("llm_provider", "echo"),
 }
 
 EVAL = """\

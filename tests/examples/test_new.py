@@ -11,8 +11,18 @@ from pathlib import Path
 import pytest
 
 from vally.plugins.groups import ENTRY_POINT_GROUPS
+from vally.tools.scaffold import (
+    EXAMPLES,
+    SUFFIXES,
+    Identity,
+    example_files,
+    example_identity,
+    examples_root,
+    plan_scaffold,
+    render_files,
+)
 
-from .conftest import run_vally
+from .conftest import EXAMPLES as EXAMPLES_DIR, run_vally
 
 KINDS = [
     "grader",
@@ -92,7 +102,7 @@ def test_bad_kind_and_name_are_usage_errors(tmp_path: Path) -> None:
 def test_existing_folder_is_not_overwritten(tmp_path: Path) -> None:
     run_vally(["new", "grader", "my-check", "-o", str(tmp_path)])
     init = tmp_path / "vally-my-check" / "src" / "vally_my_check" / "__init__.py"
-    assert "class MyCheckGrader(BaseGrader[MyCheckGraderConfig])" in init.read_text()
+    assert "class MyCheckGrader(BaseGrader[MyCheckConfig])" in init.read_text()
     init.write_text("# mine\n")
     result = run_vally(["new", "grader", "my-check", "-o", str(tmp_path)], check=False)
     assert result.returncode == 1
@@ -100,3 +110,50 @@ def test_existing_folder_is_not_overwritten(tmp_path: Path) -> None:
     assert init.read_text() == "# mine\n"
     run_vally(["new", "grader", "vally-my-check", "-o", str(tmp_path), "--force"])
     assert "class MyCheckGrader" in init.read_text()
+
+
+def test_in_a_checkout_the_templates_are_the_example_plugins() -> None:
+    assert examples_root() == EXAMPLES_DIR
+    assert set(EXAMPLES) == set(SUFFIXES) == {k.replace("-", "_") for k in KINDS}
+    for kind, folder in EXAMPLES.items():
+        example = example_identity(kind, EXAMPLES_DIR / folder)
+        assert example.distribution == folder
+        assert example.class_name == example.stem + SUFFIXES[kind]
+
+
+def _back(line: str, new: Identity, old: Identity) -> str:
+    """``line`` with the new package's names mapped back to the example's."""
+    for after, before in (
+        (new.distribution, old.distribution),
+        (new.package.upper(), old.package.upper()),
+        (new.package, old.package),
+        (new.stem, old.stem),
+        (new.name, old.name),
+    ):
+        line = line.replace(after, before)
+    return line
+
+
+@pytest.mark.parametrize("kind", sorted(EXAMPLES))
+def test_a_package_is_its_example_with_only_the_names_replaced(
+    kind: str, tmp_path: Path
+) -> None:
+    scaffold = plan_scaffold(kind, "zz-top", tmp_path)
+    new = scaffold.identity
+    folder = EXAMPLES_DIR / EXAMPLES[kind]
+    old = example_identity(kind, folder)
+    source = example_files(folder)
+    rendered = render_files(scaffold)
+    assert list(rendered) == [path.replace(old.package, new.package) for path in source]
+    for (path, text), generated in zip(source.items(), rendered.values(), strict=True):
+        lines, new_lines = text.splitlines(), generated.splitlines()
+        assert len(new_lines) == len(lines), path
+        for line, new_line in zip(lines, new_lines, strict=True):
+            assert _back(new_line, new, old) == line, (path, new_line)
+        assert old.distribution not in generated and old.package not in generated, path
+        assert f'name="{old.name}"' not in generated, path
+    group = ENTRY_POINT_GROUPS[kind]  # type: ignore[index]
+    entry = f'[project.entry-points."{group}"]\nzz-top = "vally_zz_top:ZzTop{SUFFIXES[kind]}"'
+    assert entry in rendered["pyproject.toml"]
+    assert 'name="zz-top"' in rendered["src/vally_zz_top/__init__.py"]
+    assert f"class ZzTop{SUFFIXES[kind]}" in rendered["src/vally_zz_top/__init__.py"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +41,13 @@ stimuli:
 """
 
 
-def vally(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+# The checkout under test, not whatever vally is installed (a minimal environment otherwise).
+SOURCE_PATH = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+
+
+def vally(
+    args: list[str], stdin: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from vally.cli.app import main; main()", *args],
         input=stdin,
@@ -47,7 +55,8 @@ def vally(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess
         text=True,
         cwd=cwd,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cwd)},
+        env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HOME": str(cwd), **SOURCE_PATH}
+        | (env or {}),
     )
 
 
@@ -233,3 +242,55 @@ def test_grader_plugin_from_a_file(tmp_path: Path) -> None:
     missing = vally(["grade", "-e", "eval.yaml"], stdin, tmp_path)
     assert missing.returncode == 1
     assert "short-output" in missing.stderr and "Traceback" not in missing.stderr
+
+
+COMMAND_SPEC = """\
+name: commands
+environment: { env: { FROM_SPEC: spec-value } }
+stimuli:
+  - name: add-test
+    prompt: x
+    graders:
+      - type: run-command
+        config:
+          command: %s
+          timeout: 20s
+"""
+
+
+def _grade_with_command(
+    tmp_path: Path, command: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    (tmp_path / "eval.yaml").write_text(COMMAND_SPEC % json.dumps(command), encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    (ws / "kept.txt").write_text("kept", encoding="utf-8")
+    args = ["grade", "-e", "eval.yaml", "--workspace", "ws", "--output", "jsonl"]
+    started = time.monotonic()
+    result = vally(args, _lines(make_record("add-test")), tmp_path, env)
+    return result, time.monotonic() - started
+
+
+def test_workspace_commands_do_not_see_host_secrets(tmp_path: Path) -> None:
+    command = 'test -z "$VALLY_TEST_SECRET" && test "$FROM_SPEC" = spec-value && cat kept.txt'
+    result, _ = _grade_with_command(tmp_path, command, {"VALLY_TEST_SECRET": "hunter2"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    (detail,) = json.loads(result.stdout)["gradeResult"]["details"]
+    assert detail["passed"] is True
+    assert detail["metadata"]["stdout"] == "kept"
+    assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_a_background_child_keeping_stdout_open_does_not_hang(tmp_path: Path) -> None:
+    result, elapsed = _grade_with_command(tmp_path, "sleep 60 & echo started")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert elapsed < 20  # bounded by the grader timeout, not by the child's 60 s
+    (detail,) = json.loads(result.stdout)["gradeResult"]["details"]
+    assert detail["metadata"]["stdout"] == "started\n"
+
+
+def test_the_workspace_files_are_untouched(tmp_path: Path) -> None:
+    result, _ = _grade_with_command(tmp_path, "ls > /dev/null")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in (tmp_path / "ws").iterdir()) == ["kept.txt"]
+    assert (tmp_path / "ws" / "kept.txt").read_text(encoding="utf-8") == "kept"

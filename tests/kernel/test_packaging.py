@@ -38,9 +38,9 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     # Build from a copy so that the build leaves nothing in the working tree.
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for folder in ("core", "plugins/builtin", "backends"):
+    for folder in ("core", "plugins/builtin", "backends", "plugins/examples"):
         shutil.copytree(REPO / folder, src / folder, ignore=ignore)
-    for file in ("pyproject.toml", "README.md"):
+    for file in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(REPO / file, src / file)
     dist = tmp_path / "dist"
     built = run(
@@ -115,3 +115,14 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
             # from the editable install loads from the wheel too.
             if (kinds[group], name) in editable_rows:
                 assert row["status"] == editable_rows[(kinds[group], name)]["status"], row
+
+    # vally new renders the example plugins shipped inside the wheel.
+    created = run([str(vally), "new", "grader", "my-check", "-o", str(tmp_path / "new")])
+    assert created.returncode == 0, created.stdout + created.stderr
+    package = tmp_path / "new" / "vally-my-check"
+    pyproject = (package / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'my-check = "vally_my_check:MyCheckGrader"' in pyproject
+    assert (package / "tests" / "test_vally_my_check.py").is_file()
+    where_examples = "from vally.tools.scaffold import examples_root; print(examples_root())"
+    examples = run([str(python), "-c", where_examples], cwd=tmp_path)
+    assert Path(examples.stdout.strip()).resolve().is_relative_to(venv.resolve()), examples

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from vally.cli.app import app
 from vally.contracts.bases import BaseGrader, EmptyConfig, StrictConfig
 from vally.contracts.metadata import GraderMetadata
+from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
 from vally.plugins.session import Session
 from vally.tools.lint import (
@@ -22,8 +23,10 @@ from vally.tools.lint import (
     MappingGraderCatalog,
     SessionGraderCatalog,
     lint_eval_file,
+    lint_path,
     lint_skills,
     run_lint,
+    select_eval_files,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
@@ -303,3 +306,36 @@ def test_src_leaving_the_eval_folder_is_a_path_escape(tmp_path: Path) -> None:
     assert proc.returncode == 1
     found = json.loads(proc.stdout)["diagnostics"]
     assert [(d["code"], d["line"]) for d in found] == [("path-escape", 6)]
+
+
+def test_select_eval_files_by_flag_file_project_or_folder(tmp_path: Path) -> None:
+    (tmp_path / "evals" / "sub").mkdir(parents=True)
+    for name in ("evals/eval.yaml", "evals/sub/eval.yaml", "loose.yaml"):
+        (tmp_path / name).write_text(GOOD)
+    project = ProjectConfig()
+    flagged = select_eval_files(
+        tmp_path, [Path("evals/sub")], cwd=tmp_path, project=project, project_root=None
+    )
+    assert flagged == [tmp_path / "evals/sub/eval.yaml"]
+    single = tmp_path / "loose.yaml"
+    assert select_eval_files(
+        single, [], cwd=tmp_path, project=project, project_root=None
+    ) == [single]
+    found = select_eval_files(tmp_path, [], cwd=tmp_path, project=project, project_root=None)
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == [
+        "evals/eval.yaml", "evals/sub/eval.yaml"
+    ]
+    with pytest.raises(ConfigError, match="--eval-spec missing: no such file"):
+        select_eval_files(
+            tmp_path, [Path("missing")], cwd=tmp_path, project=project, project_root=None
+        )
+
+
+def test_lint_path_as_a_library(tmp_path: Path) -> None:
+    (tmp_path / "eval.yaml").write_text(GOOD.replace("output-contains", "output-contain"))
+    result = lint_path(tmp_path, cwd=tmp_path)
+    assert result.eval_files == [tmp_path / "eval.yaml"]
+    assert [d.code for d in result.diagnostics] == ["unknown-grader-type"]
+    assert "did you mean 'output-contains'" in result.diagnostics[0].message
+    with pytest.raises(ConfigError, match="path not found"):
+        lint_path(tmp_path / "nope", cwd=tmp_path)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from vally.tools.lint import LintResult
 
 
 def lint_command(
@@ -53,70 +56,41 @@ def lint_command(
     Exit 0 when there are no errors (warnings are allowed unless --strict), 1 otherwise.
     """
     from vally.cli.common import parse_key_values, user_errors
-    from vally.errors import ConfigError
-    from vally.plugins.session import Session
-    from vally.specs.loading import discover_eval_files, eval_files_in, find_project
-    from vally.tools.lint import SessionGraderCatalog, run_lint
+    from vally.tools.lint import lint_path
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("expected 'text' or 'json'", param_hint="--format")
     with user_errors():
-        cwd = Path.cwd()
-        root = (path or cwd).absolute()
-        if not root.exists():
-            raise ConfigError(f"path not found: {root}")
-        params = {k: str(v) for k, v in parse_key_values(param or [], flag="--param").items()}
-        project, project_root = find_project(root, params=params)
-        session = Session(project, project_root)
-        if grader_plugin:
-            session.load_plugins("grader", grader_plugin, base_dir=cwd)
-        patterns = project.paths.evalFilenames
-        if eval_spec:
-            files: list[Path] = []
-            for entry in eval_spec:
-                found = eval_files_in(cwd, [str(entry)], patterns)
-                if not found:
-                    raise ConfigError(
-                        f"--eval-spec {entry}: no such file, or no eval files "
-                        f"({', '.join(patterns)}) in that folder"
-                    )
-                files.extend(f for f in found if f not in files)
-        elif root.is_file():
-            files = [root]
-        elif project_root is not None:
-            files = discover_eval_files(project, project_root)
-            if root != project_root:
-                files = [f for f in files if f.is_relative_to(root)]
-        else:
-            files = eval_files_in(root, ["."], patterns)
-        skills_root = root if root.is_dir() else None
-        result = run_lint(
-            files,
-            SessionGraderCatalog(session),
-            skills_root=skills_root,
-            project=project,
-            cli_params=params,
-            executors=SessionGraderCatalog(session, "executor"),
+        params = parse_key_values(param or [], flag="--param")
+        result = lint_path(
+            path,
+            eval_spec or [],
+            cwd=Path.cwd(),
+            params={key: str(value) for key, value in params.items()},
+            grader_plugins=grader_plugin or [],
         )
-
     if output_format == "json":
         typer.echo(result.to_json())
     else:
-        if verbose:
-            for file in result.eval_files:
-                typer.echo(f"checked eval {file}")
-            for skill in result.skills:
-                typer.echo(f"checked skill {skill}")
-        for diagnostic in result.diagnostics:
-            typer.echo(diagnostic.render())
-        if not result.eval_files and not result.skills:
-            typer.echo("nothing to lint: no eval files or SKILL.md found", err=True)
-        summary = (
-            f"{result.errors} error(s), {result.warnings} warning(s) in "
-            f"{len(result.eval_files)} eval file(s) and {len(result.skills)} skill(s)"
-        )
-        typer.echo(summary)
+        _print_text(result, verbose=verbose)
     raise typer.Exit(result.exit_code(strict=strict))
+
+
+def _print_text(result: LintResult, *, verbose: bool) -> None:
+    """Diagnostics one per line, then the tally (``--verbose``: every file checked first)."""
+    if verbose:
+        for file in result.eval_files:
+            typer.echo(f"checked eval {file}")
+        for skill in result.skills:
+            typer.echo(f"checked skill {skill}")
+    for diagnostic in result.diagnostics:
+        typer.echo(diagnostic.render())
+    if not result.eval_files and not result.skills:
+        typer.echo("nothing to lint: no eval files or SKILL.md found", err=True)
+    typer.echo(
+        f"{result.errors} error(s), {result.warnings} warning(s) in "
+        f"{len(result.eval_files)} eval file(s) and {len(result.skills)} skill(s)"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -255,6 +255,63 @@ def _classify(exc: BaseException, model: str | None) -> tuple[str, bool, str, st
     return str(getattr(exc, "error_class", "judge_error")), retryable, message, model
 
 
+def _contexts(
+    evidence: Path, task: str, rubric: list[str], options: CompareOptions
+) -> list[PairwiseContext]:
+    """The two passes over one evidence folder: baseline as A, then treatment as A."""
+    return [
+        PairwiseContext(
+            evidence,
+            a,
+            b,
+            task,
+            rubric,
+            options.judge,
+            options.llm,
+            options.delivery,
+            options.read_budget,
+        )
+        for a, b in (("run-1", "run-2"), ("run-2", "run-1"))
+    ]
+
+
+async def _run_passes(
+    judge: PairwiseJudge, contexts: list[PairwiseContext], timeout: float | None
+) -> tuple[list[Any], list[asyncio.Future[Any]]]:
+    """Each pass's verdict or exception (a pass still running after ``timeout`` counts as
+    a :class:`TimeoutError`), and the passes still running."""
+    tasks = [asyncio.ensure_future(judge.judge_pair(c)) for c in contexts]
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    outcomes = [
+        (task.exception() or task.result()) if task in done else TimeoutError() for task in tasks
+    ]
+    return outcomes, list(pending)
+
+
+def _release_evidence(evidence: Path, pending: list[asyncio.Future[Any]]) -> str | None:
+    """Remove the evidence folder now, or once the passes still running settle; a note
+    when it is kept or could not be removed."""
+    if pending:
+        _cleanup_when_settled(pending, evidence)
+        return f"{CLEANUP_PENDING}: evidence kept at {evidence} until the judge settles"
+    error = _remove(evidence)
+    return f"{CLEANUP_FAILED}: {evidence}: {error}" if error else None
+
+
+def _failure(errors: list[BaseException], attempts: int, model: str | None) -> Failure:
+    """The failure of a pair from its failed passes (the first one leads)."""
+    classified = [_classify(e, model) for e in errors]
+    first, *rest = classified
+    return Failure(
+        first[0],
+        all(c[1] for c in classified),
+        attempts,
+        first[2],
+        first[3],
+        [c[2] for c in rest if c[2] != first[2]],
+    )
+
+
 async def judge_pair(
     pair: Pair,
     judge: PairwiseJudge,
@@ -265,7 +322,6 @@ async def judge_pair(
     """Judge one pair in two position-swapped passes, with retries."""
     rubric = _rubric(pair, options)
     task = task_text(pair.treatment)
-    model = options.judge.model
     cleanup_notes: list[str] = []
     attempts = 0
     while True:
@@ -273,47 +329,11 @@ async def judge_pair(
         evidence = Path(tempfile.mkdtemp(prefix="vally-judge-", dir=options.temp_root))
         write_evidence(evidence / "run-1", pair.baseline)
         write_evidence(evidence / "run-2", pair.treatment)
-        contexts = [
-            PairwiseContext(
-                evidence,
-                "run-1",
-                "run-2",
-                task,
-                rubric,
-                options.judge,
-                options.llm,
-                options.delivery,
-                options.read_budget,
-            ),
-            PairwiseContext(
-                evidence,
-                "run-2",
-                "run-1",
-                task,
-                rubric,
-                options.judge,
-                options.llm,
-                options.delivery,
-                options.read_budget,
-            ),
-        ]
-        tasks = [asyncio.ensure_future(judge.judge_pair(c)) for c in contexts]
-        done, pending = await asyncio.wait(tasks, timeout=options.pass_timeout)
-        outcomes: list[Any] = []
-        for task_ in tasks:
-            if task_ in done:
-                outcomes.append(task_.exception() or task_.result())
-            else:
-                outcomes.append(TimeoutError())
-        if pending:
-            cleanup_notes.append(
-                f"{CLEANUP_PENDING}: evidence kept at {evidence} until the judge settles"
-            )
-            _cleanup_when_settled(list(pending), evidence)
-        else:
-            error = _remove(evidence)
-            if error:
-                cleanup_notes.append(f"{CLEANUP_FAILED}: {evidence}: {error}")
+        contexts = _contexts(evidence, task, rubric, options)
+        outcomes, pending = await _run_passes(judge, contexts, options.pass_timeout)
+        note = _release_evidence(evidence, pending)
+        if note is not None:
+            cleanup_notes.append(note)
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if not errors:
             score, label = combine(outcomes[0], outcomes[1])
@@ -328,21 +348,11 @@ async def judge_pair(
                 for c, o in zip(contexts, outcomes, strict=True)
             )
             return PairResult(pair, score, label, passes, None, tuple(cleanup_notes))
-        classified = [_classify(e, model) for e in errors]
-        retryable = all(c[1] for c in classified)
-        if retryable and attempts <= options.max_retries:
+        failure = _failure(errors, attempts, options.judge.model)
+        if failure.retryable and attempts <= options.max_retries:
             delay = options.backoff_base * (2 ** (attempts - 1)) * (1 + random.random() * 0.25)
             await sleep(delay)
             continue
-        first, *rest = classified
-        failure = Failure(
-            first[0],
-            retryable,
-            attempts,
-            first[2],
-            first[3],
-            [c[2] for c in rest if c[2] != first[2]],
-        )
         return PairResult(pair, None, None, (), failure, tuple(cleanup_notes))
 
 

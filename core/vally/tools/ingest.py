@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from pydantic import ValidationError
@@ -260,6 +260,100 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@dataclass
+class _AtifReader:
+    """The state of one ATIF document's conversion: events so far, the current turn, the
+    first prompt, and the tool names by call id (for the results)."""
+
+    default_model: str | None
+    events: list[TrajectoryEvent] = field(default_factory=list)
+    turn: int = -1
+    first_prompt: str | None = None
+    tool_names: dict[str, str] = field(default_factory=dict)
+    saw_metrics: bool = False
+
+    def step(self, step: Mapping[str, Any]) -> None:
+        """Add the events of one step (system steps carry nothing graders use)."""
+        stamp = step.get("timestamp")
+        base: dict[str, Any] = {"timestamp": stamp} if isinstance(stamp, str) else {}
+        source = step.get("source")
+        message = _text(step.get("message"))
+        if source == "user":
+            self.turn += 1
+            if self.first_prompt is None:
+                self.first_prompt = message
+            data = MessageData(content=message)
+            self.events.append(UserMessageEvent(turn=self.turn, data=data, **base))
+        elif source == "agent":
+            self._agent_step(step, message, base)
+
+    def _agent_step(self, step: Mapping[str, Any], message: str, base: dict[str, Any]) -> None:
+        t = max(self.turn, 0)
+        reasoning = step.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            self.events.append(ReasoningEvent(turn=t, data=MessageData(content=reasoning), **base))
+        self._tool_calls(step, t, base)
+        observation = step.get("observation")
+        results = observation.get("results") if isinstance(observation, Mapping) else None
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping):
+                continue
+            call_id = str(result.get("source_call_id") or "")
+            data = ToolResultData(
+                tool_name=self.tool_names.get(call_id, "unknown"),
+                tool_call_id=call_id,
+                success=not bool(result.get("is_error", False)),
+                result=result.get("content"),
+            )
+            self.events.append(ToolResultEvent(turn=t, data=data, **base))
+        if message:
+            self.events.append(
+                AssistantMessageEvent(turn=t, data=MessageData(content=message), **base)
+            )
+        metrics = step.get("metrics")
+        if isinstance(metrics, Mapping):
+            self.saw_metrics = True
+            model = step.get("model_name") if isinstance(step.get("model_name"), str) else None
+            usage = _usage(metrics, "", model or self.default_model)
+            self.events.append(TokenUsageEvent(turn=t, data=usage, **base))
+
+    def _tool_calls(self, step: Mapping[str, Any], t: int, base: dict[str, Any]) -> None:
+        calls = step.get("tool_calls")
+        if not isinstance(calls, list):
+            return
+        batch = f"step-{step.get('step_id')}" if len(calls) > 1 else None
+        for index, call in enumerate(calls):
+            if not isinstance(call, Mapping):
+                continue
+            call_id = str(call.get("tool_call_id") or f"step-{step.get('step_id')}-{index}")
+            name = str(call.get("function_name") or call.get("name") or "unknown")
+            self.tool_names[call_id] = name
+            arguments = call.get("arguments")
+            data = ToolCallData(
+                tool_name=name,
+                tool_call_id=call_id,
+                arguments=arguments if isinstance(arguments, dict | str) else {},
+                batch_id=batch,
+            )
+            self.events.append(ToolCallEvent(turn=t, data=data, **base))
+
+    def final_metrics(self, final: Any) -> None:
+        """One usage event from ``final_metrics`` when no step had metrics."""
+        if not self.saw_metrics and isinstance(final, Mapping):
+            usage = _usage(final, "total_", self.default_model)
+            self.events.append(TokenUsageEvent(turn=max(self.turn, 0), data=usage))
+
+
+def _usage(metrics: Mapping[str, Any], prefix: str, model: str | None) -> TokenUsageData:
+    """Token usage from ATIF metrics (``prompt_tokens`` ..., or ``total_prompt_tokens`` ...)."""
+    return TokenUsageData(
+        input_tokens=_int(metrics.get(f"{prefix}prompt_tokens")),
+        output_tokens=_int(metrics.get(f"{prefix}completion_tokens")),
+        cache_read_tokens=_int(metrics.get(f"{prefix}cached_tokens")),
+        model=model,
+    )
+
+
 def atif_to_trajectory(document: Mapping[str, Any]) -> Trajectory:
     """Map an ATIF document onto a trajectory (best effort).
 
@@ -280,82 +374,13 @@ def atif_to_trajectory(document: Mapping[str, Any]) -> Trajectory:
     agent = document.get("agent") if isinstance(document.get("agent"), Mapping) else {}
     assert isinstance(agent, Mapping)
     default_model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
-    events: list[TrajectoryEvent] = []
-    turn = -1
-    first_prompt: str | None = None
-    tool_names: dict[str, str] = {}
-    saw_metrics = False
+    reader = _AtifReader(default_model)
     for step in steps:
-        stamp = step.get("timestamp")
-        base: dict[str, Any] = {"timestamp": stamp} if isinstance(stamp, str) else {}
-        source = step.get("source")
-        message = _text(step.get("message"))
-        if source == "user":
-            turn += 1
-            if first_prompt is None:
-                first_prompt = message
-            events.append(UserMessageEvent(turn=turn, data=MessageData(content=message), **base))
-            continue
-        if source != "agent":
-            continue  # system prompts and system observations carry nothing graders use
-        t = max(turn, 0)
-        model = step.get("model_name") if isinstance(step.get("model_name"), str) else None
-        reasoning = step.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
-            events.append(ReasoningEvent(turn=t, data=MessageData(content=reasoning), **base))
-        calls = step.get("tool_calls") if isinstance(step.get("tool_calls"), list) else []
-        assert isinstance(calls, list)
-        batch = f"step-{step.get('step_id')}" if len(calls) > 1 else None
-        for index, call in enumerate(calls):
-            if not isinstance(call, Mapping):
-                continue
-            call_id = str(call.get("tool_call_id") or f"step-{step.get('step_id')}-{index}")
-            name = str(call.get("function_name") or call.get("name") or "unknown")
-            tool_names[call_id] = name
-            arguments = call.get("arguments")
-            data = ToolCallData(
-                tool_name=name,
-                tool_call_id=call_id,
-                arguments=arguments if isinstance(arguments, dict | str) else {},
-                batch_id=batch,
-            )
-            events.append(ToolCallEvent(turn=t, data=data, **base))
-        observation = step.get("observation")
-        results = observation.get("results") if isinstance(observation, Mapping) else None
-        for result in results if isinstance(results, list) else []:
-            if not isinstance(result, Mapping):
-                continue
-            call_id = str(result.get("source_call_id") or "")
-            data_r = ToolResultData(
-                tool_name=tool_names.get(call_id, "unknown"),
-                tool_call_id=call_id,
-                success=not bool(result.get("is_error", False)),
-                result=result.get("content"),
-            )
-            events.append(ToolResultEvent(turn=t, data=data_r, **base))
-        if message:
-            events.append(AssistantMessageEvent(turn=t, data=MessageData(content=message), **base))
-        metrics = step.get("metrics")
-        if isinstance(metrics, Mapping):
-            saw_metrics = True
-            usage = TokenUsageData(
-                input_tokens=_int(metrics.get("prompt_tokens")),
-                output_tokens=_int(metrics.get("completion_tokens")),
-                cache_read_tokens=_int(metrics.get("cached_tokens")),
-                model=model or default_model,
-            )
-            events.append(TokenUsageEvent(turn=t, data=usage, **base))
-    final = document.get("final_metrics")
-    if not saw_metrics and isinstance(final, Mapping):
-        usage = TokenUsageData(
-            input_tokens=_int(final.get("total_prompt_tokens")),
-            output_tokens=_int(final.get("total_completion_tokens")),
-            cache_read_tokens=_int(final.get("total_cached_tokens")),
-            model=default_model,
-        )
-        events.append(TokenUsageEvent(turn=max(turn, 0), data=usage))
+        reader.step(step)
+    reader.final_metrics(document.get("final_metrics"))
+    events = reader.events
     session = str(document.get("session_id") or "session")
-    stimulus = Stimulus(name=f"{ATIF_STIMULUS_PREFIX}{session}", prompt=first_prompt or "")
+    stimulus = Stimulus(name=f"{ATIF_STIMULUS_PREFIX}{session}", prompt=reader.first_prompt or "")
     stamps = [e.timestamp for e in events]
     extra: dict[str, Any] = {
         FORMAT_KEY: "atif",

@@ -40,11 +40,19 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from vally.contracts.protocols import LoadedEval
 from vally.errors import ConfigError, VallyError
 from vally.models.project import ProjectConfig
-from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig
+from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig, Stimulus
 from vally.plugins.capabilities import needs_llm
-from vally.specs.loading import check_paths, find_project, load_eval_with_positions, source_root
+from vally.specs.loading import (
+    check_paths,
+    discover_eval_files,
+    eval_files_in,
+    find_project,
+    load_eval_with_positions,
+    source_root,
+)
 from vally.specs.skills import find_skills, read_skill
 from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
 
@@ -378,6 +386,30 @@ def _env_key(positions: Positions, base: tuple[str | int, ...]) -> str:
     return "environment"
 
 
+def _load_for_lint(
+    path: Path, project: ProjectConfig | None, cli_params: Mapping[str, str] | None
+) -> tuple[LoadedEval, Positions] | list[Diagnostic]:
+    """The loaded spec and its YAML positions, or the ``invalid-spec`` diagnostics of a
+    file that does not load."""
+    try:
+        return load_eval_with_positions(path, cli_params=cli_params or {}, project=project)
+    except SpecSchemaError as exc:
+        return [
+            Diagnostic("invalid-spec", "error", issue.location.file, issue.location.line,
+                       issue.message, issue.location.column)
+            for issue in exc.issues
+        ]
+    except VallyError as exc:
+        loc = exc.location
+        message = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        return [
+            Diagnostic(
+                "invalid-spec", "error", loc.file if loc else str(path),
+                loc.line if loc else None, message, loc.column if loc else None,
+            )
+        ]
+
+
 def lint_eval_file(
     path: Path,
     catalog: GraderCatalog,
@@ -395,25 +427,10 @@ def lint_eval_file(
     if project_root is None:
         _, project_root = find_project(path.parent)
     src_root = source_root(path, project_root)
-    try:
-        loaded, positions = load_eval_with_positions(
-            path, cli_params=cli_params or {}, project=project
-        )
-    except SpecSchemaError as exc:
-        return [
-            Diagnostic("invalid-spec", "error", issue.location.file, issue.location.line,
-                       issue.message, issue.location.column)
-            for issue in exc.issues
-        ]
-    except VallyError as exc:
-        loc = exc.location
-        message = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        return [
-            Diagnostic(
-                "invalid-spec", "error", loc.file if loc else str(path),
-                loc.line if loc else None, message, loc.column if loc else None,
-            )
-        ]
+    found = _load_for_lint(path, project, cli_params)
+    if isinstance(found, list):
+        return found
+    loaded, positions = found
     spec, raw = loaded.spec, loaded.raw
     out = _Collector(str(loaded.source), positions)
     base_dir = loaded.source.parent
@@ -426,12 +443,10 @@ def lint_eval_file(
     _check_environment(
         out, spec.environment, (), base_dir, _env_key(positions, ()), src_root
     )
-
     used_types = {g.type for g in spec.graders}
     seen_names: dict[str, int] = {}
     for index, stimulus in enumerate(spec.stimuli):
         base: tuple[str | int, ...] = ("stimuli", index)
-        raw_stimulus = _raw_at(raw, "stimuli", index)
         if stimulus.name in seen_names:
             out.add(
                 "duplicate-stimulus-name", "error", (*base, "name"),
@@ -441,43 +456,62 @@ def lint_eval_file(
         else:
             seen_names[stimulus.name] = index
         classes = _check_graders(
-            out, catalog, stimulus.graders, base, _raw_at(raw_stimulus, "graders")
+            out, catalog, stimulus.graders, base, _raw_at(raw, "stimuli", index, "graders")
         )
         used_types.update(g.type for g in stimulus.graders)
-        seen_types: dict[str, int] = {g.type: -1 for g in spec.graders}
-        for g_index, grader in enumerate(stimulus.graders):
-            if grader.type in seen_types:
-                first = seen_types[grader.type]
-                where = "the eval-level graders" if first < 0 else f"graders[{first}]"
-                out.add(
-                    "duplicate-grader-type-in-stimulus", "warning",
-                    (*base, "graders", g_index, "type"),
-                    f"grader type '{grader.type}' appears again in stimulus '{stimulus.name}' "
-                    f"(also {where}); both share one scoring weight key",
-                )
-            else:
-                seen_types[grader.type] = g_index
-        if stimulus.rubric and not any(
-            cls is not None and needs_llm(cls) for cls in [*root_classes, *classes]
-        ):
-            out.add(
-                "rubric-without-llm-judge", "warning", (*base, "rubric"),
-                f"stimulus '{stimulus.name}' has a rubric but no LLM judge grader uses it; "
-                "add a grader such as '{ type: prompt }'",
-                key=True,
-            )
-        _check_constraints(out, stimulus.constraints, base)
+        _check_stimulus(out, spec, stimulus, base, [*root_classes, *classes])
         _check_environment(
             out, stimulus.environment, base, base_dir, _env_key(positions, base), src_root
         )
-        for a_index, pattern in enumerate(stimulus.artifacts):
-            text = pattern.replace("\\", "/")
-            if text.startswith("/") or text == ".." or text.startswith("../") or "/../" in text:
-                out.add(
-                    "path-escape", "error", (*base, "artifacts", a_index),
-                    f"artifact pattern '{pattern}' leaves the workspace; use a path inside it",
-                )
+        _check_artifacts(out, stimulus, base)
+    _check_weights(out, spec, used_types)
+    return sorted(out.items, key=lambda d: (d.line or 0, d.column or 0))
 
+
+def _check_stimulus(
+    out: _Collector,
+    spec: EvalSpec,
+    stimulus: Stimulus,
+    base: tuple[str | int, ...],
+    classes: Sequence[type | None],
+) -> None:
+    """A stimulus's grader types, rubric and constraints."""
+    seen_types: dict[str, int] = {g.type: -1 for g in spec.graders}
+    for g_index, grader in enumerate(stimulus.graders):
+        if grader.type in seen_types:
+            first = seen_types[grader.type]
+            where = "the eval-level graders" if first < 0 else f"graders[{first}]"
+            out.add(
+                "duplicate-grader-type-in-stimulus", "warning",
+                (*base, "graders", g_index, "type"),
+                f"grader type '{grader.type}' appears again in stimulus '{stimulus.name}' "
+                f"(also {where}); both share one scoring weight key",
+            )
+        else:
+            seen_types[grader.type] = g_index
+    if stimulus.rubric and not any(cls is not None and needs_llm(cls) for cls in classes):
+        out.add(
+            "rubric-without-llm-judge", "warning", (*base, "rubric"),
+            f"stimulus '{stimulus.name}' has a rubric but no LLM judge grader uses it; "
+            "add a grader such as '{ type: prompt }'",
+            key=True,
+        )
+    _check_constraints(out, stimulus.constraints, base)
+
+
+def _check_artifacts(out: _Collector, stimulus: Stimulus, base: tuple[str | int, ...]) -> None:
+    """Artifact patterns must stay inside the workspace."""
+    for a_index, pattern in enumerate(stimulus.artifacts):
+        text = pattern.replace("\\", "/")
+        if text.startswith("/") or text == ".." or text.startswith("../") or "/../" in text:
+            out.add(
+                "path-escape", "error", (*base, "artifacts", a_index),
+                f"artifact pattern '{pattern}' leaves the workspace; use a path inside it",
+            )
+
+
+def _check_weights(out: _Collector, spec: EvalSpec, used_types: set[str]) -> None:
+    """Every ``scoring.weights`` key must be the type of a grader of the file."""
     for weight_key in spec.scoring.weights:
         if weight_key not in used_types:
             message = f"scoring.weights key '{weight_key}' is not the type of any grader"
@@ -490,7 +524,6 @@ def lint_eval_file(
                 "invalid-scoring-weight-key", "error", ("scoring", "weights", weight_key),
                 message, key=True,
             )
-    return sorted(out.items, key=lambda d: (d.line or 0, d.column or 0))
 
 
 def lint_skills(root: Path) -> tuple[list[Path], list[Diagnostic]]:
@@ -535,3 +568,76 @@ def run_lint(
         result.skills = skills
         result.diagnostics.extend(diagnostics)
     return result
+
+
+def select_eval_files(
+    root: Path,
+    eval_specs: Sequence[Path],
+    *,
+    cwd: Path,
+    project: ProjectConfig,
+    project_root: Path | None,
+) -> list[Path]:
+    """The eval files ``vally lint`` checks: each ``--eval-spec`` (a file, or a folder's
+    eval files); else ``root`` itself when it is a file; else the project's evals below
+    ``root``; else the eval files below ``root``.
+
+    Raises:
+        ConfigError: An ``--eval-spec`` names nothing, or a folder without eval files.
+    """
+    patterns = project.paths.evalFilenames
+    if eval_specs:
+        files: list[Path] = []
+        for entry in eval_specs:
+            found = eval_files_in(cwd, [str(entry)], patterns)
+            if not found:
+                raise ConfigError(
+                    f"--eval-spec {entry}: no such file, or no eval files "
+                    f"({', '.join(patterns)}) in that folder"
+                )
+            files.extend(f for f in found if f not in files)
+        return files
+    if root.is_file():
+        return [root]
+    if project_root is not None:
+        files = discover_eval_files(project, project_root)
+        return files if root == project_root else [f for f in files if f.is_relative_to(root)]
+    return eval_files_in(root, ["."], patterns)
+
+
+def lint_path(
+    path: Path | None,
+    eval_specs: Sequence[Path] = (),
+    *,
+    cwd: Path,
+    params: Mapping[str, str] | None = None,
+    grader_plugins: Sequence[str] = (),
+) -> LintResult:
+    """Lint what ``vally lint [PATH]`` names: the selected eval files (see
+    :func:`select_eval_files`) and the skills below ``path``, with the graders and
+    executors of the project's plugin session (plus ``grader_plugins``).
+
+    Raises:
+        ConfigError: ``path`` does not exist, or an ``--eval-spec`` names nothing.
+        VallyError: ``.vally.yaml`` or a grader plugin cannot be loaded.
+    """
+    from vally.plugins.session import Session
+
+    root = (path or cwd).absolute()
+    if not root.exists():
+        raise ConfigError(f"path not found: {root}")
+    project, project_root = find_project(root, params=params or {})
+    session = Session(project, project_root)
+    if grader_plugins:
+        session.load_plugins("grader", grader_plugins, base_dir=cwd)
+    files = select_eval_files(
+        root, eval_specs, cwd=cwd, project=project, project_root=project_root
+    )
+    return run_lint(
+        files,
+        SessionGraderCatalog(session),
+        skills_root=root if root.is_dir() else None,
+        project=project,
+        cli_params=params,
+        executors=SessionGraderCatalog(session, "executor"),
+    )

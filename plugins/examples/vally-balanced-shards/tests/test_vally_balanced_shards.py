@@ -89,5 +89,6 @@ def test_bad_input_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_installed_entry_point_resolves_to_this_class() -> None:
+    name = BalancedShardStrategy.metadata.name
     session = Session(environ={})
-    assert session.plugin_class("shard_strategy", "balanced") is BalancedShardStrategy
+    assert session.plugin_class("shard_strategy", name) is BalancedShardStrategy

@@ -47,7 +47,8 @@ def _run(tmp_path: Path) -> RunInfo:
 
 def test_rows_are_appended_and_flushed_per_trial(tmp_path: Path) -> None:
     session = make_session(CsvReporter)
-    reporter = session.create("reporter", "csv", {"path": "out/trials.csv"}, where="test")
+    config = {"path": "out/trials.csv"}
+    reporter = session.create("reporter", CsvReporter.metadata.name, config, where="test")
     run = _run(tmp_path)
     reporter.vally_run_start(run=run)
     reporter.vally_trial_end(run=run, record=_record("a", True))
@@ -77,11 +78,11 @@ def test_default_path_comes_from_the_environment(
 def test_config_is_strict() -> None:
     session = make_session(CsvReporter)
     with pytest.raises(ConfigError, match="delimiter"):
-        session.create("reporter", "csv", {"delimiter": ";;"}, where="test")
+        session.create("reporter", CsvReporter.metadata.name, {"delimiter": ";;"}, where="test")
     with pytest.raises(ConfigError, match="paht"):
-        session.create("reporter", "csv", {"paht": "x.csv"}, where="test")
+        session.create("reporter", CsvReporter.metadata.name, {"paht": "x.csv"}, where="test")
 
 
 def test_installed_entry_point_resolves_to_this_class() -> None:
     session = Session(environ={})
-    assert session.plugin_class("reporter", "csv") is CsvReporter
+    assert session.plugin_class("reporter", CsvReporter.metadata.name) is CsvReporter

@@ -82,4 +82,5 @@ def test_errors_name_the_file_and_line(tmp_path: Path) -> None:
 
 
 def test_installed_entry_point_resolves_to_this_class() -> None:
-    assert Session(environ={}).plugin_class("eval_provider", "dataset") is DatasetEvalProvider
+    name = DatasetEvalProvider.metadata.name
+    assert Session(environ={}).plugin_class("eval_provider", name) is DatasetEvalProvider

@@ -49,7 +49,7 @@ async def _execute(prompt: str, tmp_path: Path, config: dict[str, Any] | None = 
     session = Session(environ={})
     session.registrar().executor(ScriptExecutor)
     backend = session.create("backend", "local", {}, where="test")
-    executor = session.create("executor", "script", config or {}, where="test")
+    executor = session.create("executor", ScriptExecutor.metadata.name, config or {}, where="test")
     key = TrialKey("default", "demo", "s", "m", 0)
     trial = TrialContext(
         key=key, run_id="r", environment=EnvironmentConfig(), spec_dir=tmp_path
@@ -75,7 +75,7 @@ def test_runs_the_fake_agent_in_a_real_sandbox(tmp_path: Path) -> None:
     assert trajectory.output == "I wrote hello.txt."
     assert trajectory.metrics.tool_call_count == 1
     assert trajectory.metrics.token_usage.input_tokens == 9
-    assert trajectory.metadata.executor == "script"
+    assert trajectory.metadata.executor == ScriptExecutor.metadata.name
 
 
 def test_prompt_as_argument(tmp_path: Path) -> None:

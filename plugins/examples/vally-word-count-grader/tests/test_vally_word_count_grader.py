@@ -21,7 +21,7 @@ def test_passes_within_bounds() -> None:
     )
     assert result.passed
     assert result.score == 1.0
-    assert result.type == "word-count"
+    assert result.type == WordCountGrader.metadata.name
     assert result.metadata["words"] == 4
     assert "4 words" in result.evidence
 
@@ -48,8 +48,9 @@ def test_bad_config_is_a_config_error_naming_the_field() -> None:
 
 
 def test_installed_entry_point_resolves_to_this_class() -> None:
+    name = WordCountGrader.metadata.name
     session = Session(environ={})
-    assert "word-count" in session.known_names("grader")
-    assert session.plugin_class("grader", "word-count") is WordCountGrader
-    (record,) = [p for p in session.provenance() if p["name"] == "word-count"]
+    assert name in session.known_names("grader")
+    assert session.plugin_class("grader", name) is WordCountGrader
+    (record,) = [p for p in session.provenance() if p["name"] == name]
     assert record["distribution"] == "vally-word-count-grader"

@@ -133,4 +133,5 @@ def test_bad_repo_or_ref_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_installed_entry_point_resolves_to_this_class() -> None:
-    assert Session(environ={}).plugin_class("backend", "worktree") is WorktreeBackend
+    name = WorktreeBackend.metadata.name
+    assert Session(environ={}).plugin_class("backend", name) is WorktreeBackend

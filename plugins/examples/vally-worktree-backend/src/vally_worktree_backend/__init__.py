@@ -271,7 +271,7 @@ class WorktreeBackend(BaseBackend[WorktreeConfig]):
         """Add a detached worktree at the run's commit and return a sandbox over it.
 
         Raises:
-            SetupError: ``git worktree add`` failed.
+            SetupError: git could not add the worktree.
         """
         if not self.commit:
             await self.start(trial.run_id)

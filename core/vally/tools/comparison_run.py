@@ -1,0 +1,374 @@
+"""Running a comparison request: the library behind ``vally compare`` and
+``vally experiment run --compare``.
+
+:func:`execute` loads the runs (an experiment folder, or a baseline and a treatment),
+builds the pairwise judge and its LLM provider through the plugin session, compares each
+treatment with the baseline (:mod:`vally.tools.compare`), prints the report
+(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vally.errors import ConfigError, OutputError, VallyError
+
+if TYPE_CHECKING:
+    from vally.models.records import TrialResultRecord
+    from vally.models.spec import EvalSpec
+    from vally.plugins.session import Session
+    from vally.tools.compare import ComparisonResult
+
+DEFAULT_JUDGE_TIMEOUT = 120.0
+"""Seconds per judge turn when the request sets no ``judge_timeout``."""
+
+UNSUPPORTED_EVIDENCE = ("diff", "golden_patch", "repo")
+"""Evidence kinds a spec's judge may ask for that comparisons never deliver."""
+
+Echo = Callable[[str], None]
+"""Where a line of the report goes."""
+
+RunRecords = tuple[str, list["TrialResultRecord"]]
+"""A run's name and its trial records."""
+
+
+@dataclass
+class CompareRequest:
+    """Everything ``vally compare`` (or ``experiment run --compare``) was asked to do."""
+
+    experiment_dir: Path | None = None
+    baseline: Path | None = None
+    treatment: Path | None = None
+    baseline_variant: str | None = None
+    eval_spec: Path | None = None
+    judge_model: str | None = None
+    judge_timeout: float | None = None
+    judge_reasoning_effort: str | None = None
+    judge_provider: str | None = None
+    judge_evidence: str = "tools"
+    judge_workers: int = 4
+    output: Path | None = None
+    fail_on_regression: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+    verbose: bool = False
+
+
+def _print_out(text: str) -> None:
+    print(text, file=sys.stdout, flush=True)
+
+
+def _print_warning(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
+    """Every ``<variant>/results.jsonl`` of an experiment folder, by folder name.
+
+    Raises:
+        ConfigError: ``directory`` is not a folder, or holds no variant results.
+    """
+    from vally.engine.rundir import load_records
+
+    if not directory.is_dir():
+        problem = "is a file, not a directory" if directory.exists() else "does not exist"
+        raise ConfigError(
+            f"experiment directory {directory} {problem}",
+            hint="pass the timestamped folder written by 'vally experiment run' (or a merged "
+            "one); to compare two results files use --baseline and --treatment",
+        )
+    runs = {
+        child.name: load_records(child)
+        for child in sorted(directory.iterdir())
+        if child.is_dir() and (child / "results.jsonl").is_file()
+    }
+    if not runs:
+        hint = "pass the timestamped experiment run directory (or a merged one)"
+        if (directory / "results.jsonl").is_file():
+            hint = (
+                f"{directory} looks like a 'vally eval' run directory (it holds "
+                "results.jsonl); compare two eval runs with --baseline <run-dir> "
+                "--treatment <run-dir>"
+            )
+        raise ConfigError(f"no variant folders with results.jsonl in {directory}", hint=hint)
+    return runs
+
+
+def load_experiment_runs(
+    directory: Path, baseline_variant: str | None
+) -> tuple[str, dict[str, list[TrialResultRecord]]]:
+    """Every variant's records of an experiment output directory, and the baseline's name.
+
+    Raises:
+        ConfigError: No variant folders, no recorded baseline, or an unknown baseline.
+    """
+    runs = _variant_folders(directory)
+    experiments = [r.experiment for records in runs.values() for r in records if r.experiment]
+    recorded = {e.baseline for e in experiments if e.baseline}
+    variant_names = {
+        r.experiment.variant: name
+        for name, records in runs.items()
+        for r in records
+        if r.experiment is not None
+    }
+    baseline = baseline_variant
+    if baseline is None:
+        if len(recorded) != 1:
+            raise ConfigError(
+                f"cannot tell the baseline variant of {directory} from its records",
+                hint="pass --baseline-variant NAME",
+            )
+        baseline = recorded.pop()
+    folder = variant_names.get(baseline, baseline)
+    if folder not in runs:
+        raise ConfigError(
+            f"baseline variant {baseline!r} has no results in {directory}",
+            hint="variants found: " + ", ".join(sorted(runs)),
+        )
+    ordered = {folder: runs[folder], **{k: v for k, v in runs.items() if k != folder}}
+    return folder, ordered
+
+
+def _load_runs(request: CompareRequest) -> list[RunRecords]:
+    """The runs to compare, baseline first.
+
+    Raises:
+        ConfigError: Fewer than two runs, or a run without records.
+    """
+    from vally.engine.rundir import load_records
+
+    if request.experiment_dir is not None:
+        _, runs = load_experiment_runs(request.experiment_dir, request.baseline_variant)
+        ordered = list(runs.items())
+    else:
+        assert request.baseline is not None and request.treatment is not None
+        ordered = [
+            (str(request.baseline), load_records(request.baseline)),
+            (str(request.treatment), load_records(request.treatment)),
+        ]
+    if len(ordered) < 2:
+        raise ConfigError("nothing to compare: only the baseline has results")
+    for name, records in ordered:
+        if not records:
+            raise ConfigError(
+                f"no trial records in {name}",
+                hint="pass a results.jsonl (or its run directory) that holds finished trials",
+            )
+    return ordered
+
+
+def ignored_evidence(spec: EvalSpec) -> list[str]:
+    """Warnings for judge graders whose ``evidence`` selects kinds compare ignores: it
+    always gives each run's output, timeline and metrics, never workspace diffs, golden
+    patches or repository snapshots."""
+    warnings = []
+    for stimulus in spec.stimuli:
+        for grader in [*spec.graders, *stimulus.graders]:
+            evidence = grader.config.get("evidence")
+            if not isinstance(evidence, list):
+                continue
+            ignored = [kind for kind in evidence if kind in UNSUPPORTED_EVIDENCE]
+            if ignored:
+                warnings.append(
+                    f"stimulus {stimulus.name!r}: the {grader.type} grader asks for "
+                    f"{', '.join(ignored)} evidence; compare ignores it and judges output, "
+                    "timeline and metrics only"
+                )
+    return warnings
+
+
+def _rubrics(request: CompareRequest, warn: Echo) -> dict[str, list[str]] | None:
+    """The ``--eval-spec`` rubrics by stimulus name, which override the records' own."""
+    if request.eval_spec is None:
+        return None
+    from vally.specs.loading import find_project, load_eval_file
+
+    project, _ = find_project(request.eval_spec.parent)
+    loaded = load_eval_file(request.eval_spec, cli_params=request.params, project=project)
+    for warning in ignored_evidence(loaded.spec):
+        warn(warning)
+    return {s.name: list(s.rubric) for s in loaded.spec.stimuli if s.rubric}
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]:
+    """The pairwise judge (the ``prompt`` grader) and the LLM provider it talks to.
+
+    Raises:
+        ConfigError: The installed ``prompt`` grader cannot judge pairs.
+    """
+    from vally.engine.llm import provider_config_from_settings
+    from vally.models.project import LLMSettings
+    from vally.plugins.capabilities import is_pairwise
+    from vally.plugins.defaults import PAIRWISE_JUDGE
+
+    registration = session.registration("grader", PAIRWISE_JUDGE)
+    if not is_pairwise(registration.cls):
+        raise ConfigError(
+            f"the {PAIRWISE_JUDGE!r} grader ({registration.provenance.label()}) cannot judge "
+            "pairs: its metadata does not declare pairwise=True",
+            hint=f"install a {PAIRWISE_JUDGE!r} grader whose GraderMetadata declares "
+            "pairwise=True and implements judge_pair",
+        )
+    judge = session.create("grader", PAIRWISE_JUDGE, {}, where="compare judge")
+    settings = session.project.llm if session.project is not None else LLMSettings()
+    provider = request.judge_provider or settings.provider
+    llm = session.create(
+        "llm_provider", provider, provider_config_from_settings(settings), where="judge provider"
+    )
+    return judge, llm
+
+
+async def run_comparisons(
+    request: CompareRequest,
+    runs: Sequence[RunRecords],
+    session: Session,
+    *,
+    warn: Echo = _print_warning,
+) -> list[ComparisonResult]:
+    """Compare each run after the first (the baseline) with the first. A comparison that
+    fails is reported in its result (``error``), not raised."""
+    from vally.contracts.protocols import JudgeSettings
+    from vally.tools import compare
+
+    judge, llm = _judge_and_llm(session, request)
+    settings = JudgeSettings(
+        model=request.judge_model or os.environ.get("EVAL_JUDGE_MODEL") or None,
+        reasoning_effort=request.judge_reasoning_effort
+        or os.environ.get("EVAL_JUDGE_REASONING_EFFORT")
+        or None,
+        provider=request.judge_provider,
+        timeout=request.judge_timeout or DEFAULT_JUDGE_TIMEOUT,
+    )
+    options = compare.CompareOptions(
+        judge=settings,
+        llm=llm,
+        rubric_override=_rubrics(request, warn),
+        delivery="inline" if request.judge_evidence == "inline" else "tools",
+        judge_workers=request.judge_workers,
+    )
+    (baseline_name, baseline), *treatments = runs
+    results = []
+    try:
+        for name, records in treatments:
+            try:
+                result = await compare.compare_runs(
+                    baseline_name, baseline, name, records, judge, options
+                )
+            except Exception as exc:  # a comparison that errors is reported, not raised
+                message = (
+                    exc.message if isinstance(exc, VallyError) else f"{type(exc).__name__}: {exc}"
+                )
+                pairing = compare.Pairing([], [], [])
+                result = compare.summarize(
+                    baseline_name, name, pairing, [], settings.model, error=message
+                )
+            results.append(result)
+    finally:
+        with contextlib.suppress(Exception):
+            await llm.aclose()
+    return results
+
+
+# --------------------------------------------------------------------------- output
+
+
+def check_output_file(path: Path) -> None:
+    """Fail before any judging when ``--output`` cannot be written.
+
+    Raises:
+        OutputError: ``path`` is a directory, or its folder is a file or cannot be created.
+    """
+    if path.is_dir():
+        raise OutputError(
+            f"--output {path} is a directory", hint="pass a file path, e.g. comparison.jsonl"
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(
+                    f"--output {path} cannot be written: {parent} is a file",
+                    hint="pass another --output path",
+                )
+            break
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"--output {path}: cannot create {path.parent}: {exc.strerror or exc}",
+            hint="pass a writable --output path",
+        ) from exc
+
+
+def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
+    """Write one comparison record per treatment (JSON Lines), atomically.
+
+    Raises:
+        OutputError: The file cannot be written.
+    """
+    from vally.engine.rundir import write_text_atomic
+    from vally.tools.compare import to_record
+
+    lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
+    try:
+        write_text_atomic(path, lines)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write --output {path}: {exc.strerror or exc}",
+            hint="the comparison printed above is complete; pass a writable --output path",
+        ) from exc
+
+
+def execute(
+    request: CompareRequest,
+    session: Session | None = None,
+    *,
+    echo: Echo = _print_out,
+    warn: Echo = _print_warning,
+) -> int:
+    """Run a comparison request, print it, write ``--output``; return the exit code.
+
+    Args:
+        request: What to compare and how to judge.
+        session: The plugin session (default: one for the working folder's project).
+        echo: Where report lines go (default: standard output).
+        warn: Where warnings go (default: standard error, prefixed ``warning:``).
+
+    Raises:
+        VallyError: The runs cannot be loaded, the judge cannot be built, or ``--output``
+            cannot be written.
+    """
+    import asyncio
+
+    from vally.plugins.session import Session
+    from vally.specs.loading import find_project
+    from vally.tools.compare import exit_code
+    from vally.tools.comparison_text import cleanup_warnings, comparison_lines
+
+    if session is None:
+        project, root = find_project(Path.cwd())
+        session = Session(project=project, project_root=root)
+    ordered = _load_runs(request)
+    if request.output is not None:
+        check_output_file(request.output)
+    results = asyncio.run(run_comparisons(request, ordered, session, warn=warn))
+    for result in results:
+        for line in comparison_lines(result, request.verbose):
+            echo(line)
+        for note in cleanup_warnings(result):
+            warn(note)
+        echo("")
+    if request.output is not None:
+        _write_output(request.output, results)
+    return exit_code(results, fail_on_regression=request.fail_on_regression)
