@@ -90,6 +90,8 @@ _EXPORTS: dict[str, str] = {
     "safe_name": "vally.engine.rundir",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
+    # command extensions (entry-point group vally.cli)
+    "command_group": "vally.cli.common",
     # the run API, for Python scripts and notebooks
     "EvalRequest": "vally.engine.evals",
     "run_eval": "vally.engine.evals",
@@ -138,6 +140,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from vally.cli.common import (
+        command_group as command_group,
+    )
     from vally.contracts.bases import (
         BaseBackend as BaseBackend,
         BaseExecutor as BaseExecutor,

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from vally import CleanupError, VallyError
+from vally import CleanupError, VallyError, command_group
 
 
 def prune(*, dry_run: bool = False) -> tuple[list[str], list[str]]:
@@ -71,12 +71,7 @@ def prune_command(
 
 def build_app() -> typer.Typer:
     """The ``docker`` command group."""
-    group = typer.Typer(
-        name="docker",
-        help="Manage what the docker backend created.",
-        no_args_is_help=True,
-        add_completion=False,
-    )
+    group = command_group("docker", "Manage what the docker backend created.")
     group.command("prune")(prune_command)
     return group
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vally._version import __version__
+from vally.cli.common import command_group
 from vally.errors import PluginError, PluginLoadError, VallyError
 from vally.plugins.groups import CLI_COMMAND_KIND
 from vally.plugins.registry import Registry
@@ -17,13 +18,10 @@ from vally.plugins.settings import PluginSettings
 if TYPE_CHECKING:
     from vally.plugins.provenance import Registration
 
-app = typer.Typer(
-    name="vally",
-    help="Evaluate AI agents: run stimuli, grade trajectories, compare variants.",
-    no_args_is_help=True,
-    add_completion=False,
+app = command_group(
+    "vally",
+    "Evaluate AI agents: run stimuli, grade trajectories, compare variants.",
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
 )
 
 COMMAND_MODULES = (

@@ -6,13 +6,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
-from vally.engine.options import check_folder_flag as check_folder_flag
 from vally.errors import VallyError
-from vally.specs.params import parse_key_values as parse_key_values
 
 T = TypeVar("T")
 
@@ -64,3 +62,17 @@ def run_guarded(fn: Callable[[], T]) -> T:
 def stdout_is_tty() -> bool:
     """True when standard output is an interactive terminal."""
     return sys.stdout.isatty()
+
+
+def command_group(name: str, help: str, **extra: Any) -> typer.Typer:
+    """A typer application for a command group (``vally experiment``, ``vally plugins``,
+    a ``vally.cli`` extension): help without rich markup, no completion options, and the
+    group's help when it is called without a subcommand."""
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        rich_markup_mode=None,
+        **extra,
+    )

@@ -8,14 +8,24 @@ import them from the CLI.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from vally.cli.common import EXIT_USAGE, parse_key_values, user_errors
-from vally.tools.comparison_run import CompareRequest, execute
+from vally.cli import options as o
+from vally.cli.common import EXIT_USAGE, user_errors
+from vally.cli.options import request_from
 
-__all__ = ["CompareRequest", "compare_command", "execute", "register"]
+__all__ = ["compare_command", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """``CompareRequest`` and ``execute``, imported on first use (CLI start-up stays light)."""
+    if name in ("CompareRequest", "execute"):
+        from vally.tools import comparison_run
+
+        return getattr(comparison_run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _usage_error(message: str) -> None:
@@ -73,7 +83,7 @@ def compare_command(
         Path | None, typer.Option("--output", help="Write comparison records (JSONL).")
     ] = None,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression")] = False,
-    param: Annotated[list[str] | None, typer.Option("--param", help="KEY=value")] = None,
+    params: o.Params = None,
     verbose: Annotated[bool, typer.Option("--verbose")] = False,
 ) -> None:
     """Compare a treatment run against a baseline with an LLM judge (both orders)."""
@@ -86,25 +96,17 @@ def compare_command(
         _usage_error("--judge-evidence must be 'tools' or 'inline'")
     with user_errors():
         from vally.errors import ConfigError
+        from vally.specs.params import parse_params
+        from vally.tools.comparison_run import CompareRequest, execute
 
         if judge_reasoning_effort is not None and not judge_reasoning_effort.strip():
             raise ConfigError("--judge-reasoning-effort must not be empty")
-        request = CompareRequest(
-            experiment_dir=experiment_dir,
-            baseline=baseline,
-            treatment=treatment,
-            baseline_variant=baseline_variant,
-            eval_spec=eval_spec,
-            judge_model=judge_model,
-            judge_timeout=_judge_timeout(judge_timeout),
-            judge_reasoning_effort=judge_reasoning_effort,
-            judge_evidence=judge_evidence,
-            judge_workers=judge_workers,
-            output=output,
-            fail_on_regression=fail_on_regression,
-            params={k: str(v) for k, v in parse_key_values(param or [], flag="--param").items()},
-            verbose=verbose,
-        )
+        flags = {
+            **locals(),
+            "judge_timeout": _judge_timeout(judge_timeout),
+            "params": parse_params(params or []),
+        }
+        request = request_from(CompareRequest, flags)
         code = execute(request)
     raise typer.Exit(code)
 

@@ -20,16 +20,12 @@ from typing import Annotated
 import typer
 
 from vally.cli import options as o
-from vally.cli.common import debug_enabled, fail
+from vally.cli.common import command_group, debug_enabled, fail
 from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
 
-experiment_app = typer.Typer(
-    name="experiment",
-    help="Run an eval set across variants (A/B experiments) and merge sharded runs.",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
+experiment_app = command_group(
+    "experiment", "Run an eval set across variants (A/B experiments) and merge sharded runs."
 )
 
 

@@ -20,7 +20,9 @@ from typing import Annotated
 
 import typer
 
-from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, parse_key_values, user_errors
+from vally.cli import options as o
+from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, user_errors
+from vally.cli.options import request_from
 
 
 def grade_command(
@@ -42,33 +44,19 @@ def grade_command(
         str | None, typer.Option(help="'jsonl': write the re-graded records to stdout.")
     ] = None,
     judge_model: Annotated[str | None, typer.Option(help="Model for LLM judge graders.")] = None,
-    grader_plugin: Annotated[
-        list[str] | None, typer.Option(help="Grader plugin to load (repeatable).")
-    ] = None,
+    grader_plugins: o.GraderPlugins = None,
     verbose: Annotated[bool, typer.Option(help="Show agent output and full evidence.")] = False,
     threshold: Annotated[
         float | None, typer.Option(help="Pass threshold 0..1, overriding the spec's.")
     ] = None,
-    param: Annotated[
-        list[str] | None, typer.Option(help="Param value KEY=VALUE (repeatable).")
-    ] = None,
+    params: o.Params = None,
 ) -> None:
     """Re-grade saved trials read from standard input."""
+    from vally.specs.params import parse_params
     from vally.tools.regrade import GradeOptions, regrade
 
     with user_errors():
-        params = parse_key_values(param or [], flag="--param")
-        opts = GradeOptions(
-            eval_spec=eval_spec,
-            stimulus=stimulus,
-            workspace=workspace,
-            output=output,
-            judge_model=judge_model,
-            grader_plugins=list(grader_plugin or []),
-            verbose=verbose,
-            threshold=threshold,
-            params={key: str(value) for key, value in params.items()},
-        )
+        opts = request_from(GradeOptions, {**locals(), "params": parse_params(params or [])})
         outcome = regrade(opts, sys.stdin, warn=_warn)
     if outcome.cancelled:
         raise typer.Exit(EXIT_INTERRUPTED)

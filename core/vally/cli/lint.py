@@ -55,18 +55,18 @@ def lint_command(
 
     Exit 0 when there are no errors (warnings are allowed unless --strict), 1 otherwise.
     """
-    from vally.cli.common import parse_key_values, user_errors
+    from vally.cli.common import user_errors
+    from vally.specs.params import parse_params
     from vally.tools.lint import lint_path
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("expected 'text' or 'json'", param_hint="--format")
     with user_errors():
-        params = parse_key_values(param or [], flag="--param")
         result = lint_path(
             path,
             eval_spec or [],
             cwd=Path.cwd(),
-            params={key: str(value) for key, value in params.items()},
+            params=parse_params(param or []),
             grader_plugins=grader_plugin or [],
         )
     if output_format == "json":

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vally.cli.common import command_group
 from vally.plugins.groups import REGISTRY_GROUPS
 
 if TYPE_CHECKING:
@@ -101,11 +102,6 @@ def list_command(
 
 def register(app: typer.Typer) -> None:
     """Add the ``plugins`` command group to the ``vally`` app."""
-    plugins_app = typer.Typer(
-        name="plugins",
-        help="Inspect installed and loadable plugins.",
-        no_args_is_help=True,
-        add_completion=False,
-    )
+    plugins_app = command_group("plugins", "Inspect installed and loadable plugins.")
     plugins_app.command("list")(list_command)
     app.add_typer(plugins_app, name="plugins")

@@ -134,26 +134,17 @@ def _skill_folders(skill_dirs: Sequence[str], cwd: Path) -> list[str]:
 
 
 def _named_files(opts: EvalRequest, cwd: Path, project: ProjectConfig) -> list[Path]:
+    from vally.specs.loading import eval_files_in
+
     files: list[Path] = []
+    patterns = project.paths.evalFilenames
     for item in opts.eval_specs:
         path = absolute(cwd, item)
         if not path.exists():
             raise ConfigError(f"eval spec {item} does not exist ({path})")
-        if not path.is_dir():
-            if path not in files:
-                files.append(path)
-            continue
-        found = [
-            p
-            for name in project.paths.evalFilenames
-            for p in sorted(path.rglob(name))
-            if p.is_file()
-        ]
+        found = eval_files_in(cwd, [str(path)], patterns) if path.is_dir() else [path]
         if not found:
-            raise ConfigError(
-                f"no eval files in folder {item} (looked for "
-                f"{', '.join(project.paths.evalFilenames)})"
-            )
+            raise ConfigError(f"no eval files in folder {item} (looked for {', '.join(patterns)})")
         files.extend(p for p in found if p not in files)
     return files
 
