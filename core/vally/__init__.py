@@ -8,6 +8,8 @@ Names are resolved lazily so that ``vally --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from vally._version import __version__
@@ -123,20 +125,32 @@ _MODEL_NAMES = (
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = ["__version__", "lazy_attributes", *sorted(_EXPORTS)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vally' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_attributes(
+    package: str, exports: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` that import each exported name from its
+    module on first use (``exports`` maps name -> module), so importing the package stays
+    cheap. Use as ``__getattr__, __dir__ = lazy_attributes(__name__, EXPORTS)``."""
+    namespace = sys.modules[package].__dict__
+
+    def get(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def names() -> list[str]:
+        return sorted({*exports, *namespace.get("__all__", ())})
+
+    return get, names
 
 
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
@@ -245,49 +259,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         UnsupportedError as UnsupportedError,
         VallyError as VallyError,
     )
-    from vally.models import (
-        AssistantMessageEvent as AssistantMessageEvent,
-        Constraints as Constraints,
-        EndReason as EndReason,
-        EnvironmentConfig as EnvironmentConfig,
-        ErrorData as ErrorData,
-        ErrorEvent as ErrorEvent,
-        EvalConfig as EvalConfig,
-        EvalSpec as EvalSpec,
-        ExperimentBlock as ExperimentBlock,
-        FileEntry as FileEntry,
-        GraderConfig as GraderConfig,
-        GradeResult as GradeResult,
-        GraderResult as GraderResult,
-        McpServerConfig as McpServerConfig,
-        MessageData as MessageData,
-        ReasoningEvent as ReasoningEvent,
-        RunSummaryRecord as RunSummaryRecord,
-        SkillActivationData as SkillActivationData,
-        SkillActivationEvent as SkillActivationEvent,
-        Stimulus as Stimulus,
-        TokenUsageData as TokenUsageData,
-        TokenUsageEvent as TokenUsageEvent,
-        ToolCallData as ToolCallData,
-        ToolCallEvent as ToolCallEvent,
-        ToolResultData as ToolResultData,
-        ToolResultEvent as ToolResultEvent,
-        Trajectory as Trajectory,
-        TrajectoryEvent as TrajectoryEvent,
-        TrajectoryMetadata as TrajectoryMetadata,
-        TrajectoryMetrics as TrajectoryMetrics,
-        TrajectoryRecorder as TrajectoryRecorder,
-        TrialError as TrialError,
-        TrialResultRecord as TrialResultRecord,
-        Turn as Turn,
-        TurnData as TurnData,
-        TurnEndEvent as TurnEndEvent,
-        TurnStartEvent as TurnStartEvent,
-        UserMessageEvent as UserMessageEvent,
-        compute_metrics as compute_metrics,
-        last_assistant_text as last_assistant_text,
-        utc_now as utc_now,
-    )
+    from vally.models import *  # every model name (see _MODEL_NAMES)
     from vally.models.durations import (
         Duration as Duration,
         format_duration as format_duration,

@@ -140,11 +140,9 @@ class TrialTimeoutError(ExecutionError):
 
     code = "VALLY_TIMEOUT"
 
-    def __init__(
-        self, message: str, *, timeout: float | None = None, hint: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, timeout: float | None = None) -> None:
+        super().__init__(message)
         self.timeout = timeout
-        super().__init__(message, hint=hint)
 
 
 class UnsupportedError(ExecutionError):

@@ -190,12 +190,7 @@ def grade(
     grader_cls: type,
     trajectory: Trajectory,
     config: Mapping[str, Any] | None = None,
-    *,
-    sandbox: Sandbox | None = None,
-    name: str | None = None,
-    required: bool = False,
-    session: Session | None = None,
-    **context: Any,
+    **options: Any,
 ) -> GraderResult:
     """Run one grader on a trajectory through the kernel's validation path.
 
@@ -207,25 +202,13 @@ def grade(
         grader_cls: The grader class.
         trajectory: What to grade (see :func:`make_trajectory`).
         config: The grader's ``config:`` mapping.
-        sandbox: An open sandbox for graders that read the workspace.
-        name: The spec entry's display name.
-        required: The spec entry's ``required`` flag.
-        session: A session to use (default: a fresh one).
-        **context: Other :class:`~vally.contracts.protocols.GradeContext` fields (``spec_dir``,
-            ``llm``, ``judge``).
+        **options: As for :func:`grade_async`: ``sandbox`` (an open sandbox for graders that
+            read the workspace), ``name`` and ``required`` (the spec entry's), ``session`` (a
+            session to use, default a fresh one), and other
+            :class:`~vally.contracts.protocols.GradeContext` fields (``spec_dir``, ``llm``,
+            ``judge``).
     """
-    return asyncio.run(
-        grade_async(
-            grader_cls,
-            trajectory,
-            config,
-            sandbox=sandbox,
-            name=name,
-            required=required,
-            session=session,
-            **context,
-        )
-    )
+    return asyncio.run(grade_async(grader_cls, trajectory, config, **options))
 
 
 class RecordingReporter(BaseReporter[Any]):

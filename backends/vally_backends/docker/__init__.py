@@ -6,8 +6,9 @@ are resolved on first use, so ``vally --help`` and plugin listing stay fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from vally import lazy_attributes
 
 _EXPORTS = {
     "DockerBackend": "vally_backends.docker.backend",
@@ -30,17 +31,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vally_backends.docker' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -180,7 +180,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
         description="Run each trial in its own Docker container (no network, "
         "no capabilities, memory and pids limits by default).",
     )
-    Config = DockerConfig
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         super().__init__(config)

@@ -7,49 +7,54 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vally.cli.options import opt, switch
+
 if TYPE_CHECKING:
     from vally.tools.lint import LintResult
 
 
+Root = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Root scanned for SKILL.md files and, without --eval-spec, for eval files "
+        "(through .vally.yaml when there is one). Default: the current folder.",
+    ),
+]
+EvalSpecs = Annotated[
+    list[Path] | None,
+    opt(
+        "PATH",
+        "Eval spec file or folder to validate (repeatable). Replaces discovery.",
+        "--eval-spec",
+        "-e",
+    ),
+]
+Strict = Annotated[bool, switch("--strict", "Warnings count as errors (exit 1 on any).")]
+GraderPlugins = Annotated[
+    list[str] | None,
+    opt(
+        "SPEC",
+        "Load grader plugins (name, distribution, module:Attr, .py file or folder) so their "
+        "types are known (repeatable).",
+        "--grader-plugin",
+    ),
+]
+Params = Annotated[
+    list[str] | None,
+    opt("NAME=VALUE", "Param used to resolve ${NAME} (repeatable).", "--param", "-p"),
+]
+Format = Annotated[str, opt("FORMAT", "Output format: text or json.", "--format")]
+Verbose = Annotated[bool, switch("--verbose", "Also list every file checked.", "-v")]
+
+
 def lint_command(
-    path: Annotated[
-        Path | None,
-        typer.Argument(
-            help="Root scanned for SKILL.md files and, without --eval-spec, for eval files "
-            "(through .vally.yaml when there is one). Default: the current folder.",
-        ),
-    ] = None,
-    eval_spec: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--eval-spec",
-            "-e",
-            help="Eval spec file or folder to validate (repeatable). Replaces discovery.",
-        ),
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Warnings count as errors (exit 1 on any).")
-    ] = False,
-    grader_plugin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--grader-plugin",
-            help="Load grader plugins (name, distribution, module:Attr, .py file or folder) "
-            "so their types are known (repeatable).",
-        ),
-    ] = None,
-    param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--param", "-p", help="Param NAME=value used to resolve ${NAME} (repeatable)."
-        ),
-    ] = None,
-    output_format: Annotated[
-        str, typer.Option("--format", help="Output format: text or json.")
-    ] = "text",
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Also list every file checked.")
-    ] = False,
+    path: Root = None,
+    eval_spec: EvalSpecs = None,
+    strict: Strict = False,
+    grader_plugin: GraderPlugins = None,
+    param: Params = None,
+    output_format: Format = "text",
+    verbose: Verbose = False,
 ) -> None:
     """Validate eval specs and skills without running an agent.
 

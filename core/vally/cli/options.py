@@ -19,9 +19,9 @@ def opt(metavar: str, help: str, *names: str, **extra: Any) -> Any:
     return typer.Option(*names, metavar=metavar, help=help, **extra)
 
 
-def switch(name: str, help: str, **extra: Any) -> Any:
+def switch(name: str, help: str, *aliases: str, **extra: Any) -> Any:
     """An on/off flag (``--verbose``) without a ``--no-...`` twin."""
-    return typer.Option(name, help=help, **extra)
+    return typer.Option(name, *aliases, help=help, **extra)
 
 
 def request_from(cls: type[R], values: Mapping[str, Any]) -> R:

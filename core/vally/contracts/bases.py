@@ -3,6 +3,7 @@ checks behaviour against :mod:`vally.contracts.protocols`, not inheritance."""
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -27,10 +28,24 @@ class EmptyConfig(StrictConfig):
 
 
 class Plugin(Generic[ConfigT]):
-    """Holds the validated config as ``self.config``."""
+    """Holds the validated config as ``self.config``.
+
+    ``Config`` defaults to the model the class is parameterised with (``BaseGrader[MyConfig]``
+    gets ``Config = MyConfig``), so it need not be written twice; ``EmptyConfig`` otherwise.
+    """
 
     metadata: ClassVar[PluginMetadata]
     Config: ClassVar[type[BaseModel]] = EmptyConfig
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Config" in cls.__dict__:
+            return
+        for base in getattr(cls, "__orig_bases__", ()):
+            for arg in typing.get_args(base):
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    cls.Config = arg
+                    return
 
     def __init__(self, config: ConfigT | None = None) -> None:
         self.config: ConfigT = config if config is not None else self.Config()  # type: ignore[assignment]

@@ -22,7 +22,7 @@ from typing import Any
 
 from vally.contracts.metadata import PluginKind
 from vally.engine import components
-from vally.engine.options import absolute, check_folder_flag, plugin_paths
+from vally.engine.options import RunOptions, absolute, check_folder_flag, plugin_paths
 from vally.engine.planner import PlanInput, PlanOptions, parse_models
 from vally.engine.run import BackendChoice, PreparedRun, ReporterChoice, RunRequest, prepare_run
 from vally.engine.runner import RunResult
@@ -35,13 +35,9 @@ from vally.specs.params import parse_key_values, parse_params
 DEFAULT_OUTPUT_DIR = "vally-results"
 
 
-@dataclass
-class EvalRequest:
-    """Every option of ``vally eval``, as the flags take them (see ``vally eval --help``).
-
-    Attributes:
-        console: Print the console report (off for library use and benchmarks).
-    """
+@dataclass(kw_only=True)
+class EvalRequest(RunOptions):
+    """Every option of ``vally eval``, as the flags take them (see ``vally eval --help``)."""
 
     eval_specs: list[str] = field(default_factory=list)
     suite: str | None = None
@@ -52,25 +48,11 @@ class EvalRequest:
     timeout: str | None = None
     threshold: float | None = None
     judge_model: str | None = None
-    grader_plugins: list[str] = field(default_factory=list)
-    executor_plugins: list[str] = field(default_factory=list)
-    eval_plugin: str | None = None
-    output_dir: str | None = None
     output: str | None = None
     skip_grade: bool = False
-    workers: int | None = None
     runs: int | None = None
-    require_pass: bool = False
     junit: bool = False
-    workspace: str | None = None
-    params: list[str] = field(default_factory=list)
-    backend: str | None = None
-    backend_args: list[str] = field(default_factory=list)
-    reporter_plugins: list[str] = field(default_factory=list)
     max_retries: int = 0
-    otlp_endpoint: str | None = None
-    verbose: bool = False
-    console: bool = True
 
     def check(self) -> None:
         """Reject contradictory or out-of-range options before anything is loaded.
@@ -89,11 +71,7 @@ class EvalRequest:
             raise ConfigError(
                 "--suite and --eval-spec select evals in two different ways; use one of them"
             )
-        if self.backend_args and not self.backend:
-            raise ConfigError(
-                "--backend-args needs --backend (the arguments belong to one backend)",
-                hint="add e.g. --backend local",
-            )
+        self.check_common()
         if self.output is not None and self.output != "jsonl":
             raise ConfigError(
                 f"--output {self.output!r} is not supported; the only format is 'jsonl'",
@@ -103,8 +81,6 @@ class EvalRequest:
 
 
 def _check_ranges(opts: EvalRequest) -> None:
-    if opts.workers is not None and opts.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {opts.workers}")
     if opts.max_retries < 0:
         raise ConfigError(f"--max-retries must be 0 or more, got {opts.max_retries}")
     if opts.runs is not None and opts.runs < 0:

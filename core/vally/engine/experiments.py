@@ -23,8 +23,8 @@ from typing import Any
 from vally.contracts.metadata import PluginKind
 from vally.engine import components
 from vally.engine.experiment import ResolvedExperiment
-from vally.engine.options import absolute, check_folder_flag, plugin_paths
-from vally.engine.planner import PlanInput, PlanOptions, eval_name
+from vally.engine.options import RunOptions, absolute, check_folder_flag, plugin_paths
+from vally.engine.planner import PlanInput, PlanOptions
 from vally.engine.run import (
     BackendChoice,
     ExperimentMode,
@@ -37,7 +37,6 @@ from vally.engine.runner import RunResult, new_run_id
 from vally.engine.shards import ShardSpec
 from vally.errors import ConfigError, OutputError, VallyError
 from vally.models.experiment import ExperimentFile
-from vally.models.records import ExperimentBlock
 from vally.models.trajectory import utc_now
 from vally.plugins import defaults
 from vally.plugins.session import Session
@@ -46,39 +45,21 @@ from vally.specs.params import parse_key_values, parse_params
 DEFAULT_OUTPUT_DIR = "vally-experiment-results"
 
 
-@dataclass
-class ExperimentRequest:
-    """Every option of ``vally experiment run`` (see its ``--help``).
-
-    Attributes:
-        console: Print progress and the comparison table (off for library use).
-    """
+@dataclass(kw_only=True)
+class ExperimentRequest(RunOptions):
+    """Every option of ``vally experiment run`` (see its ``--help``)."""
 
     experiment_file: str
     variant: str | None = None
     eval_filters: list[str] = field(default_factory=list)
-    output_dir: str | None = None
-    workers: int | None = None
-    backend: str | None = None
-    backend_args: list[str] = field(default_factory=list)
-    params: list[str] = field(default_factory=list)
-    grader_plugins: list[str] = field(default_factory=list)
-    executor_plugins: list[str] = field(default_factory=list)
-    reporter_plugins: list[str] = field(default_factory=list)
-    eval_plugin: str | None = None
-    workspace: str | None = None
     dry_run: bool = False
-    require_pass: bool = False
     run_id: str | None = None
     shard: str | None = None
     shard_strategy: str | None = None
-    otlp_endpoint: str | None = None
-    verbose: bool = False
     compare: bool = False
     judge_model: str | None = None
     judge_timeout: str | None = None
     judge_reasoning_effort: str | None = None
-    console: bool = True
 
     def check(self) -> None:
         """Reject contradictory options before anything is loaded.
@@ -86,18 +67,12 @@ class ExperimentRequest:
         Raises:
             ConfigError: Naming the flag and what to do.
         """
-        if self.backend_args and not self.backend:
-            raise ConfigError(
-                "--backend-args needs --backend (the arguments belong to one backend)",
-                hint="add e.g. --backend local",
-            )
+        self.check_common()
         if self.shard is not None and not self.run_id:
             raise ConfigError(
                 "--shard needs --run-id: every shard of a run must share one stable run id",
                 hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
             )
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}")
         if self.run_id is not None:
             from vally.engine.rundir import safe_name
 
@@ -237,23 +212,6 @@ def _reporters(opts: ExperimentRequest) -> list[ReporterChoice]:
     return chosen
 
 
-def _blocks(
-    resolved: ResolvedExperiment, run_id: str, shard: str | None
-) -> dict[tuple[str, str], ExperimentBlock]:
-    return {
-        (item.variant, eval_name(item.loaded)): ExperimentBlock(
-            run_id=run_id,
-            experiment=resolved.name,
-            variant=item.variant,
-            eval_hash=item.eval_hash,
-            config_hash=item.config_hash,
-            baseline=resolved.baseline,
-            shard=shard,
-        )
-        for item in resolved.evals
-    }
-
-
 def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     """Load, resolve and plan an experiment and create every plugin it needs (a dry run
     creates no backend or reporter). Nothing is written.
@@ -263,6 +221,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     """
     from vally.engine.run import plan_request
     from vally.engine.shards import plan_snapshot
+    from vally.engine.summaries import experiment_blocks
 
     opts.check()
     cwd = Path.cwd()
@@ -300,12 +259,13 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     )
     plan = plan_request(request)
     label = shard.label if shard is not None else None
+    snapshot = plan_snapshot(resolved, plan, path)
     request.experiment = ExperimentMode(
         name=resolved.name,
         baseline=resolved.baseline,
         variants=list(resolved.variants),
-        snapshot=plan_snapshot(resolved, plan, path),
-        blocks=_blocks(resolved, run_id, label),
+        snapshot=snapshot,
+        blocks=experiment_blocks(snapshot, run_id=run_id, shard=label),
         shard=label,
     )
     prepared = prepare_run(request, dry_run=opts.dry_run, plan=plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vally.errors import ConfigError
@@ -57,3 +58,42 @@ def check_folder_flag(flag: str, value: str, path: Path) -> None:
                     hint=f"pass a folder (it is created when missing) to {flag}",
                 )
             return
+
+
+@dataclass(kw_only=True)
+class RunOptions:
+    """The options ``vally eval`` and ``vally experiment run`` share, as their flags take
+    them (see each command's ``--help``).
+
+    Attributes:
+        console: Print progress and results on the terminal (off for library use).
+    """
+
+    output_dir: str | None = None
+    workers: int | None = None
+    backend: str | None = None
+    backend_args: list[str] = field(default_factory=list)
+    params: list[str] = field(default_factory=list)
+    grader_plugins: list[str] = field(default_factory=list)
+    executor_plugins: list[str] = field(default_factory=list)
+    reporter_plugins: list[str] = field(default_factory=list)
+    eval_plugin: str | None = None
+    workspace: str | None = None
+    require_pass: bool = False
+    otlp_endpoint: str | None = None
+    verbose: bool = False
+    console: bool = True
+
+    def check_common(self) -> None:
+        """Reject shared options that cannot work.
+
+        Raises:
+            ConfigError: Naming the flag and what to do.
+        """
+        if self.backend_args and not self.backend:
+            raise ConfigError(
+                "--backend-args needs --backend (the arguments belong to one backend)",
+                hint="add e.g. --backend local",
+            )
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}")

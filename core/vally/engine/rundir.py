@@ -19,16 +19,17 @@ Folder names are made safe for every file system: characters other than letters,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from vally.contracts.protocols import TrialKey
-from vally.errors import ConfigError, OutputError
+from vally.errors import ConfigError, OutputError, VallyError
 from vally.models.base import RecordModel
 from vally.models.records import TrialResultRecord
 
@@ -277,3 +278,26 @@ def load_records(path: Path) -> list[TrialResultRecord]:
     except OSError as exc:
         raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
     return records
+
+
+@contextlib.contextmanager
+def output_errors(what: str, *, hint: str | None = None) -> Iterator[None]:
+    """Turn an :class:`OSError` raised while writing ``what`` into an :class:`OutputError`
+    that names it (``cannot write <what>: <reason>``), with ``hint``."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write {what}: {exc.strerror or exc}", hint=hint) from exc
+
+
+def require_directory(
+    path: Path, what: str, *, hint: str, error: type[VallyError] = ConfigError
+) -> None:
+    """Fail unless ``path`` is a folder: ``<what> <path> does not exist`` (or is a file).
+
+    Raises:
+        VallyError: Of type ``error``, with ``hint``.
+    """
+    if not path.is_dir():
+        problem = "is a file, not a directory" if path.exists() else "does not exist"
+        raise error(f"{what} {path} {problem}", hint=hint)

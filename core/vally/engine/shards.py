@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally.errors import ConfigError, OutputError, VallyError
+from vally.errors import ConfigError, VallyError
 
 if TYPE_CHECKING:
     from vally.contracts.protocols import TrialKey
@@ -246,15 +246,12 @@ def write_json_file(path: Path, data: Any) -> None:
     Raises:
         OutputError: The file cannot be written.
     """
-    from vally.engine.rundir import write_json
+    from vally.engine.rundir import output_errors, write_json
 
-    try:
+    with output_errors(
+        str(path), hint="check free disk space and permissions of the output directory"
+    ):
         write_json(path, data)
-    except OSError as exc:
-        raise OutputError(
-            f"cannot write {path}: {exc.strerror or exc}",
-            hint="check free disk space and permissions of the output directory",
-        ) from exc
 
 
 # --------------------------------------------------------------------------- merge
@@ -302,13 +299,15 @@ def read_shard(path: Path) -> ShardInput:
     Raises:
         ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
     """
-    if not path.is_dir():
-        problem = "is a file, not a directory" if path.exists() else "does not exist"
-        raise ShardValidationError(
-            f"shard directory {path} {problem}",
-            hint="pass the <output-dir>/<run-id>/shard-<i>-of-<n> folders written by "
-            "'vally experiment run --shard'",
-        )
+    from vally.engine.rundir import require_directory
+
+    require_directory(
+        path,
+        "shard directory",
+        hint="pass the <output-dir>/<run-id>/shard-<i>-of-<n> folders written by "
+        "'vally experiment run --shard'",
+        error=ShardValidationError,
+    )
     inner = sorted(p.name for p in path.glob("shard-*-of-*") if (p / MANIFEST_FILE).is_file())
     if inner and not (path / MANIFEST_FILE).exists():
         raise ShardValidationError(

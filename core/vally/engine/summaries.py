@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from vally.engine.planner import PlannedEval
-from vally.engine.rundir import SUMMARY_FILE, Scrubber, safe_name, write_jsonl
+from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
 from vally.engine.scoring import summarize_eval
 from vally.errors import OutputError
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
@@ -42,10 +42,8 @@ class RunSummaries(Protocol):
 
 
 def _write(path: Path, summaries: Sequence[RunSummaryRecord], scrubber: Scrubber) -> None:
-    try:
+    with output_errors(str(path)):
         write_jsonl(path, summaries, scrubber)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 class PlanSummaries:
@@ -110,6 +108,25 @@ class PlanSummaries:
             _write(self.run_dir / SUMMARY_FILE, summaries, self.scrubber)
 
 
+def experiment_blocks(
+    snapshot: Mapping[str, Any], *, run_id: str, shard: str | None = None
+) -> dict[tuple[str, str], ExperimentBlock]:
+    """The ``experiment`` provenance block of every (variant, eval name) of a plan snapshot,
+    as records and summaries carry it."""
+    return {
+        (str(item["variant"]), str(item["name"])): ExperimentBlock(
+            run_id=run_id,
+            experiment=str(snapshot.get("experiment")),
+            variant=str(item["variant"]),
+            eval_hash=str(item.get("evalHash")),
+            config_hash=str(item.get("configHash")),
+            baseline=snapshot.get("baseline"),
+            shard=shard,
+        )
+        for item in snapshot.get("evals") or []
+    }
+
+
 class VariantSummaries:
     """A line per eval of an experiment's plan snapshot, one file per variant folder.
 
@@ -154,19 +171,12 @@ class VariantSummaries:
 
         snapshot = self.snapshot
         ordered = order_records(records, list(snapshot.get("trials") or []))
+        blocks = experiment_blocks(snapshot, run_id=self.run_id, shard=self.shard)
         out: list[RunSummaryRecord] = []
         for item in snapshot.get("evals") or []:
             variant, name = str(item["variant"]), str(item["name"])
             own = [r for r in ordered if (r.variant or "") == variant and r.eval_name == name]
-            block = ExperimentBlock(
-                run_id=self.run_id,
-                experiment=str(snapshot.get("experiment")),
-                variant=variant,
-                eval_hash=str(item.get("evalHash")),
-                config_hash=str(item.get("configHash")),
-                baseline=snapshot.get("baseline"),
-                shard=self.shard,
-            )
+            block = blocks[(variant, name)]
             out.append(
                 summarize_eval(
                     own,

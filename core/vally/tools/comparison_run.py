@@ -77,15 +77,14 @@ def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
     Raises:
         ConfigError: ``directory`` is not a folder, or holds no variant results.
     """
-    from vally.engine.rundir import load_records
+    from vally.engine.rundir import load_records, require_directory
 
-    if not directory.is_dir():
-        problem = "is a file, not a directory" if directory.exists() else "does not exist"
-        raise ConfigError(
-            f"experiment directory {directory} {problem}",
-            hint="pass the timestamped folder written by 'vally experiment run' (or a merged "
-            "one); to compare two results files use --baseline and --treatment",
-        )
+    require_directory(
+        directory,
+        "experiment directory",
+        hint="pass the timestamped folder written by 'vally experiment run' (or a merged "
+        "one); to compare two results files use --baseline and --treatment",
+    )
     runs = {
         child.name: load_records(child)
         for child in sorted(directory.iterdir())
@@ -317,17 +316,15 @@ def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
     Raises:
         OutputError: The file cannot be written.
     """
-    from vally.engine.rundir import write_text_atomic
+    from vally.engine.rundir import output_errors, write_text_atomic
     from vally.tools.compare import to_record
 
     lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
-    try:
+    with output_errors(
+        f"--output {path}",
+        hint="the comparison printed above is complete; pass a writable --output path",
+    ):
         write_text_atomic(path, lines)
-    except OSError as exc:
-        raise OutputError(
-            f"cannot write --output {path}: {exc.strerror or exc}",
-            hint="the comparison printed above is complete; pass a writable --output path",
-        ) from exc
 
 
 def execute(

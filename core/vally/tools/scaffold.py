@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from vally.engine.rundir import output_errors
 from vally.errors import ConfigError, OutputError
 
 EXAMPLES: dict[str, str] = {
@@ -296,13 +297,8 @@ def write_scaffold(scaffold: Scaffold, *, force: bool = False) -> list[Path]:
     written: list[Path] = []
     for relative, text in render_files(scaffold).items():
         path = root / relative
-        try:
+        with output_errors(str(path), hint="check that --output-dir is a writable folder"):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise OutputError(
-                f"cannot write {path}: {exc.strerror or exc}",
-                hint="check that --output-dir is a writable folder",
-            ) from exc
         written.append(path)
     return written

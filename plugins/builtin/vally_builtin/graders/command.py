@@ -174,7 +174,6 @@ class RunCommandGrader(BaseGrader[RunCommandConfig]):
         portability="t2-domain",
         needs_workspace=True,
     )
-    Config = RunCommandConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Stage verifier files, run the command through the sandbox and check it."""

@@ -155,7 +155,6 @@ class ProgramGrader(BaseGrader[ProgramConfig]):
         portability="t3a-scenario",
         needs_workspace=True,
     )
-    Config = ProgramConfig
 
     async def _stage_program(self, context: GradeContext, sandbox: Sandbox, run_dir: str) -> str:
         program = self.config.program

@@ -212,7 +212,6 @@ class ToolCallsGrader(BaseGrader[ToolCallsConfig]):
     metadata: ClassVar[GraderMetadata] = _metadata(
         "tool-calls", "Required, disallowed and optionally ordered tool calls.", cost="low"
     )
-    Config = ToolCallsConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Match the trajectory's tool calls against the matchers."""
@@ -295,7 +294,6 @@ class SkillInvocationGrader(BaseGrader[SkillInvocationConfig]):
     metadata: ClassVar[GraderMetadata] = _metadata(
         "skill-invocation", "Required skills were activated and disallowed ones were not."
     )
-    Config = SkillInvocationConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Match activated skills against the lists."""
@@ -356,7 +354,6 @@ class MaxDurationConfig(StrictConfig):
 
 class _BudgetGrader(BaseGrader[MaxConfig]):
     label: ClassVar[str]
-    Config = MaxConfig
 
     def measure(self, trajectory: Trajectory) -> int:
         raise NotImplementedError
@@ -435,7 +432,6 @@ class WallTimeGrader(BaseGrader[MaxDurationConfig]):
     metadata: ClassVar[GraderMetadata] = _metadata(
         "wall-time", "The run's wall-clock time stays within a maximum."
     )
-    Config = MaxDurationConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Compare ``wallTimeMs`` with ``max``."""
@@ -461,7 +457,6 @@ class CompletedGrader(BaseGrader[EmptyConfig]):
     metadata: ClassVar[GraderMetadata] = _metadata(
         "completed", "The session completed: non-empty output, no fatal error, normal end."
     )
-    Config = EmptyConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Check output, fatal errors and the end reason."""
@@ -486,7 +481,6 @@ class ExitSuccessGrader(BaseGrader[EmptyConfig]):
     metadata: ClassVar[GraderMetadata] = _metadata(
         "exit-success", "The agent produced non-empty output."
     )
-    Config = EmptyConfig
 
     async def grade(self, context: GradeContext) -> GraderResult:
         """Check the output is non-empty."""

@@ -142,7 +142,6 @@ class PromptGrader(BaseGrader[PromptConfig]):
         needs_llm=True,
         pairwise=True,
     )
-    Config = PromptConfig
 
     def _settings(self, judge: JudgeSettings) -> JudgeSettings:
         config = self.config

@@ -14,11 +14,26 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal, TypeVar
 
-from vally import GraderResult, OutputError, RunSummaryRecord, TrialResultRecord, pass_at_k
+from pydantic import BaseModel
+
+from vally import (
+    BaseReporter,
+    GraderResult,
+    OutputError,
+    RunInfo,
+    RunOutcome,
+    RunSummaryRecord,
+    TrialResultRecord,
+    hookimpl,
+    pass_at_k,
+)
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 __all__ = [
+    "FileReporter",
     "GroupKey",
     "StimulusStats",
     "TrialOutcome",
@@ -263,3 +278,30 @@ def atomic_write_text(path: Path, text: str) -> None:
     finally:
         if tmp_name is not None:
             Path(tmp_name).unlink(missing_ok=True)
+
+
+class FileReporter(BaseReporter[ConfigT]):
+    """A reporter that writes one file when the run ends (temporary file, then rename):
+    ``<run_dir>/<file_name>``, or its config's ``path``. Subclasses set :attr:`file_name` and
+    implement :meth:`render`."""
+
+    file_name: ClassVar[str]
+    """The file's name in the run folder."""
+
+    path: Path | None = None
+    """Where the file was written (None before the run ends or without a run folder)."""
+
+    def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
+        """The file's text, or None to write nothing for this run."""
+        raise NotImplementedError
+
+    @hookimpl
+    def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
+        """Render and write the file (nothing when the run writes no files)."""
+        path = output_path(getattr(self.config, "path", None), run.run_dir, self.file_name)
+        if path is None:
+            return
+        text = self.render(run, outcome)
+        if text is not None:
+            atomic_write_text(path, text)
+            self.path = path

@@ -110,12 +110,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         name="console",
         description="Progress while trials run; per-stimulus results and a summary after.",
     )
-    Config = ConsoleConfig
 
-    def __init__(self, config: ConsoleConfig | None = None) -> None:
-        super().__init__(config)
-        self._progress: Progress | None = None
-        self._task: Any = None
+    _progress: Progress | None = None
+    _task: Any = None
 
     # ------------------------------------------------------------------ hooks
 

@@ -53,7 +53,6 @@ class JsonlReporter(BaseReporter[JsonlConfig]):
         description="Writes results.jsonl: one trial record per line, flushed as trials end.",
         critical=True,
     )
-    Config = JsonlConfig
 
     def __init__(self, config: JsonlConfig | None = None) -> None:
         super().__init__(config)

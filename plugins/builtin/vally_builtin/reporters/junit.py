@@ -11,25 +11,21 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from pathlib import Path
 
 from vally import (
-    BaseReporter,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
     TrialResultRecord,
-    hookimpl,
 )
 from vally_builtin.reporters import (
-    atomic_write_text,
+    FileReporter,
     cap,
     failed_graders,
     format_score,
     group_records,
     one_line,
-    output_path,
     trial_outcome,
 )
 
@@ -159,24 +155,15 @@ def render_junit(records: Sequence[TrialResultRecord]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-class JunitReporter(BaseReporter[JunitConfig]):
+class JunitReporter(FileReporter[JunitConfig]):
     """Writes ``junit.xml`` (temporary file, then rename) when the run ends."""
 
     metadata = ReporterMetadata(
         name="junit",
         description="Writes junit.xml: one testcase per trial for CI systems.",
     )
-    Config = JunitConfig
+    file_name = JUNIT_FILE
 
-    def __init__(self, config: JunitConfig | None = None) -> None:
-        super().__init__(config)
-        self.path: Path | None = None
-
-    @hookimpl
-    def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
-        """Write the XML file (nothing when the run writes no files)."""
-        path = output_path(self.config.path, run.run_dir, JUNIT_FILE)
-        if path is None:
-            return
-        atomic_write_text(path, render_junit(outcome.records))
-        self.path = path
+    def render(self, run: RunInfo, outcome: RunOutcome) -> str:
+        """The XML of every record."""
+        return render_junit(outcome.records)

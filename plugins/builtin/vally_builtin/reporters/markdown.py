@@ -11,10 +11,8 @@ merged report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from vally import (
-    BaseReporter,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
@@ -22,11 +20,10 @@ from vally import (
     StrictConfig,
     TrialResultRecord,
     __version__ as vally_version,
-    hookimpl,
     utc_now,
 )
 from vally_builtin.reporters import (
-    atomic_write_text,
+    FileReporter,
     failed_graders,
     format_count,
     format_ms,
@@ -34,7 +31,6 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
-    output_path,
     stimulus_stats,
     summary_threshold,
     trial_outcome,
@@ -201,32 +197,20 @@ def render_report(
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-class MarkdownReporter(BaseReporter[MarkdownConfig]):
+class MarkdownReporter(FileReporter[MarkdownConfig]):
     """Writes ``report.md`` (temporary file, then rename) when the run ends."""
 
     metadata = ReporterMetadata(
         name="markdown",
         description="Writes report.md: per-stimulus tables, failed graders, errored trials.",
     )
-    Config = MarkdownConfig
+    file_name = REPORT_FILE
 
-    def __init__(self, config: MarkdownConfig | None = None) -> None:
-        super().__init__(config)
-        self.path: Path | None = None
-
-    @hookimpl
-    def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
-        """Render and write the report (nothing when the run writes no files). An
-        experiment run gets the experiment report, except a shard: its report is rendered
-        when the shards are merged."""
-        path = output_path(self.config.path, run.run_dir, REPORT_FILE)
-        if path is None:
-            return
-        if run.snapshot is not None:
-            if run.shard is not None:
-                return
-            text = render_experiment_report(run, outcome.records, outcome.summaries)
-        else:
-            text = render_report(run, outcome.records, outcome.summaries, title=self.config.title)
-        atomic_write_text(path, text)
-        self.path = path
+    def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
+        """The run's report. An experiment run gets the experiment report, except a shard:
+        its report is rendered when the shards are merged."""
+        if run.snapshot is None:
+            return render_report(run, outcome.records, outcome.summaries, title=self.config.title)
+        if run.shard is not None:
+            return None
+        return render_experiment_report(run, outcome.records, outcome.summaries)

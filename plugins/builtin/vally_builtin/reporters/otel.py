@@ -236,11 +236,8 @@ class OtelReporter(BaseReporter[OtelConfig]):
         description="Traces the run with OpenTelemetry: otel-spans.jsonl in the run folder, "
         "or export to an OTLP/HTTP collector.",
     )
-    Config = OtelConfig
 
-    def __init__(self, config: OtelConfig | None = None) -> None:
-        super().__init__(config)
-        self._trace: _RunTrace | None = None
+    _trace: _RunTrace | None = None
 
     def context(self) -> dict[str, str] | None:
         """The root span's identity (``traceId``, ``spanId`` as hex), None when no run is
