@@ -165,8 +165,7 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
         f"Experiment {setup.resolved.name}: {len(setup.resolved.variants)} variant(s), "
         f"{len(prepared.trials)} trial(s), {prepared.workers} worker(s){shard}"
     )
-    result, problems = execute_experiment(opts, setup, run_dir)
-    result.missing_outputs.extend(problems)
+    result = execute_experiment(setup, run_dir)
     return _exit_code(opts, setup, result, run_dir)
 
 

@@ -374,25 +374,23 @@ class ShardBook:
         )
 
 
-def execute_experiment(
-    opts: ExperimentRequest, setup: ExperimentSetup, run_dir: Path
-) -> tuple[RunResult, list[str]]:
-    """Run a prepared experiment into ``run_dir``.
+def execute_experiment(setup: ExperimentSetup, run_dir: Path) -> RunResult:
+    """Run a prepared experiment into ``run_dir``; a shard's manifest that cannot be
+    completed afterwards is listed in the result's ``missing_outputs``.
 
-    Returns:
-        The result, and the required outputs that could not be written (shard manifest).
+    Raises:
+        OutputError: The shard's first manifest cannot be written (nothing ran).
     """
     book = ShardBook(setup, run_dir) if setup.shard is not None else None
     if book is not None:
         book.write(completed=[], finished=False, completed_at=None)
     result = setup.prepared.execute(run_dir)
-    problems: list[str] = []
     if book is not None:
         try:
             book.close(result)
         except VallyError as exc:
-            problems.append(exc.render())
-    return result, problems
+            result.missing_outputs.append(exc.render())
+    return result
 
 
 def run_experiment(opts: ExperimentRequest) -> RunResult:
@@ -405,6 +403,4 @@ def run_experiment(opts: ExperimentRequest) -> RunResult:
     setup = prepare_experiment(opts)
     if opts.dry_run:
         return setup.prepared.empty_result()
-    result, problems = execute_experiment(opts, setup, experiment_run_dir(opts, setup))
-    result.missing_outputs.extend(problems)
-    return result
+    return execute_experiment(setup, experiment_run_dir(opts, setup))
