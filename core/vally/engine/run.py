@@ -18,8 +18,9 @@ carry the experiment block, and its summaries are written per variant.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,19 @@ StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
 
 ShardSelector = Callable[[list[TrialKey]], list[TrialKey]]
 """Picks the keys this process runs from the whole plan's keys (a shard of them)."""
+
+
+def run_coroutine(main: Callable[[], Coroutine[Any, Any, RunResult]]) -> RunResult:
+    """Run ``main()`` to completion from synchronous code. Inside a running event loop (a
+    Jupyter notebook, an async application) it runs on its own loop in a worker thread, so
+    the blocking call still works there; use :meth:`PreparedRun.execute_async` to await a
+    run on the caller's loop instead."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
 
 
 @dataclass(frozen=True)
@@ -371,4 +385,4 @@ class PreparedRun:
             with stop_on_signals(interrupt):
                 return await self.execute_async(run_dir, run_id=run_id)
 
-        return asyncio.run(main())
+        return run_coroutine(main)
