@@ -111,7 +111,8 @@ def run_command(
 
 
 ShardDirs = Annotated[
-    list[str], typer.Argument(metavar="SHARD_DIR...", help="Every shard directory of the run.")
+    list[str],
+    typer.Argument(metavar="SHARD_DIR", help="Every shard folder of the run (one or more)."),
 ]
 MergeOutput = Annotated[str, opt("PATH", "Folder for the merged output.", "--output-dir", "-o")]
 

@@ -43,7 +43,10 @@ Backend = Annotated[
 BackendArgs = Annotated[
     list[str] | None, opt("KEY=VALUE", "Backend argument KEY=VALUE (repeatable).", "--backend-args")
 ]
-Params = Annotated[list[str] | None, opt("KEY=VALUE", "Param value (repeatable).", "--param")]
+Params = Annotated[
+    list[str] | None,
+    opt("KEY=VALUE", "Param value for ${KEY} in specs (repeatable).", "--param", "-p"),
+]
 GraderPlugins = Annotated[
     list[str] | None, opt("SPEC", "Grader plugin to load (repeatable).", "--grader-plugin")
 ]
