@@ -88,6 +88,7 @@ def run_command(
     run_id: RunId = None,
     shard_strategy: ShardStrategy = None,
     params: o.Params = None,
+    stimuli: o.Stimuli = None,
     grader_plugins: o.GraderPlugins = None,
     executor_plugins: o.ExecutorPlugins = None,
     reporter_plugins: o.ReporterPlugins = None,
