@@ -379,3 +379,36 @@ def test_eval_plugin_selects_the_provider(project: Path) -> None:
     res = vally("experiment", "run", "experiment.yaml", "--dry-run", "--eval-plugin",
                 "./missing_provider.py", cwd=project)
     assert res.code == 1 and "missing_provider.py" in res.stderr
+
+
+def test_stimulus_flag_selects_stimuli_of_every_variant(project: Path) -> None:
+    res = vally(
+        "experiment",
+        "run",
+        "experiment.yaml",
+        "--output-dir",
+        "out",
+        "--stimulus",
+        "al*",
+        cwd=project,
+    )
+    assert res.code == 0, res.text
+    run_dir = only_run_dir(project / "out")
+    records = [r for v in ("base", "quiet") for r in read_jsonl(run_dir / v / "results.jsonl")]
+    assert sorted((r["variant"], r["stimulusName"]) for r in records) == [
+        ("base", "alpha"),
+        ("quiet", "alpha"),
+    ]
+    missing = vally(
+        "experiment",
+        "run",
+        "experiment.yaml",
+        "--output-dir",
+        "out2",
+        "--stimulus",
+        "gamma",
+        cwd=project,
+    )
+    assert missing.code == 1
+    assert "--stimulus 'gamma' matches no stimulus" in missing.stderr
+    assert "alpha, beta" in missing.stderr

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vally._version import __version__
-from vally.cli.common import command_group
+from vally.cli.common import command_group, show_argument_metavars
 from vally.errors import PluginError, PluginLoadError, VallyError
 from vally.plugins.groups import CLI_COMMAND_KIND
 from vally.plugins.registry import Registry
@@ -119,6 +119,7 @@ def _mount_broken_extension(name: str, error: VallyError) -> None:
     )(broken)
 
 
+show_argument_metavars()
 _register_commands()
 _register_extensions()
 

@@ -64,6 +64,27 @@ def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
 
 
+def show_argument_metavars() -> None:
+    """Make ``--help`` name an argument by its metavar alone (``PATH``), as it names options.
+
+    typer prints an argument as its name followed by its Python type (``path <str>``) even when
+    the argument declares a metavar; the type says nothing to someone writing a command line.
+    Called once when the ``vally`` application is built; arguments without a metavar keep
+    typer's rendering.
+    """
+    from typer.core import TyperArgument
+
+    original = TyperArgument.display_type_rich
+    if getattr(original, "_vally_metavar_only", False):
+        return
+
+    def display_type_rich(self: TyperArgument, ctx: Any) -> str | None:
+        return None if self.metavar is not None else original(self, ctx)
+
+    display_type_rich._vally_metavar_only = True  # type: ignore[attr-defined]
+    TyperArgument.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
 def command_group(name: str, help: str, **extra: Any) -> typer.Typer:
     """A typer application for a command group (``vally experiment``, ``vally plugins``,
     a ``vally.cli`` extension): help without rich markup, no completion options, and the

@@ -14,7 +14,7 @@ import typer
 
 from vally.cli import options as o
 from vally.cli.common import EXIT_USAGE, user_errors
-from vally.cli.options import request_from
+from vally.cli.options import opt, request_from, switch
 
 __all__ = ["compare_command", "register"]
 
@@ -53,38 +53,45 @@ def _judge_timeout(value: str | None) -> float | None:
 
 def compare_command(
     experiment_dir: Annotated[
-        Path | None, typer.Argument(help="Experiment output directory (experiment mode).")
+        Path | None,
+        typer.Argument(
+            metavar="EXPERIMENT_DIR",
+            help="Experiment output folder to compare (experiment mode).",
+            show_default=False,
+        ),
     ] = None,
     baseline: Annotated[
-        Path | None, typer.Option("--baseline", help="Baseline run directory or JSONL file.")
+        Path | None, opt("PATH", "Baseline run folder or results JSONL file.", "--baseline")
     ] = None,
     treatment: Annotated[
-        Path | None, typer.Option("--treatment", help="Treatment run directory or JSONL file.")
+        Path | None, opt("PATH", "Treatment run folder or results JSONL file.", "--treatment")
     ] = None,
     baseline_variant: Annotated[
-        str | None, typer.Option("--baseline-variant", help="Override the recorded baseline.")
+        str | None, opt("NAME", "Variant to use as the baseline instead of the recorded one.")
     ] = None,
     eval_spec: Annotated[
         Path | None,
-        typer.Option("--eval-spec", "-e", help="Eval spec whose rubrics override the records'."),
+        opt("PATH", "Eval spec whose rubrics override the records'.", "--eval-spec", "-e"),
     ] = None,
-    judge_model: Annotated[str | None, typer.Option("--judge-model")] = None,
+    judge_model: Annotated[str | None, opt("MODEL", "Model of the comparison judge.")] = None,
     judge_timeout: Annotated[
-        str | None, typer.Option("--judge-timeout", help="Per judge turn (default 2m).")
+        str | None, opt("DURATION", "Timeout of one judge turn, e.g. 90s (default 2m).")
     ] = None,
-    judge_reasoning_effort: Annotated[str | None, typer.Option("--judge-reasoning-effort")] = None,
+    judge_reasoning_effort: Annotated[
+        str | None, opt("LEVEL", "Reasoning effort of the judge model, e.g. low or high.")
+    ] = None,
     judge_evidence: Annotated[
-        str, typer.Option("--judge-evidence", help="tools (default) or inline.")
+        str, opt("tools|inline", "How the judge sees the trials: tools (default) or inline.")
     ] = "tools",
-    judge_workers: Annotated[
-        int, typer.Option("--judge-workers", min=1, help="Pairs judged in parallel.")
-    ] = 4,
+    judge_workers: Annotated[int, opt("N", "Pairs judged in parallel (at least 1).", min=1)] = 4,
     output: Annotated[
-        Path | None, typer.Option("--output", help="Write comparison records (JSONL).")
+        Path | None, opt("PATH", "Also write the comparison records to this JSONL file.")
     ] = None,
-    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression")] = False,
+    fail_on_regression: Annotated[
+        bool, switch("--fail-on-regression", "Exit 1 when the treatment regresses.")
+    ] = False,
     params: o.Params = None,
-    verbose: Annotated[bool, typer.Option("--verbose")] = False,
+    verbose: Annotated[bool, switch("--verbose", "Show the judge's full reasoning.")] = False,
 ) -> None:
     """Compare a treatment run against a baseline with an LLM judge (both orders)."""
     two_run = baseline is not None or treatment is not None

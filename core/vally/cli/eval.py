@@ -154,6 +154,7 @@ def eval_command(
     junit: Junit = False,
     workspace: Workspace = None,
     params: o.Params = None,
+    stimuli: o.Stimuli = None,
     backend: o.Backend = None,
     backend_args: o.BackendArgs = None,
     reporter_plugins: o.ReporterPlugins = None,

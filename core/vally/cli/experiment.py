@@ -88,6 +88,7 @@ def run_command(
     run_id: RunId = None,
     shard_strategy: ShardStrategy = None,
     params: o.Params = None,
+    stimuli: o.Stimuli = None,
     grader_plugins: o.GraderPlugins = None,
     executor_plugins: o.ExecutorPlugins = None,
     reporter_plugins: o.ReporterPlugins = None,
@@ -111,7 +112,8 @@ def run_command(
 
 
 ShardDirs = Annotated[
-    list[str], typer.Argument(metavar="SHARD_DIR...", help="Every shard directory of the run.")
+    list[str],
+    typer.Argument(metavar="SHARD_DIR", help="Every shard folder of the run (one or more)."),
 ]
 MergeOutput = Annotated[str, opt("PATH", "Folder for the merged output.", "--output-dir", "-o")]
 

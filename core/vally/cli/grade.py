@@ -22,32 +22,33 @@ import typer
 
 from vally.cli import options as o
 from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, user_errors
-from vally.cli.options import request_from
+from vally.cli.options import opt, request_from
 
 
 def grade_command(
     eval_spec: Annotated[
-        str, typer.Option("--eval-spec", "-e", help="Eval spec whose graders to apply.")
+        str, opt("PATH", "Eval spec whose graders to apply.", "--eval-spec", "-e")
     ],
     stimulus: Annotated[
         str | None,
-        typer.Option(help="Stimulus for ATIF input (needed when the prompt matches several)."),
+        opt("NAME", "Stimulus for ATIF input (needed when the prompt matches several)."),
     ] = None,
     workspace: Annotated[
         str | None,
-        typer.Option(
-            help="Folder file and command graders work in, through the local backend "
-            "(used in place, never cleared or deleted)."
+        opt(
+            "DIR",
+            "Folder file and command graders work in, through the local backend "
+            "(used in place, never cleared or deleted).",
         ),
     ] = None,
     output: Annotated[
-        str | None, typer.Option(help="'jsonl': write the re-graded records to stdout.")
+        str | None, opt("jsonl", "'jsonl': write the re-graded records to stdout.")
     ] = None,
-    judge_model: Annotated[str | None, typer.Option(help="Model for LLM judge graders.")] = None,
+    judge_model: Annotated[str | None, opt("MODEL", "Model for LLM judge graders.")] = None,
     grader_plugins: o.GraderPlugins = None,
-    verbose: Annotated[bool, typer.Option(help="Show agent output and full evidence.")] = False,
+    verbose: o.Verbose = False,
     threshold: Annotated[
-        float | None, typer.Option(help="Pass threshold 0..1, overriding the spec's.")
+        float | None, opt("0..1", "Pass threshold 0..1, overriding the spec's.")
     ] = None,
     params: o.Params = None,
 ) -> None:

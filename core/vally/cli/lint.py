@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 Root = Annotated[
     Path | None,
     typer.Argument(
+        metavar="PATH",
+        show_default=False,
         help="Root scanned for SKILL.md files and, without --eval-spec, for eval files "
         "(through .vally.yaml when there is one). Default: the current folder.",
     ),

@@ -17,6 +17,7 @@ def new_command(
     kind: Annotated[
         str,
         typer.Argument(
+            metavar="KIND",
             help="Plugin kind: grader, executor, backend, reporter, eval-provider, "
             "shard-strategy or llm-provider.",
             show_default=False,
@@ -24,11 +25,13 @@ def new_command(
     ],
     name: Annotated[
         str,
-        typer.Argument(help="Plugin name in kebab-case, e.g. my-check.", show_default=False),
+        typer.Argument(
+            metavar="NAME", help="Plugin name in kebab-case, e.g. my-check.", show_default=False
+        ),
     ],
     output_dir: Annotated[
         Path,
-        typer.Option("--output-dir", "-o", help="Folder to create the package in."),
+        typer.Option("--output-dir", "-o", metavar="DIR", help="Folder to create the package in."),
     ] = Path("."),
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite files of an existing folder.")

@@ -43,7 +43,19 @@ Backend = Annotated[
 BackendArgs = Annotated[
     list[str] | None, opt("KEY=VALUE", "Backend argument KEY=VALUE (repeatable).", "--backend-args")
 ]
-Params = Annotated[list[str] | None, opt("KEY=VALUE", "Param value (repeatable).", "--param")]
+Params = Annotated[
+    list[str] | None,
+    opt("KEY=VALUE", "Param value for ${KEY} in specs (repeatable).", "--param", "-p"),
+]
+Stimuli = Annotated[
+    list[str] | None,
+    opt(
+        "NAME",
+        "Run only stimuli whose name matches this glob, e.g. 'auth-*' (repeatable, "
+        "case-sensitive; combines with the other filters).",
+        "--stimulus",
+    ),
+]
 GraderPlugins = Annotated[
     list[str] | None, opt("SPEC", "Grader plugin to load (repeatable).", "--grader-plugin")
 ]

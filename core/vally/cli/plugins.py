@@ -39,16 +39,18 @@ def list_command(
         typer.Option(
             "--kind",
             "-k",
+            metavar="KIND",
             help="Only this kind: " + ", ".join(KIND_CHOICES) + ".",
         ),
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="Output format: table or json.")
+        str, typer.Option("--format", metavar="FORMAT", help="Output format: table or json.")
     ] = "table",
     plugin: Annotated[
         list[str] | None,
         typer.Option(
             "--plugin",
+            metavar="SPEC",
             help="Also load this plugin specifier (a module:Attr, .py file or folder) of "
             "the --kind given (repeatable).",
         ),

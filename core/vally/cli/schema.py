@@ -36,9 +36,15 @@ def json_schema(kind: str) -> dict[str, Any]:
 
 
 def schema_command(
-    kind: Annotated[str, typer.Argument(help="Which file: eval, experiment or project.")],
+    kind: Annotated[
+        str,
+        typer.Argument(
+            metavar="KIND", help="Which file: eval, experiment or project.", show_default=False
+        ),
+    ],
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the schema to this file.")
+        Path | None,
+        typer.Option("--output", "-o", metavar="PATH", help="Write the schema to this file."),
     ] = None,
 ) -> None:
     """Print the JSON Schema of eval.yaml, experiment files or .vally.yaml."""

@@ -43,6 +43,8 @@ class RunInfo:
             evals with files and hashes, trial keys in plan order), for experiment runs.
         links: Runs this one continues (``experiment merge``: each shard's
             ``otel-context.json``, with ``traceId``, ``spanId`` and ``vally.shard``).
+        stimuli: Each eval's selected stimuli by eval name, in the spec's order (for
+            reports that list stimuli as the author wrote them).
     """
 
     run_id: str
@@ -58,6 +60,7 @@ class RunInfo:
     variants: Sequence[str] = ()
     snapshot: Mapping[str, Any] | None = None
     links: Sequence[Mapping[str, Any]] = ()
+    stimuli: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,7 @@ def _plan_options(opts: EvalRequest, cwd: Path) -> PlanOptions:
         threshold=opts.threshold,
         judge_model=opts.judge_model,
         tag_filter=specs.parse_tag_flags(opts.tags) if opts.tags else None,
+        stimulus_patterns=tuple(opts.stimuli),
         extra_skills=_skill_folders(opts.skill_dirs, cwd),
         workspace_root=absolute(cwd, opts.workspace) if opts.workspace else None,
     )

@@ -234,7 +234,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         for item in sorted(resolved.evals, key=lambda e: order[e.variant])
     ]
     workspace = absolute(cwd, opts.workspace) if opts.workspace else None
-    options = PlanOptions(workspace_root=workspace)
+    options = PlanOptions(workspace_root=workspace, stimulus_patterns=tuple(opts.stimuli))
     shard, strategy, select = _shard_selector(opts, session, path.parent)
     run_id = opts.run_id or new_run_id()
     base = path.parent

@@ -66,6 +66,8 @@ class RunOptions:
     them (see each command's ``--help``).
 
     Attributes:
+        stimuli: ``--stimulus`` globs selecting stimuli by name (see
+            :attr:`~vally.engine.planner.PlanOptions.stimulus_patterns`).
         console: Print progress and results on the terminal (off for library use).
     """
 
@@ -74,6 +76,7 @@ class RunOptions:
     backend: str | None = None
     backend_args: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
+    stimuli: list[str] = field(default_factory=list)
     grader_plugins: list[str] = field(default_factory=list)
     executor_plugins: list[str] = field(default_factory=list)
     reporter_plugins: list[str] = field(default_factory=list)

@@ -12,6 +12,7 @@ variant's :class:`~vally.contracts.protocols.LoadedEval`), so experiments reuse 
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -63,6 +64,8 @@ class PlanOptions:
         threshold: ``--threshold``; None for the spec's ``scoring.threshold``.
         judge_model: ``--judge-model``; None for the spec, then ``EVAL_JUDGE_MODEL``.
         tag_filter: Stimuli must match it (AND across keys, OR within a key's values).
+        stimulus_patterns: ``--stimulus``: shell-style globs (case-sensitive); a stimulus runs
+            when its name matches any of them. Empty selects every stimulus.
         extra_skills: Skill folders (absolute) loaded for every trial (``--skill-dir``).
         workspace_root: ``--workspace``: keep workspaces under this folder.
     """
@@ -73,6 +76,7 @@ class PlanOptions:
     threshold: float | None = None
     judge_model: str | None = None
     tag_filter: TagFilter | None = None
+    stimulus_patterns: Sequence[str] = ()
     extra_skills: Sequence[str] = ()
     workspace_root: Path | None = None
 
@@ -287,8 +291,7 @@ def _check_stimuli(loaded: LoadedEval) -> None:
             raise ConfigError(
                 f"{loaded.source}: stimuli[{index}] is named {stimulus.name!r} like "
                 f"stimuli[{previous}]; their trials would overwrite each other's files",
-                hint="give every stimulus of the file a distinct 'name:' (vally lint finds "
-                "these)",
+                hint="give every stimulus of the file a distinct 'name:' (vally lint finds these)",
             )
         turns = len(stimulus.prompts)
         for config in [*spec.graders, *stimulus.graders]:
@@ -351,10 +354,37 @@ def _select(
             s
             for s in spec.stimuli
             if tags_match(effective_tags(spec, s), options.tag_filter)
+            and name_matches(s.name, options.stimulus_patterns)
             and (stimulus_filter is None or stimulus_filter(loaded, s))
         ]
         selected.append(_Selected(item, name, stimuli, models, runs))
+    _check_stimulus_patterns(options.stimulus_patterns, selected)
     return selected
+
+
+def name_matches(name: str, patterns: Sequence[str]) -> bool:
+    """True when ``name`` matches any shell-style glob of ``patterns`` (case-sensitive);
+    no patterns match every name."""
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _check_stimulus_patterns(patterns: Sequence[str], selected: Sequence[_Selected]) -> None:
+    """Every ``--stimulus`` pattern must name a stimulus of some selected eval.
+
+    Raises:
+        ConfigError: A pattern matches no stimulus; the message lists the names that exist.
+    """
+    names = list(dict.fromkeys(s.name for item in selected for s in item.item.loaded.spec.stimuli))
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            shown = ", ".join(names[:30])
+            if len(names) > 30:
+                shown += f", ... ({len(names)} in all)"
+            raise ConfigError(
+                f"--stimulus {pattern!r} matches no stimulus of the selected evals; "
+                f"they have: {shown or '(none)'}",
+                hint="use a stimulus name or a glob such as 'auth-*' (case-sensitive)",
+            )
 
 
 def _executor_of(selected: _Selected, default_executor: str | None) -> ExecutorRef:

@@ -287,6 +287,7 @@ class PreparedRun:
             experiment=experiment.name if experiment else None,
             shard=experiment.shard if experiment else None,
             evals=tuple(dict.fromkeys(e.name for e in self.plan.evals)),
+            stimuli={e.name: e.stimuli for e in self.plan.evals},
             baseline=experiment.baseline if experiment else None,
             variants=tuple(experiment.variants) if experiment else (),
             snapshot=experiment.snapshot if experiment else None,

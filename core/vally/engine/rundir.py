@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,11 +118,18 @@ def trial_relpath(key: TrialKey) -> Path:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file next to ``path`` and rename it into place."""
+    """Write ``text`` to a temp file next to ``path`` and rename it into place.
+
+    The file gets the mode a plain ``open()`` gives (0666 minus the umask), so people and
+    tools other than the writer can read it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- secrets

@@ -10,7 +10,7 @@ with the same records render the same reports.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,8 +265,10 @@ def atomic_write_text(path: Path, text: str) -> None:
     tmp_name: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        # A plain exclusive open (not mkstemp, which makes the file 0600) gives the file the
+        # mode any other file gets: 0666 minus the umask.
+        tmp_name = str(path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
+        with open(tmp_name, "x", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
         os.replace(tmp_name, path)
         tmp_name = None

@@ -9,14 +9,18 @@ artifact paths close the output. Colours are used only on a terminal and never w
 ``NO_COLOR`` is set; the text reads the same without them.
 
 With ``style: lines`` (experiment runs and merges) it prints one line per finished trial
-instead, and at the end the comparison of the variants with the baseline.
+instead, and at the end the comparison of the variants with the baseline. When its stream
+is not a terminal (CI logs, a pipe), the ``report`` style also prints each trial's line as
+the trial finishes, so a long run is never silent. Either style ends with one line saying
+how the run went: trial totals, elapsed time and the overall verdict.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -80,11 +84,15 @@ class ConsoleConfig(StrictConfig):
     style: Literal["report", "lines"] = "report"
 
 
+def _is_terminal(file: Any) -> bool:
+    isatty = getattr(file, "isatty", None)
+    return bool(isatty and isatty())
+
+
 def _use_color(file: Any) -> bool:
     if os.environ.get("NO_COLOR"):
         return False
-    isatty = getattr(file, "isatty", None)
-    return bool(isatty and isatty())
+    return _is_terminal(file)
 
 
 def make_console(file: Any) -> Console:
@@ -143,12 +151,12 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
 
     @hookimpl
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
-        """Advance the progress bar, or print the trial's line."""
-        if self.config.style == "lines":
+        """Print the trial's line (``lines`` style, or any style when the stream is not a
+        terminal) and advance the progress bar."""
+        if self.config.style == "lines" or not _is_terminal(self.stream):
             verbose = self.config.verbose or bool(run.options.get("verbose", False))
             for line in trial_lines(record, verbose=verbose):
                 print(line, file=self.stream, flush=True)
-            return
         if self._progress is not None:
             status = f"{record.stimulus_name}: {trial_outcome(record)}"
             self._progress.update(self._task, advance=1, status=status)
@@ -162,11 +170,14 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
             print(file=stream)
             for line in comparison_lines(run, outcome.records):
                 print(line, file=stream)
-            stream.flush()
-            return
-        verbose = self.config.verbose or bool(run.options.get("verbose", False))
-        console = make_console(stream)
-        render_run(console, run, outcome.records, verbose=verbose, cancelled=outcome.cancelled)
+        else:
+            verbose = self.config.verbose or bool(run.options.get("verbose", False))
+            console = make_console(stream)
+            render_run(console, run, outcome.records, verbose=verbose, cancelled=outcome.cancelled)
+        print(file=stream)
+        for line in closing_lines(run, outcome):
+            print(line, file=stream)
+        stream.flush()
 
     def _stop_progress(self) -> None:
         if self._progress is not None:
@@ -204,6 +215,65 @@ def trial_lines(record: TrialResultRecord, *, verbose: bool = False) -> list[str
     return lines
 
 
+def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
+    """How the run went, in one line (totals, elapsed time, overall verdict), and a hint
+    when a verdict failed but the exit code will not say so (no ``--require-pass``)."""
+    counts = {"passed": 0, "failed": 0, "errored": 0}
+    for record in outcome.records:
+        outcome_name = trial_outcome(record)
+        if outcome_name in counts:
+            counts[outcome_name] += 1
+    verdicts = {s.verdict for s in outcome.summaries}
+    verdict = "FAIL" if "fail" in verdicts else "PASS" if "pass" in verdicts else "NONE"
+    if outcome.cancelled:
+        verdict = "INTERRUPTED"
+    trials = len(outcome.records)
+    line = (
+        f"{trials} trial{'' if trials == 1 else 's'}: {counts['passed']} passed, "
+        f"{counts['failed']} failed, {counts['errored']} errored in {_elapsed(run)} · "
+        f"verdict: {verdict}"
+    )
+    lines = [line]
+    if verdict == "FAIL" and run.options.get("require_pass") is False:
+        lines.append(
+            "  The exit code is still 0 because --require-pass was not given; "
+            "with --require-pass a failed verdict exits 1."
+        )
+    return lines
+
+
+def _elapsed(run: RunInfo) -> str:
+    """Time since the run started, as ``12.3s`` or ``4m 05s``."""
+    try:
+        started = datetime.fromisoformat(run.started_at)
+    except ValueError:
+        return "?"
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    seconds = max(0.0, (datetime.now(UTC) - started).total_seconds())
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m {rest:02d}s"
+
+
+def report_order(
+    groups: Mapping[GroupKey, list[TrialResultRecord]], run: RunInfo
+) -> list[GroupKey]:
+    """The report's rows in the run's order: evals in plan order, variants in the
+    experiment's order, stimuli as the spec lists them; anything unknown after, sorted."""
+    evals = {name: i for i, name in enumerate(run.evals)}
+    variants = {name: i for i, name in enumerate(run.variants)}
+    late = len(groups) + len(evals) + len(variants)
+
+    def position(key: GroupKey) -> tuple[int, int, int, GroupKey]:
+        stimuli = list(run.stimuli.get(key.eval_name, ()))
+        stimulus = stimuli.index(key.stimulus) if key.stimulus in stimuli else late
+        return (evals.get(key.eval_name, late), variants.get(key.variant, late), stimulus, key)
+
+    return sorted(groups, key=position)
+
+
 def comparison_lines(run: RunInfo, records: Sequence[TrialResultRecord]) -> list[str]:
     """The comparison of the run's variants with its baseline (nothing without a baseline)."""
     if run.baseline is None:
@@ -223,7 +293,8 @@ def render_run(
     cancelled: bool = False,
 ) -> None:
     """Print the per-stimulus blocks, the summary table and the saved artifacts."""
-    groups = group_records(records)
+    grouped = group_records(records)
+    groups = {key: grouped[key] for key in report_order(grouped, run)}
     evals = {k.eval_name for k in groups}
     models = {k.model for k in groups}
     variants = {k.variant for k in groups}
