@@ -60,17 +60,26 @@ class EvalRequest(RunOptions):
         Raises:
             ConfigError: Naming the flag and what to do.
         """
-        if self.eval_plugin and not self.eval_specs:
-            raise ConfigError(
+        conflicts = (
+            (
+                self.eval_plugin and not self.eval_specs,
                 "--eval-plugin needs --eval-spec: the provider reads the files you name",
-                hint="add -e <file> for each file the eval provider should load",
-            )
-        if self.eval_plugin and self.suite:
-            raise ConfigError("--eval-plugin cannot be combined with --suite")
-        if self.suite and self.eval_specs:
-            raise ConfigError(
-                "--suite and --eval-spec select evals in two different ways; use one of them"
-            )
+                "add -e <file> for each file the eval provider should load",
+            ),
+            (
+                self.eval_plugin and self.suite,
+                "--eval-plugin cannot be combined with --suite",
+                None,
+            ),
+            (
+                self.suite and self.eval_specs,
+                "--suite and --eval-spec select evals in two different ways; use one of them",
+                None,
+            ),
+        )
+        for conflicting, message, hint in conflicts:
+            if conflicting:
+                raise ConfigError(message, hint=hint)
         self.check_common()
         if self.output is not None and self.output != "jsonl":
             raise ConfigError(
