@@ -40,11 +40,10 @@ def register_graders(registry: KindRegistrar) -> None:
 """
 
 
-@pytest.mark.slow
-def test_public_api_passes_mypy_strict(tmp_path: Path) -> None:
-    (tmp_path / "my_plugin.py").write_text(PLUGIN, encoding="utf-8")
-    example = REPO / "plugins/examples/vally-word-count-grader/src/vally_word_count_grader"
-    proc = subprocess.run(
+def strict_mypy(cwd: Path, *targets: str) -> subprocess.CompletedProcess[str]:
+    """``mypy --strict`` over ``targets`` as a plugin author runs it: no project config, the
+    kernel found from its source root (core/ holds the package vally)."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -53,16 +52,21 @@ def test_public_api_passes_mypy_strict(tmp_path: Path) -> None:
             "--no-incremental",
             "--config-file",
             os.devnull,
-            "my_plugin.py",
-            str(example),
+            *targets,
         ],
-        cwd=tmp_path,
-        # core/ is the kernel's source root: mypy finds the package vally there.
+        cwd=cwd,
         env={**os.environ, "MYPYPATH": str(REPO / "core")},
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.slow
+def test_public_api_passes_mypy_strict(tmp_path: Path) -> None:
+    (tmp_path / "my_plugin.py").write_text(PLUGIN, encoding="utf-8")
+    example = REPO / "plugins/examples/vally-word-count-grader/src/vally_word_count_grader"
+    proc = strict_mypy(tmp_path, "my_plugin.py", str(example))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -86,23 +90,7 @@ wrong: Backend = session.create("executor", "mock")
 @pytest.mark.slow
 def test_session_create_is_typed_per_kind(tmp_path: Path) -> None:
     (tmp_path / "creation.py").write_text(CREATION, encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--strict",
-            "--no-incremental",
-            "--config-file",
-            os.devnull,
-            "creation.py",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "MYPYPATH": str(REPO / "core")},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = strict_mypy(tmp_path, "creation.py")
     # Every assert_type holds; only the deliberate mismatch on the last line is reported.
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1, proc.stdout + proc.stderr
