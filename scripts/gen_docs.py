@@ -278,6 +278,7 @@ FIELD_NOTES: dict[str, str] = {
     "ProjectDefaults.backend": "Backend of every run (a name, or `{name, args}`).",
     "ProjectDefaults.eval_provider": "Eval provider of every run.",
     "ProjectDefaults.workers": "Parallel trials.",
+    "ProjectDefaults.judge_model": "Judge model of `vally compare` when `--judge-model` is absent.",
     "BackendDefault.name": "Backend name or specifier.",
     "BackendDefault.args": "Backend arguments, as `--backend-args`.",
     "LLMSettings.provider": "LLM provider name.",

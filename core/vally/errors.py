@@ -191,6 +191,8 @@ class LLMError(VallyError):
             ``server``, ``model_unavailable``, ``auth``, ``bad_request``, ``malformed``.
         status: HTTP status when there was one.
         model: The model the call was for.
+        retry_after: Seconds the server asked to wait before another attempt.
+        hint: Optional advice printed on its own line.
     """
 
     code = "VALLY_LLM"
@@ -204,13 +206,14 @@ class LLMError(VallyError):
         status: int | None = None,
         model: str | None = None,
         retry_after: float | None = None,
+        hint: str | None = None,
     ) -> None:
         self.retryable = retryable
         self.error_class = error_class
         self.status = status
         self.model = model
         self.retry_after = retry_after
-        super().__init__(message)
+        super().__init__(message, hint=hint)
 
 
 class ShardError(VallyError):

@@ -15,6 +15,7 @@ import pytest
 from tests.compare.records import record
 from tests.llm.chat_server import ChatServer, completion, error
 from vally.models import ExperimentBlock, TrialResultRecord
+from vally.tools.judge_preflight import PREFLIGHT_PROMPT
 
 
 @pytest.fixture
@@ -63,6 +64,11 @@ def judge(decide: Callable[[str, bool], Any]) -> Callable[[Any], Any]:
     return respond
 
 
+def is_preflight(request: Any) -> bool:
+    """True for the judge check ``vally compare`` sends before judging any pair."""
+    return bool(request.messages) and request.messages[-1]["content"] == PREFLIGHT_PROMPT
+
+
 def treatment_better(first: str, treatment_is_a: bool) -> Any:
     winner = "A" if treatment_is_a else "B"
     return completion(json.dumps({"winner": winner, "magnitude": "much", "reasoning": "r"}))
@@ -94,6 +100,9 @@ def test_complete_comparison_exit_0_and_output(server: ChatServer, tmp_path: Pat
     assert rec["status"] == "complete" and rec["judgedPairs"] == 3
     assert {t["trialIndex"] for t in rec["trials"]} == {0}
     assert all(server.requests[i].model == "judge-1" for i in range(len(server.requests)))
+    # 3 pairs judged in both orders, plus the one pre-flight request sent first.
+    assert len(server.requests) == 7
+    assert [r for r in server.requests if is_preflight(r)] == server.requests[:1]
 
 
 def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: Path) -> None:
@@ -121,7 +130,12 @@ def test_one_pair_failing_every_retry_is_partial(server: ChatServer, tmp_path: P
 
 
 def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: Path) -> None:
-    server.default = error(401, "bad key")
+    def decide(first: str, treatment_is_a: bool) -> Any:
+        return error(401, "bad key")
+
+    server.default = lambda request: (
+        completion("OK") if is_preflight(request) else judge(decide)(request)
+    )
     base, treat = runs(tmp_path)
     proc = compare_pair(server, base, treat, "--judge-model", "j", cwd=tmp_path)
     assert proc.returncode == 1
@@ -190,4 +204,6 @@ def test_eval_spec_overrides_rubric_and_warns_about_ignored_evidence(
     proc = compare_pair(server, base, treat, "-e", str(spec), "--judge-model", "j", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "diff, repo evidence; compare ignores it" in proc.stderr
-    assert all("OVERRIDDEN-RUBRIC-LINE" in r.messages[1]["content"] for r in server.requests)
+    judged = [r for r in server.requests if not is_preflight(r)]
+    assert len(judged) == len(server.requests) - 1 == 2
+    assert all("OVERRIDDEN-RUBRIC-LINE" in r.messages[1]["content"] for r in judged)

@@ -79,6 +79,7 @@ class ProjectDefaults(SpecModel):
     backend: BackendDefault | None = None
     eval_provider: str | None = None
     workers: int | None = Field(default=None, ge=1)
+    judge_model: str | None = None
 
     @field_validator("backend", mode="before")
     @classmethod

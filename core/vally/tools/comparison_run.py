@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from vally.errors import ConfigError, OutputError, VallyError
 
 if TYPE_CHECKING:
+    from vally.contracts.protocols import JudgeSettings
+    from vally.models.project import LLMSettings
     from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
     from vally.plugins.session import Session
@@ -185,8 +187,8 @@ def ignored_evidence(spec: EvalSpec) -> list[str]:
     return warnings
 
 
-def _rubrics(request: CompareRequest, warn: Echo) -> dict[str, list[str]] | None:
-    """The ``--eval-spec`` rubrics by stimulus name, which override the records' own."""
+def _load_spec(request: CompareRequest, warn: Echo) -> EvalSpec | None:
+    """The ``--eval-spec`` file's spec (warning about evidence compare ignores), if given."""
     if request.eval_spec is None:
         return None
     from vally.specs.loading import find_project, load_eval_file
@@ -195,7 +197,14 @@ def _rubrics(request: CompareRequest, warn: Echo) -> dict[str, list[str]] | None
     loaded = load_eval_file(request.eval_spec, cli_params=request.params, project=project)
     for warning in ignored_evidence(loaded.spec):
         warn(warning)
-    return {s.name: list(s.rubric) for s in loaded.spec.stimuli if s.rubric}
+    return loaded.spec
+
+
+def _rubrics(spec: EvalSpec | None) -> dict[str, list[str]] | None:
+    """The ``--eval-spec`` rubrics by stimulus name, which override the records' own."""
+    if spec is None:
+        return None
+    return {s.name: list(s.rubric) for s in spec.stimuli if s.rubric}
 
 
 # --------------------------------------------------------------------------- judging
@@ -208,7 +217,6 @@ def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]
         ConfigError: The installed ``prompt`` grader cannot judge pairs.
     """
     from vally.engine.llm import provider_config_from_settings
-    from vally.models.project import LLMSettings
     from vally.plugins.capabilities import is_pairwise
     from vally.plugins.defaults import PAIRWISE_JUDGE
 
@@ -221,12 +229,50 @@ def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]
             "pairwise=True and implements judge_pair",
         )
     judge = session.create("grader", PAIRWISE_JUDGE, {}, where="compare judge")
-    settings = session.project.llm if session.project is not None else LLMSettings()
+    settings = _llm_settings(session)
     provider = request.judge_provider or settings.provider
     llm = session.create(
         "llm_provider", provider, provider_config_from_settings(settings), where="judge provider"
     )
     return judge, llm
+
+
+def _llm_settings(session: Session) -> LLMSettings:
+    """The project's ``llm:`` settings (defaults without a project)."""
+    from vally.models.project import LLMSettings
+
+    return session.project.llm if session.project is not None else LLMSettings()
+
+
+def _judge_settings(
+    request: CompareRequest, session: Session, spec: EvalSpec | None
+) -> JudgeSettings:
+    """The judge's settings: flags, then the ``--eval-spec`` defaults, then ``.vally.yaml``,
+    then the ``EVAL_JUDGE_*`` environment variables.
+
+    Raises:
+        ConfigError: No judge model is configured anywhere.
+    """
+    from vally.contracts.protocols import JudgeSettings
+    from vally.tools.judge_preflight import resolve_judge_model
+
+    defaults = spec.defaults if spec is not None else None
+    project = session.project.defaults if session.project is not None else None
+    model = resolve_judge_model(
+        request.judge_model,
+        defaults.judge_model if defaults is not None else None,
+        project.judge_model if project is not None else None,
+        spec_given=spec is not None,
+    )
+    return JudgeSettings(
+        model=model,
+        reasoning_effort=request.judge_reasoning_effort
+        or (defaults.judge_reasoning_effort if defaults is not None else None)
+        or os.environ.get("EVAL_JUDGE_REASONING_EFFORT")
+        or None,
+        provider=request.judge_provider,
+        timeout=request.judge_timeout or DEFAULT_JUDGE_TIMEOUT,
+    )
 
 
 async def run_comparisons(
@@ -237,23 +283,30 @@ async def run_comparisons(
     warn: Echo = _print_warning,
 ) -> list[ComparisonResult]:
     """Compare each run after the first (the baseline) with the first. A comparison that
-    fails is reported in its result (``error``), not raised."""
-    from vally.contracts.protocols import JudgeSettings
-    from vally.tools import compare
+    fails is reported in its result (``error``), not raised.
 
+    Raises:
+        ConfigError: No judge model is configured.
+        LLMError: The judge's provider failed the one check request sent before any pair.
+    """
+    from vally.tools import compare
+    from vally.tools.judge_preflight import check_judge
+
+    spec = _load_spec(request, warn)
+    settings = _judge_settings(request, session, spec)
     judge, llm = _judge_and_llm(session, request)
-    settings = JudgeSettings(
-        model=request.judge_model or os.environ.get("EVAL_JUDGE_MODEL") or None,
-        reasoning_effort=request.judge_reasoning_effort
-        or os.environ.get("EVAL_JUDGE_REASONING_EFFORT")
-        or None,
-        provider=request.judge_provider,
-        timeout=request.judge_timeout or DEFAULT_JUDGE_TIMEOUT,
-    )
+    try:
+        await check_judge(
+            llm, str(settings.model), _llm_settings(session), timeout=request.judge_timeout
+        )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await llm.aclose()
+        raise
     options = compare.CompareOptions(
         judge=settings,
         llm=llm,
-        rubric_override=_rubrics(request, warn),
+        rubric_override=_rubrics(spec),
         delivery="inline" if request.judge_evidence == "inline" else "tools",
         judge_workers=request.judge_workers,
     )
