@@ -163,6 +163,24 @@ def load_eval_with_positions(
     project: ProjectConfig | None = None,
 ) -> tuple[LoadedEval, Positions]:
     """:func:`load_eval_file`, also returning node positions (for lint diagnostics)."""
+    path, project, data, positions = read_eval_data(path, cli_params=cli_params, project=project)
+    spec = validate_model(EvalSpec, data, positions)
+    return finish_eval(path, spec, data, positions, project), positions
+
+
+def read_eval_data(
+    path: Path,
+    *,
+    cli_params: Mapping[str, str] = _NO_PARAMS,
+    project: ProjectConfig | None = None,
+) -> tuple[Path, ProjectConfig, dict[str, Any], Positions]:
+    """An eval file read up to (not including) schema validation: its normalized path, the
+    project, the document with params resolved and ``x-`` keys dropped, and its positions.
+
+    Raises:
+        ConfigError: The file cannot be read or parsed, a param does not resolve, the
+            document is empty or not a mapping, or one field is spelled both ways.
+    """
     path = Path(os.path.normpath(path.absolute()))
     if project is None:
         project, _ = find_project(path.parent, params=cli_params)
@@ -186,15 +204,29 @@ def load_eval_with_positions(
     _check_spellings(data, positions)
     if data.get("name") is None:
         data["name"] = default_eval_name(path)
-    spec = validate_model(EvalSpec, data, positions)
+    return path, project, data, positions
+
+
+def finish_eval(
+    path: Path,
+    spec: EvalSpec,
+    data: Mapping[str, Any],
+    positions: Positions,
+    project: ProjectConfig,
+) -> LoadedEval:
+    """The loaded eval of a validated ``spec``: a named environment resolved from
+    ``.vally.yaml``, and the raw document with today's spellings.
+
+    Raises:
+        ConfigError: The spec names an environment ``.vally.yaml`` does not define.
+    """
     if isinstance(spec.environment, str):
         env_key = "environment" if "environment" in data else "agent_environment"
         env = named_environment(
             spec.environment, project, location=positions.location((env_key,))
         )
         spec = spec.model_copy(update={"environment": env})
-    raw = _normalized_raw(data, spec)
-    return LoadedEval(spec=spec, source=path, raw=raw), positions
+    return LoadedEval(spec=spec, source=path, raw=_normalized_raw(data, spec))
 
 
 def drop_extension_keys(data: Mapping[str, Any]) -> dict[str, Any]:

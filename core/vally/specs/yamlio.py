@@ -377,7 +377,7 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
-def _data_path(loc: Sequence[Any], data: Any, *, missing: bool = False) -> tuple[PathKey, bool]:
+def data_path(loc: Sequence[Any], data: Any, *, missing: bool = False) -> tuple[PathKey, bool]:
     """Map a pydantic loc onto the document: drop union-member tags, follow field aliases.
 
     Returns the document path and whether the loc went through a scalar-type union branch
@@ -449,7 +449,7 @@ def schema_issues(
     for err in exc.errors(include_url=False):
         loc = list(err.get("loc", ()))
         kind = err.get("type", "")
-        path, irrelevant = _data_path(loc, data, missing=kind == "missing")
+        path, irrelevant = data_path(loc, data, missing=kind == "missing")
         full = (*prefix, *path)
         where = format_path(full)
         if kind == "extra_forbidden" and path:

@@ -26,6 +26,9 @@ code                                      severity  catches
                                                     description
 ========================================  ========  ================================================
 
+A schema error does not hide the other findings of its file: the parts that did validate
+are still checked (see :mod:`vally.specs.partial`), so one run lists every problem.
+
 Grader (and executor) classes come from a :class:`GraderCatalog`; :class:`SessionGraderCatalog`
 adapts a :class:`vally.plugins.session.Session`.
 """
@@ -53,6 +56,7 @@ from vally.specs.loading import (
     load_eval_with_positions,
     source_root,
 )
+from vally.specs.partial import load_valid_parts
 from vally.specs.skills import find_skills, read_skill
 from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
 
@@ -388,21 +392,24 @@ def _env_key(positions: Positions, base: tuple[str | int, ...]) -> str:
 
 def _load_for_lint(
     path: Path, project: ProjectConfig | None, cli_params: Mapping[str, str] | None
-) -> tuple[LoadedEval, Positions] | list[Diagnostic]:
-    """The loaded spec and its YAML positions, or the ``invalid-spec`` diagnostics of a
-    file that does not load."""
+) -> tuple[tuple[LoadedEval, Positions] | None, list[Diagnostic]]:
+    """The loaded spec and its YAML positions, and the ``invalid-spec`` diagnostics of a
+    file that does not load. A file with schema errors is still returned without its
+    invalid parts (see :func:`vally.specs.partial.load_valid_parts`), so the other checks
+    run on what did validate."""
     try:
-        return load_eval_with_positions(path, cli_params=cli_params or {}, project=project)
+        return load_eval_with_positions(path, cli_params=cli_params or {}, project=project), []
     except SpecSchemaError as exc:
-        return [
+        diagnostics = [
             Diagnostic("invalid-spec", "error", issue.location.file, issue.location.line,
                        issue.message, issue.location.column)
             for issue in exc.issues
         ]
+        return load_valid_parts(path, cli_params=cli_params or {}, project=project), diagnostics
     except VallyError as exc:
         loc = exc.location
         message = exc.message + (f" ({exc.hint})" if exc.hint else "")
-        return [
+        return None, [
             Diagnostic(
                 "invalid-spec", "error", loc.file if loc else str(path),
                 loc.line if loc else None, message, loc.column if loc else None,
@@ -419,22 +426,34 @@ def lint_eval_file(
     executors: GraderCatalog | None = None,
     project_root: Path | None = None,
 ) -> list[Diagnostic]:
-    """Every diagnostic of one eval file. Load errors become ``invalid-spec`` diagnostics.
+    """Every diagnostic of one eval file. Load errors become ``invalid-spec`` diagnostics;
+    after schema errors the parts of the file that did validate are still checked.
 
     ``executors`` (optional) enables the ``defaults.executor`` checks. ``project_root``
     (found from the file when not given) bounds ``files[].src``.
     """
     if project_root is None:
         _, project_root = find_project(path.parent)
-    src_root = source_root(path, project_root)
-    found = _load_for_lint(path, project, cli_params)
-    if isinstance(found, list):
-        return found
+    found, diagnostics = _load_for_lint(path, project, cli_params)
+    if found is None:
+        return diagnostics
     loaded, positions = found
-    spec, raw = loaded.spec, loaded.raw
     out = _Collector(str(loaded.source), positions)
-    base_dir = loaded.source.parent
+    out.items.extend(diagnostics)
+    _check_loaded(out, loaded, catalog, executors, source_root(path, project_root))
+    return sorted(out.items, key=lambda d: (d.line or 0, d.column or 0))
 
+
+def _check_loaded(
+    out: _Collector,
+    loaded: LoadedEval,
+    catalog: GraderCatalog,
+    executors: GraderCatalog | None,
+    src_root: Path | None,
+) -> None:
+    """Every check of a spec that loaded (whole, or without its invalid parts)."""
+    spec, raw, positions = loaded.spec, loaded.raw, out.positions
+    base_dir = loaded.source.parent
     if executors is not None:
         _check_executor(out, executors, spec, raw)
     root_classes = _check_graders(out, catalog, spec.graders, (), raw.get("graders"))
@@ -450,8 +469,9 @@ def lint_eval_file(
         if stimulus.name in seen_names:
             out.add(
                 "duplicate-stimulus-name", "error", (*base, "name"),
-                f"stimulus name '{stimulus.name}' is already used by stimuli"
-                f"[{seen_names[stimulus.name]}]; names must be unique within a file",
+                f"stimulus name '{stimulus.name}' is already used by the stimulus on line "
+                f"{positions.line(('stimuli', seen_names[stimulus.name], 'name'))}; names "
+                "must be unique within a file",
             )
         else:
             seen_names[stimulus.name] = index
@@ -465,7 +485,6 @@ def lint_eval_file(
         )
         _check_artifacts(out, stimulus, base)
     _check_weights(out, spec, used_types)
-    return sorted(out.items, key=lambda d: (d.line or 0, d.column or 0))
 
 
 def _check_stimulus(
