@@ -90,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "load_eval_file": "vally.specs.loading",
     "pass_at_k": "vally.engine.scoring",
     "safe_name": "vally.engine.rundir",
+    "order_records": "vally.engine.shards",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
     # command extensions (entry-point group vally.cli)
@@ -237,6 +238,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         is_errored as is_errored,
         is_graded as is_graded,
         pass_at_k as pass_at_k,
+    )
+    from vally.engine.shards import (
+        order_records as order_records,
     )
     from vally.errors import (
         BackendError as BackendError,

@@ -22,7 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vally import RunInfo, RunSummaryRecord, TrialResultRecord, is_errored, is_graded, utc_now
+from vally import (
+    RunInfo,
+    RunSummaryRecord,
+    TrialResultRecord,
+    is_errored,
+    is_graded,
+    order_records,
+    utc_now,
+)
 
 _EPSILON = 1e-9
 EVIDENCE_LIMIT = 300
@@ -368,25 +376,3 @@ def render_report(
             if problems:
                 lines += ["Failed graders and errors:", "", *problems, ""]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def record_key(record: TrialResultRecord) -> str:
-    """The plan key of a record: ``variant/eval/stimulus/model/trial`` (as in the snapshot)."""
-    model = record.model or "default"
-    return "/".join(
-        [
-            record.variant or "",
-            record.eval_name,
-            record.stimulus_name,
-            model,
-            str(record.trial_index),
-        ]
-    )
-
-
-def order_records(
-    records: Sequence[TrialResultRecord], planned: Sequence[str]
-) -> list[TrialResultRecord]:
-    """``records`` in plan order (records of unplanned keys last, stably)."""
-    position = {key: i for i, key in enumerate(planned)}
-    return sorted(records, key=lambda r: position.get(record_key(r), len(position)))
