@@ -25,7 +25,9 @@ def test_claude_code_stream() -> None:
     assert result.session_id == "8c1f5d2e-5b7a-4f5e-9a51-3f2b7f0c9d11"
     assert result.output == "The project has two files: README.md and main.py."
     assert not result.is_error
-    assert result.extra["total_cost_usd"] == 0.0123
+    assert result.extra["costUsd"] == 0.0123
+    assert result.extra["agentTurns"] == 3
+    assert result.end_reason is None
     assert all(e.turn == 2 for e in result.events)
     assert _types(result.events) == [
         "reasoning",
@@ -59,9 +61,15 @@ def test_claude_code_stream() -> None:
     ]
     metrics = compute_metrics(result.events)
     usage = metrics.token_usage
-    # msg_01 counted with its last usage (output 40), cached tokens included in input.
+    # One event per message (cached tokens included in input); the result line's totals
+    # win (output 90, not 40 + 30 + 15): the last call takes the difference.
     assert usage.input_tokens == (12 + 300 + 1000) + (20 + 1300) + (30 + 1400)
-    assert usage.output_tokens == 40 + 30 + 15
+    assert usage.output_tokens == 90
+    assert [e.data.output_tokens for e in result.events if e.type == "token_usage"] == [
+        40,
+        30,
+        20,
+    ]
     assert usage.cache_read_tokens == 1000 + 1300 + 1400
     assert usage.cache_write_tokens == 300
     assert usage.by_model["claude-sonnet-4-5"]["callCount"] == 3
@@ -69,13 +77,14 @@ def test_claude_code_stream() -> None:
     assert metrics.error_count == 1
 
 
-def test_claude_code_error_result() -> None:
+def test_claude_code_max_turns_result() -> None:
     result = parse_stream("claude-code", _read("claude-code-error.jsonl"))
     assert result.is_error
+    assert result.end_reason == "max_turns"
     assert result.session_id == "0b7c9a10-1111-4222-8333-944455556666"
-    assert _types(result.events) == ["token_usage", "error"]
-    assert result.events[1].data.fatal
-    assert "error_max_turns" in result.events[1].data.message
+    # No assistant message carried usage: the result's usage is the one call.
+    assert _types(result.events) == ["token_usage"]
+    assert result.events[0].data.output_tokens == 2
     assert result.output == ""
 
 
@@ -122,6 +131,7 @@ def test_codex_stream() -> None:
 def test_codex_failed_turn() -> None:
     result = parse_stream("codex", _read("codex-failed.jsonl"))
     assert result.is_error
+    assert (result.end_reason, result.end_detail) == ("error", "You've hit your usage limit.")
     errors = [e.data for e in result.events if e.type == "error"]
     assert [(e.message, e.fatal) for e in errors] == [
         ("stream disconnected before completion; retrying 1/5", False),

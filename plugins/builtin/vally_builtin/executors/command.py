@@ -63,7 +63,7 @@ from vally import (
     UnsupportedError,
 )
 
-from .streams import parse_stream
+from .streams import merge_extra, parse_stream
 
 PLACEHOLDERS = (
     "{prompt}",
@@ -294,9 +294,11 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
     ) -> Trajectory:
         """Run each prompt of the stimulus through the agent command.
 
-        A timeout ends the trajectory with ``end_reason="timeout"``. A non-zero exit with
-        output is recorded as an ``error`` event; a first-turn crash with no output at all
-        raises :class:`ExecutionError`.
+        A timeout ends the trajectory with ``end_reason="timeout"``. When the event stream
+        reports that the agent failed or hit its turn limit, the run ends there with
+        ``end_reason`` ``error`` or ``max_turns``. Otherwise a non-zero exit with output is
+        recorded as an ``error`` event; a first-turn crash with no output at all raises
+        :class:`ExecutionError`.
 
         Raises:
             UnsupportedError: A multi-turn stimulus without ``resume`` configured.
@@ -378,6 +380,10 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         if result.timed_out:
             run.end_reason, run.end_detail = "timeout", f"timed out after {options.timeout:g}s"
             return True
+        if run.stream_end is not None:
+            # The agent said why it stopped; its exit code adds nothing to that.
+            run.end_reason, run.end_detail = run.stream_end
+            return True
         if result.exit_code in (0, None):
             return False
         stderr = _tail(result.stderr)
@@ -446,13 +452,17 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         the output file)."""
         recorder = run.recorder
         if self.config.events != "none":
-            parsed = parse_stream(self.config.events, result.stdout, turn=turn)
+            parsed = parse_stream(
+                self.config.events, result.stdout, turn=turn, session=run.stream_session
+            )
             for event in parsed.events:
                 recorder.add(event)
             turn_output = parsed.output
             if parsed.session_id:
                 run.session_id = parsed.session_id
-            run.extra.update(parsed.extra)
+            merge_extra(run.extra, parsed.extra)
+            if parsed.end_reason is not None and not result.timed_out:
+                run.stream_end = (parsed.end_reason, parsed.end_detail)
             if turn_output and not any(e.type == "assistant_message" for e in parsed.events):
                 recorder.assistant_message(turn_output)
         else:
@@ -486,7 +496,9 @@ class _CommandRun:
     session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     argv: list[str] = field(default_factory=list)
     output: str = ""
-    end_reason: Literal["completed", "timeout", "error"] = "completed"
+    end_reason: Literal["completed", "timeout", "error", "max_turns"] = "completed"
     end_detail: str | None = None
     exit_codes: list[int | None] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    stream_session: dict[str, Any] = field(default_factory=dict)
+    stream_end: tuple[Literal["error", "max_turns"], str | None] | None = None
