@@ -1,0 +1,90 @@
+"""The shared shape of the named agent-CLI executors (``claude-code``, ``codex``): thin
+presets that build a ``command`` executor configuration per trial, put the trial's skills
+where the CLI finds them, and run it."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import PurePosixPath
+from typing import ClassVar, TypeVar
+
+from pydantic import BaseModel
+
+from vally import (
+    BaseExecutor,
+    ExecutionError,
+    ExecutorOptions,
+    Sandbox,
+    SetupError,
+    Stimulus,
+    Trajectory,
+)
+
+from .command import CommandExecutor
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class CliPreset(BaseExecutor[ConfigT]):
+    """Base of the agent-CLI presets.
+
+    Subclasses set :attr:`skills_dir` and implement :meth:`command_config`; everything
+    else (turns, resume, event stream, MCP file, timeouts) is the ``command`` executor's.
+    """
+
+    skills_dir: ClassVar[str]
+    """Workspace folder the CLI discovers skills in (one sub-folder per skill)."""
+
+    @abstractmethod
+    def command_config(self, options: ExecutorOptions) -> CommandExecutor.Config:
+        """The ``command`` executor configuration for one trial."""
+
+    def crash_hint(self, error: ExecutionError) -> str | None:
+        """A better hint for a CLI that failed before writing any event, or None."""
+        return None
+
+    async def prepare(self, sandbox: Sandbox, options: ExecutorOptions) -> None:
+        """Get the workspace ready for the CLI: by default, place the skills.
+
+        Raises:
+            SetupError: The workspace could not be prepared.
+        """
+        await self.place_skills(sandbox, options)
+
+    async def place_skills(self, sandbox: Sandbox, options: ExecutorOptions) -> None:
+        """Copy each staged skill to ``<skills_dir>/<name>/`` in the workspace.
+
+        Raises:
+            SetupError: A skill folder cannot be copied.
+        """
+        for skill in options.skills:
+            dest = str(PurePosixPath(self.skills_dir, skill.name))
+            try:
+                await sandbox.copy_in(skill.host_path, dest)
+            except OSError as exc:
+                raise SetupError(
+                    f"skill {skill.name}: cannot copy it to {dest!r} for "
+                    f"{self.metadata.name}: {exc}"
+                ) from exc
+
+    async def execute(
+        self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions
+    ) -> Trajectory:
+        """Prepare the workspace, then run the stimulus through the CLI like ``command`` does.
+
+        Raises:
+            UnsupportedError: The trial needs something the preset cannot give the CLI.
+            ExecutionError: The CLI could not start, or failed without writing any event.
+            SetupError: The workspace could not be prepared.
+        """
+        await self.prepare(sandbox, options)
+        inner = CommandExecutor(self.command_config(options))
+        try:
+            trajectory = await inner.execute(stimulus, sandbox, options)
+        except ExecutionError as exc:
+            hint = self.crash_hint(exc)
+            if hint is None:
+                raise
+            raise ExecutionError(exc.message, hint=hint) from exc
+        metadata = trajectory.metadata.model_copy(update={"executor": self.metadata.name})
+        return trajectory.model_copy(update={"metadata": metadata})

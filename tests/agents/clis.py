@@ -1,0 +1,135 @@
+"""Finding the real agent CLIs (installed by ``scripts/install-agent-clis.sh``) and running
+``vally eval`` with them offline, next to a scripted model server.
+
+Tests that need a CLI or a network namespace skip with the reason when it is missing,
+unless ``VALLY_REQUIRE_AGENT_CLIS=1`` (CI), which makes them fail instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agents.loopback import namespace_prefix, run_offline
+
+REQUIRE_ENV = "VALLY_REQUIRE_AGENT_CLIS"
+DIR_ENV = "VALLY_AGENT_CLIS_DIR"
+DEFAULT_PREFIX = Path.home() / ".cache" / "vally" / "agent-clis"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def find_cli(name: str) -> str | None:
+    """The path of the ``name`` program: in the install script's folder, else on PATH."""
+    prefix = Path(os.environ.get(DIR_ENV) or DEFAULT_PREFIX)
+    candidate = prefix / "node_modules" / ".bin" / name
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which(name)
+
+
+def require_cli(name: str) -> str:
+    """The CLI's path; skips (or fails under ``VALLY_REQUIRE_AGENT_CLIS=1``) when it or a
+    loopback-only network namespace is missing."""
+    path = find_cli(name)
+    if path is None:
+        _unavailable(f"{name} is not installed (run scripts/install-agent-clis.sh)")
+    if namespace_prefix() is None:
+        _unavailable("no network namespace can be made here (unshare -n / -rn)")
+    assert path is not None
+    return path
+
+
+@dataclass
+class EvalRun:
+    """One offline ``vally eval``: its exit code, output, trial records and the requests
+    the model server received."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    records: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+
+    @property
+    def trajectory(self) -> dict[str, Any]:
+        """The trajectory of the only trial."""
+        assert len(self.records) == 1, self.stderr[-3000:]
+        trajectory = self.records[0]["trajectory"]
+        assert trajectory is not None, self.records[0]["error"]
+        return dict(trajectory)
+
+
+def run_eval(
+    server: str, steps: list[Any], spec: str, folder: Path, *, model: str, home: Path
+) -> EvalRun:
+    """Write ``spec`` as ``eval.yaml`` in ``folder`` and run ``vally eval`` on it offline
+    (``${BASE_URL}`` in the spec is the model server's URL). ``HOME`` is ``home``."""
+    (folder / "eval.yaml").write_text(spec)
+    out = folder / "results"
+    run = run_offline(
+        server,
+        steps,
+        [
+            sys.executable,
+            "-m",
+            "vally",
+            "eval",
+            "-e",
+            str(folder / "eval.yaml"),
+            "--output-dir",
+            str(out),
+            "--workers",
+            "1",
+            "-p",
+            "BASE_URL={base_url}",
+        ],
+        env={"HOME": str(home)},
+        folder=folder,
+        model=model,
+    )
+    records: list[dict[str, Any]] = []
+    for results in out.glob("*/results.jsonl"):
+        records += [json.loads(line) for line in results.read_text().splitlines() if line]
+    return EvalRun(run.returncode, run.stdout, run.stderr, records, run.requests)
+
+
+def by_turn(events: list[dict[str, Any]], kind: str) -> dict[int, list[dict[str, Any]]]:
+    """The ``data`` of each event of type ``kind``, grouped by turn."""
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for event in events:
+        if event["type"] == kind:
+            grouped.setdefault(event["turn"], []).append(event["data"])
+    return grouped
+
+
+def reap_leftovers(marker: str) -> list[str]:
+    """Kill every running process whose command line or environment holds ``marker``;
+    return their command lines (empty when none was left)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline or marker.encode() in environ:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+    return found
