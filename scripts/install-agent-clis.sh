@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the agent CLIs that the executor tests run for real (pinned npm versions) into a
-# cache folder; quick and quiet when they are already there. Prints the folder holding the
-# `claude` and `codex` programs (tests read it from VALLY_AGENT_CLIS_DIR, see
-# tests/agents/clis.py).
+# cache folder (npm's download cache inside it); quick and quiet when they are already
+# there. The folder is $VALLY_AGENT_CLIS_DIR, else ~/.cache/vally/agent-clis, where
+# tests/agents/clis.py looks too. Prints the folder holding the `claude` and `codex`
+# programs.
 set -euo pipefail
 CLAUDE_CODE_VERSION="2.1.332"
 CODEX_VERSION="0.171.0"
 prefix="${VALLY_AGENT_CLIS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vally/agent-clis}"
+command -v npm >/dev/null 2>&1 || { echo "install-agent-clis: npm (Node.js 18+) is needed" >&2; exit 1; }
 installed() {  # installed PACKAGE VERSION: is exactly that version in the prefix?
   local manifest="$prefix/node_modules/$1/package.json"
   [ -f "$manifest" ] && node -e "process.exit(require('$manifest').version === '$2' ? 0 : 1)"

@@ -41,14 +41,20 @@ def find_cli(name: str) -> str | None:
     return shutil.which(name)
 
 
+def require_namespace() -> None:
+    """Skip (or fail under ``VALLY_REQUIRE_AGENT_CLIS=1``) when no loopback-only network
+    namespace can be made."""
+    if namespace_prefix() is None:
+        _unavailable("no network namespace can be made here (unshare -n / -rn)")
+
+
 def require_cli(name: str) -> str:
     """The CLI's path; skips (or fails under ``VALLY_REQUIRE_AGENT_CLIS=1``) when it or a
     loopback-only network namespace is missing."""
     path = find_cli(name)
     if path is None:
         _unavailable(f"{name} is not installed (run scripts/install-agent-clis.sh)")
-    if namespace_prefix() is None:
-        _unavailable("no network namespace can be made here (unshare -n / -rn)")
+    require_namespace()
     assert path is not None
     return path
 

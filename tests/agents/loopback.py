@@ -11,15 +11,19 @@ the requests the server received next to the case file.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 @dataclasses.dataclass
@@ -36,7 +40,7 @@ def namespace_prefix() -> list[str] | None:
     """The ``unshare`` argv that gives a private network namespace, or None when this
     machine cannot make one."""
     unshare = shutil.which("unshare")
-    if unshare is None or shutil.which("ip") is None:
+    if unshare is None:
         return None
     argv = [unshare, "-n"] if os.geteuid() == 0 else [unshare, "-rn"]
     probe = subprocess.run([*argv, "true"], capture_output=True, check=False)
@@ -99,10 +103,19 @@ def _server(kind: str, model: str, steps: list[dict[str, Any]]) -> Any:
     return responses
 
 
+def loopback_up() -> None:
+    """Bring the ``lo`` interface of this (new) network namespace up, as ``ip link set lo
+    up`` does."""
+    request = struct.pack("16sH22x", b"lo", 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        flags = struct.unpack("16sH", fcntl.ioctl(sock, _SIOCGIFFLAGS, request)[:18])[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+
+
 def main(case_file: str) -> int:
     """Inside the namespace: serve, run the command, save the requests; its exit code."""
     case = json.loads(Path(case_file).read_text())
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    loopback_up()
     server = _server(case["server"], case["model"], case["steps"])
     with server:
         url = server.base_url
