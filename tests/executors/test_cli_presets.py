@@ -105,6 +105,7 @@ async def test_claude_code_turns_flags_skills_and_config_dir(
     flags = [
         "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits",
         "--allowedTools", "Bash,Skill", "--model", "claude-test", "--max-turns", "7",
+        "--mcp-config", f"{sandbox.workdir}/.vally/claude-code-mcp.json", "--strict-mcp-config",
     ]  # fmt: skip
     assert first["argv"] == ["-p", *flags]
     sid = "751f37e1-a249-4283-a449-1c35864dcc4e"
@@ -115,6 +116,8 @@ async def test_claude_code_turns_flags_skills_and_config_dir(
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == env["EXTRA"] == "1"
     assert await sandbox.read_file(".claude/skills/greet/SKILL.md")
+    written = json.loads(await sandbox.read_file(".vally/claude-code-mcp.json"))
+    assert written == {"mcpServers": {}}
     assert trajectory.metadata.executor == "claude-code"
     assert trajectory.metadata.session_id == sid
     # Turn totals from the recorded streams: 1200/63 then 900 + 300 cached / 11.
@@ -206,7 +209,7 @@ async def test_codex_turns_provider_home_and_skills(sandbox: LocalSandbox, tmp_p
     assert second["argv"] == ["exec", "resume", *flags, sid, "-"]
     assert [first["stdin"], second["stdin"]] == ["first", "-second"]
     assert first["env"]["CODEX_HOME"] == f"{sandbox.workdir}/.vally/codex"
-    assert await sandbox.read_file(".vally/codex/config.toml")
+    assert await sandbox.read_file(".vally/codex/config.toml") == b""  # no servers
     assert await sandbox.read_file(".agents/skills/greet/SKILL.md")
     assert trajectory.metadata.executor == "codex"
     # 2200 + 1500 input, 40 + 8 output: the resumed run's session total is not re-added.

@@ -15,8 +15,9 @@ Each turn runs ``claude -p --output-format stream-json --verbose`` with the prom
 stdin; turns 2..n add ``--resume <session id>``. The chosen model goes to ``--model``; the
 trial's ``max_turns`` constraint (or ``max_turns`` here) to ``--max-turns``, and a run
 stopped by it ends with ``endReason: max_turns``. Skills are copied to
-``.claude/skills/<name>/``, where Claude Code discovers them; MCP servers are written to
-``.vally/claude-code-mcp.json`` and passed with ``--mcp-config ... --strict-mcp-config``.
+``.claude/skills/<name>/``, where Claude Code discovers them; the trial's MCP servers
+(possibly none) are written to ``.vally/claude-code-mcp.json`` and passed with
+``--mcp-config ... --strict-mcp-config``, so no other server configuration is used.
 
 Claude Code keeps its settings, sessions and login in ``CLAUDE_CONFIG_DIR``; by default
 each trial gets its own (``.vally/claude`` in the workspace), so nothing of the user's
@@ -72,13 +73,14 @@ class ClaudeCodeExecutor(CliPreset["ClaudeCodeExecutor.Config"]):
         Attributes:
             program: The ``claude`` program (a name on ``PATH`` or a path).
             permission_mode: ``--permission-mode``. ``bypassPermissions`` (default) runs
-                every tool without asking; it is refused as root (see the module docs).
+                every tool without asking; Claude Code refuses it as root (then use
+                ``acceptEdits`` with ``allowed_tools``, see ``docs/agents.md``).
             allowed_tools: ``--allowedTools`` rules, e.g. ``["Bash", "Edit"]``.
             disallowed_tools: ``--disallowedTools`` rules.
             max_turns: ``--max-turns``; default: the trial's ``max_turns`` constraint.
             base_url: ``ANTHROPIC_BASE_URL`` (an Anthropic-compatible endpoint).
-            config_dir: Workspace folder used as ``CLAUDE_CONFIG_DIR``; None keeps the
-                user's own configuration and login.
+            config_dir: Workspace folder used as ``CLAUDE_CONFIG_DIR`` (a fresh one per
+                trial); ``null`` keeps the user's own configuration and login.
             env: Environment variables for the CLI (added to the spec's ``env``).
             args: More arguments, added after the preset's.
             output_limit: Bytes of stdout and of stderr kept per turn.
@@ -114,10 +116,9 @@ class ClaudeCodeExecutor(CliPreset["ClaudeCodeExecutor.Config"]):
         max_turns = cfg.max_turns or options.constraints.max_turns
         if max_turns:
             flags += ["--max-turns", str(max_turns)]
-        mcp = None
-        if options.mcp_servers:
-            mcp = McpConfigFile(format="claude-code", path=".vally/claude-code-mcp.json")
-            flags += ["--mcp-config", "{mcp_config}", "--strict-mcp-config"]
+        # Always (with no servers, an empty list): the trial's servers and no others.
+        mcp = McpConfigFile(format="claude-code", path=".vally/claude-code-mcp.json")
+        flags += ["--mcp-config", "{mcp_config}", "--strict-mcp-config"]
         env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
         if cfg.config_dir is not None:
             env["CLAUDE_CONFIG_DIR"] = "{workdir}/" + cfg.config_dir

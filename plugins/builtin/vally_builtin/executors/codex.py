@@ -35,19 +35,11 @@ then everything left is killed.
 from __future__ import annotations
 
 import json
-from pathlib import PurePosixPath
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from vally import (
-    ExecutorMetadata,
-    ExecutorOptions,
-    Sandbox,
-    SetupError,
-    StrictConfig,
-    UnsupportedError,
-)
+from vally import ExecutorMetadata, ExecutorOptions, StrictConfig, UnsupportedError
 
 from .cli_preset import CliPreset
 from .command import CommandExecutor, McpConfigFile
@@ -87,9 +79,10 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
             program: The ``codex`` program (a name on ``PATH`` or a path).
             sandbox: ``none`` (bypass Codex's sandbox and approvals), ``read-only``,
                 ``workspace-write`` or ``danger-full-access``.
-            provider: A custom model provider (see :class:`CodexProvider`).
+            provider: A custom model provider (a server of one's own, or a proxy).
             config: More ``-c key=value`` overrides (values written as TOML/JSON).
-            codex_home: Workspace folder used as ``CODEX_HOME``; None keeps the user's.
+            codex_home: Workspace folder used as ``CODEX_HOME`` (a fresh one per trial,
+                which also gets the trial's MCP servers); ``null`` keeps the user's.
             env: Environment variables for the CLI (added to the spec's ``env``).
             args: More ``codex exec`` arguments, added after the preset's.
             output_limit: Bytes of stdout and of stderr kept per turn.
@@ -103,20 +96,6 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
         env: dict[str, str] = Field(default_factory=dict)
         args: list[str] = Field(default_factory=list)
         output_limit: int = Field(default=50_000_000, gt=0)
-
-    async def prepare(self, sandbox: Sandbox, options: ExecutorOptions) -> None:
-        """Place the skills and create ``codex_home`` (Codex refuses a missing one).
-
-        Raises:
-            SetupError: The workspace could not be prepared.
-        """
-        await super().prepare(sandbox, options)
-        if self.config.codex_home is not None:
-            path = str(PurePosixPath(self.config.codex_home, "config.toml"))
-            try:
-                await sandbox.write_file(path, b"# Codex settings of this trial (vally)\n")
-            except OSError as exc:
-                raise SetupError(f"codex: cannot create {path!r}: {exc}") from exc
 
     def _overrides(self) -> list[str]:
         cfg = self.config
@@ -153,9 +132,9 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
         env: dict[str, str] = {}
         mcp = None
         if cfg.codex_home is not None:
+            # Written even with no servers: Codex refuses a CODEX_HOME that does not exist.
             env["CODEX_HOME"] = "{workdir}/" + cfg.codex_home
-            if options.mcp_servers:
-                mcp = McpConfigFile(format="codex", path=f"{cfg.codex_home}/config.toml")
+            mcp = McpConfigFile(format="codex", path=f"{cfg.codex_home}/config.toml")
         elif options.mcp_servers:
             raise UnsupportedError(
                 "executor 'codex' cannot give MCP servers to Codex with codex_home: null",
