@@ -121,3 +121,18 @@ def test_codex_failed_turns_end_in_error_once() -> None:
         assert detail in (result.end_detail or "")
         errors = [e.data for e in result.events if e.type == "error"]
         assert len(errors) == 1 and errors[0].fatal, name
+
+
+def test_claude_api_retries_are_warnings() -> None:
+    retry = (
+        '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,'
+        '"retry_delay_ms":589,"error_status":500,"error":"server_error","session_id":"s"}\n'
+        '{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,'
+        '"retry_delay_ms":1090,"error_status":null,"error":"unknown","session_id":"s"}\n'
+    )
+    result = parse_stream("claude-code", retry)
+    assert result.extra["warnings"] == [
+        "model request failed (status 500); retry 1 of 10",
+        "model request failed (unknown); retry 2 of 10",
+    ]
+    assert result.events == []

@@ -18,7 +18,9 @@ Code's own text after an API error, with zero usage) are not model calls.
 The result line also gives the turn's ``extra``: ``costUsd``, ``agentTurns``
 (``num_turns``), ``durationMs``, ``durationApiMs``, ``modelUsage`` (per model, this run
 only: ``inputTokens``, ``outputTokens``, ``cacheReadInputTokens``,
-``cacheCreationInputTokens``, ``costUSD``), ``resultSubtype`` and ``terminalReason``. On
+``cacheCreationInputTokens``, ``costUSD``), ``resultSubtype``, ``terminalReason`` and
+``apiErrorStatus``; ``system`` ``api_retry`` notices (a failed model request Claude Code
+retries) go to ``warnings``. On
 ``--resume`` Claude Code's ``total_cost_usd`` and ``modelUsage`` are session totals; the
 per-run values are used instead so that turns add up. ``is_error`` makes the end reason
 ``max_turns`` (subtype ``error_max_turns``) or ``error`` (with a fatal error event).
@@ -89,6 +91,8 @@ class _ClaudeStream:
         if kind == "system":
             if obj.get("subtype") == "init" and obj.get("model"):
                 self.model = str(obj["model"])
+            elif obj.get("subtype") == "api_retry":
+                self.retry(obj)
         elif kind == "assistant":
             self.assistant(number, obj.get("message") or {})
         elif kind == "user":
@@ -97,6 +101,15 @@ class _ClaudeStream:
                 self.tool_results(content)
         elif kind == "result":
             self.final(obj)
+
+    def retry(self, obj: dict[str, Any]) -> None:
+        """An ``api_retry`` notice: a failed model request that Claude Code retries."""
+        status = obj.get("error_status")
+        cause = f"status {status}" if status is not None else str(obj.get("error") or "error")
+        self.result.extra.setdefault("warnings", []).append(
+            f"model request failed ({cause}); retry {obj.get('attempt')} of "
+            f"{obj.get('max_retries')}"
+        )
 
     def assistant(self, number: int, message: dict[str, Any]) -> None:
         """An assistant message: its content blocks, then its usage (once per message id;
