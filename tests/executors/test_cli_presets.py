@@ -247,3 +247,14 @@ async def test_codex_failed_turn_ends_in_error(sandbox: LocalSandbox, tmp_path: 
     assert trajectory.end_reason == "error"
     assert "bad request from test" in (trajectory.end_detail or "")
     assert trajectory.metrics.error_count == 1
+
+
+async def test_missing_cli_says_how_to_install_it(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    for executor, package in (
+        (ClaudeCodeExecutor(ClaudeCodeExecutor.Config(program="no-such-claude")), "claude-code"),
+        (CodexExecutor(CodexExecutor.Config(program="no-such-codex")), "@openai/codex"),
+    ):
+        with pytest.raises(ExecutionError) as caught:
+            await executor.execute(Stimulus(name="s", prompt="go"), sandbox, _options())
+        assert "could not start" in caught.value.message
+        assert package in (caught.value.hint or "")

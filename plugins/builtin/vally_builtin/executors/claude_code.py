@@ -66,6 +66,10 @@ class ClaudeCodeExecutor(CliPreset["ClaudeCodeExecutor.Config"]):
         needs_workspace=True,
     )
     skills_dir: ClassVar[str] = ".claude/skills"
+    install_hint: ClassVar[str] = (
+        "install Claude Code where the agent runs (npm install -g @anthropic-ai/claude-code) "
+        "or set config.program to the claude program's path"
+    )
 
     class Config(StrictConfig):
         """Options of the ``claude-code`` executor.

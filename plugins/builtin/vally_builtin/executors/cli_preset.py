@@ -35,6 +35,9 @@ class CliPreset(BaseExecutor[ConfigT]):
     skills_dir: ClassVar[str]
     """Workspace folder the CLI discovers skills in (one sub-folder per skill)."""
 
+    install_hint: ClassVar[str]
+    """What to do when the CLI cannot be started (how to install it)."""
+
     @abstractmethod
     def command_config(self, options: ExecutorOptions) -> CommandExecutor.Config:
         """The ``command`` executor configuration for one trial."""
@@ -82,7 +85,7 @@ class CliPreset(BaseExecutor[ConfigT]):
         try:
             trajectory = await inner.execute(stimulus, sandbox, options)
         except ExecutionError as exc:
-            hint = self.crash_hint(exc)
+            hint = self.install_hint if "could not start" in exc.message else self.crash_hint(exc)
             if hint is None:
                 raise
             raise ExecutionError(exc.message, hint=hint) from exc

@@ -71,6 +71,10 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
         needs_workspace=True,
     )
     skills_dir: ClassVar[str] = ".agents/skills"
+    install_hint: ClassVar[str] = (
+        "install Codex where the agent runs (npm install -g @openai/codex) "
+        "or set config.program to the codex program's path"
+    )
 
     class Config(StrictConfig):
         """Options of the ``codex`` executor.
