@@ -61,14 +61,15 @@ def require_cli(name: str) -> str:
 
 @dataclass
 class EvalRun:
-    """One offline ``vally eval``: its exit code, output, trial records and the requests
-    the model server received."""
+    """One offline ``vally eval``: its exit code, output, trial records, the requests the
+    model server received and the CLI's raw event stream (the trial's ``events.jsonl``)."""
 
     returncode: int
     stdout: str
     stderr: str
     records: list[dict[str, Any]]
     requests: list[dict[str, Any]]
+    raw_events: list[dict[str, Any]]
 
     @property
     def trajectory(self) -> dict[str, Any]:
@@ -110,7 +111,10 @@ def run_eval(
     records: list[dict[str, Any]] = []
     for results in out.glob("*/results.jsonl"):
         records += [json.loads(line) for line in results.read_text().splitlines() if line]
-    return EvalRun(run.returncode, run.stdout, run.stderr, records, run.requests)
+    raw: list[dict[str, Any]] = []
+    for log in out.glob("*/**/trial-*/events.jsonl"):
+        raw += [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    return EvalRun(run.returncode, run.stdout, run.stderr, records, run.requests, raw)
 
 
 def by_turn(events: list[dict[str, Any]], kind: str) -> dict[int, list[dict[str, Any]]]:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.agents.anthropic_server import Step, api_error, text, thinking, tool_use
-from tests.agents.clis import by_turn, reap_leftovers, require_cli, run_eval
+from tests.agents.clis import EvalRun, by_turn, reap_leftovers, require_cli, run_eval
 
 pytestmark = pytest.mark.slow
 
@@ -144,7 +144,7 @@ stimuli:
 """
 
 
-def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], EvalRun, str]:
     program = require_cli("claude")
     (tmp_path / "skills" / "greet").mkdir(parents=True)
     (tmp_path / "skills" / "greet" / "SKILL.md").write_text(SKILL)
@@ -158,7 +158,7 @@ def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any
         model=MODEL,
         home=tmp_path / "home",
     )
-    return run.trajectory, run.requests, marker
+    return run.trajectory, run, marker
 
 
 def _tokens(steps: list[Step]) -> tuple[int, int]:
@@ -170,7 +170,7 @@ def _tokens(steps: list[Step]) -> tuple[int, int]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_claude_code_record_matches_the_script(case: Case, tmp_path: Path) -> None:
-    trajectory, requests, _ = _run(case, tmp_path)
+    trajectory, run, _ = _run(case, tmp_path)
     events = trajectory["events"]
     assert trajectory["endReason"] == case.end_reason, trajectory["endDetail"]
     assert trajectory["metadata"]["executor"] == "claude-code"
@@ -204,7 +204,20 @@ def test_claude_code_record_matches_the_script(case: Case, tmp_path: Path) -> No
     assert metrics["errorCount"] == case.errors
     if case.output is not None:
         assert trajectory["output"] == case.output
-    served = [r for r in requests if (r["body"] or {}).get("model") == MODEL]
+    # The CLI's own totals: the usage of each run's result line, summed.
+    results_lines = [e for e in run.raw_events if e.get("type") == "result"]
+    assert len(results_lines) == len(case.prompts)
+    assert sum(r["usage"]["output_tokens"] for r in results_lines) == total_out
+    assert (
+        sum(
+            r["usage"]["input_tokens"]
+            + r["usage"]["cache_read_input_tokens"]
+            + r["usage"]["cache_creation_input_tokens"]
+            for r in results_lines
+        )
+        == total_in
+    )
+    served = [r for r in run.requests if (r["body"] or {}).get("model") == MODEL]
     assert len(served) == len(case.steps)
     if case.name == "resume":
         # The second turn resumed the session: the model saw the first answer.

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.clis import by_turn, reap_leftovers, require_cli, run_eval
+from tests.agents.clis import EvalRun, by_turn, reap_leftovers, require_cli, run_eval
 from tests.agents.responses_server import (
     Step,
     failed,
@@ -128,7 +128,7 @@ stimuli:
 {prompt}"""
 
 
-def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], EvalRun, str]:
     program = require_cli("codex")
     (tmp_path / "skills" / "greet").mkdir(parents=True)
     (tmp_path / "skills" / "greet" / "SKILL.md").write_text(SKILL)
@@ -142,7 +142,7 @@ def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], list[dict[str, Any
         model=MODEL,
         home=tmp_path / "home",
     )
-    return run.trajectory, run.requests, marker
+    return run.trajectory, run, marker
 
 
 def _tokens(steps: list[Step]) -> tuple[int, int, int]:
@@ -156,7 +156,7 @@ def _tokens(steps: list[Step]) -> tuple[int, int, int]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_codex_record_matches_the_script(case: Case, tmp_path: Path) -> None:
-    trajectory, requests, _ = _run(case, tmp_path)
+    trajectory, run, _ = _run(case, tmp_path)
     events = trajectory["events"]
     assert trajectory["endReason"] == case.end_reason, trajectory["endDetail"]
     assert trajectory["metadata"]["executor"] == "codex"
@@ -195,10 +195,16 @@ def test_codex_record_matches_the_script(case: Case, tmp_path: Path) -> None:
     assert any("Model metadata" in w for w in trajectory["metadata"]["extra"]["warnings"])
     if case.output is not None:
         assert trajectory["output"] == case.output
-    served = [r for r in requests if (r["body"] or {}).get("model") == MODEL]
+    served = [r for r in run.requests if (r["body"] or {}).get("model") == MODEL]
     assert len(served) == len(case.steps)
+    # Codex's own total: the last turn.completed of the session (a running total).
+    completed = [e["usage"] for e in run.raw_events if e.get("type") == "turn.completed"]
+    if completed:
+        assert completed[-1]["input_tokens"] == total_in
+        assert completed[-1]["output_tokens"] == total_out
     if case.name == "resume":
         assert "Noted: kiwi." in str(served[1]["body"]["input"])
+        assert len(completed) == 2
 
 
 def test_codex_timeout_leaves_no_process(tmp_path: Path) -> None:
