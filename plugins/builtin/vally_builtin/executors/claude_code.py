@@ -30,8 +30,9 @@ without asking (``Bash``, or narrower rules such as ``Bash(npm test)``), or, ins
 sandbox you trust, set ``IS_SANDBOX=1`` in ``env``, which Claude Code reads as permission
 to bypass its prompts as root.
 
-On timeout the CLI itself is sent SIGTERM first (it is the leader of its process group),
-so it can stop the tools it started, then everything left is killed.
+The CLI is started directly, as the leader of its process group: with the ``local``
+backend a timeout's SIGTERM reaches the CLI itself, so it can stop the tools it started
+before everything left is killed.
 """
 
 from __future__ import annotations

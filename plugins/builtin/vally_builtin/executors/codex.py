@@ -28,8 +28,9 @@ backend is the sandbox, and Codex's own one often cannot start inside containers
 values pass ``--sandbox <mode>``. Codex has no turn limit of its own; a ``max_turns``
 constraint is checked on the trajectory after the run.
 
-On timeout the CLI is sent SIGTERM first (the ``codex`` launcher forwards it to the agent),
-then everything left is killed.
+The CLI is started directly, as the leader of its process group: with the ``local``
+backend a timeout's SIGTERM reaches it (the ``codex`` launcher forwards it to the agent),
+so it can stop its tools before everything left is killed.
 """
 
 from __future__ import annotations
