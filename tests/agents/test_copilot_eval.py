@@ -187,3 +187,66 @@ def test_a_timeout_stops_the_session_and_leaves_no_process_behind(tmp_path: Path
     assert record["trajectory"]["endReason"] == "timeout"
     assert "timeout" in record["error"]["message"].lower()
     assert _leftovers(marker) == []
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "copilot"
+
+EXAMPLE_SCRIPT = [
+    # write-a-file
+    reply(None, [("w1", "create", {"path": "hello.txt", "file_text": "hello world"})]),
+    reply("Created hello.txt."),
+    # use-a-skill
+    reply(None, [("s1", "skill", {"skill": "changelog"})]),
+    reply(
+        None,
+        [
+            (
+                "s2",
+                "create",
+                {
+                    "path": "CHANGELOG.md",
+                    "file_text": "# Changelog\n\n## 1.2.0\n\n- Added --json.\n",
+                },
+            )
+        ],
+    ),
+    reply("Added the 1.2.0 entry."),
+    # two-turns
+    reply(None, [("t1", "create", {"path": "notes.txt", "file_text": "first\n"})]),
+    reply("Created notes.txt."),
+    reply(
+        None,
+        [("t2", "edit", {"path": "notes.txt", "old_str": "first\n", "new_str": "first\nsecond\n"})],
+    ),
+    reply("Appended the second line."),
+]
+
+
+def test_the_example_runs_as_documented(tmp_path: Path) -> None:
+    cli = copilot_cli()
+    files = {
+        str(p.relative_to(EXAMPLE)): p.read_text()
+        for p in EXAMPLE.rglob("*")
+        if p.is_file() and p.name != ".vally.yaml.example"
+    }
+    files[".vally.yaml"] = (
+        (EXAMPLE / ".vally.yaml.example")
+        .read_text()
+        .replace("http://localhost:8000/v1", "__BASE_URL__")
+    )
+    run = run_agent_eval(
+        tmp_path,
+        files,
+        EXAMPLE_SCRIPT,
+        ["eval", "-e", "eval.yaml", "--model", "gpt-4.1", "--workers", "1", "--require-pass"],
+        env={"COPILOT_CLI_PATH": cli},
+    )
+    assert run.returncode == 0, run.output
+    records = run.records
+    assert sorted(r["stimulusName"] for r in records) == [
+        "two-turns",
+        "use-a-skill",
+        "write-a-file",
+    ]
+    assert all(r["gradeResult"]["passed"] for r in records)
+    assert {r["body"]["model"] for r in run.received} == {"gpt-4.1"}

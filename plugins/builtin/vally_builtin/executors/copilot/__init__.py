@@ -18,6 +18,6 @@ trajectory events (:mod:`.events`). Tool permissions are approved only as the co
 """
 
 from .config import CopilotConfig
-from .executor import CopilotExecutor
+from .executor import CopilotExecutor, CopilotSdkExecutor
 
-__all__ = ["CopilotConfig", "CopilotExecutor"]
+__all__ = ["CopilotConfig", "CopilotExecutor", "CopilotSdkExecutor"]

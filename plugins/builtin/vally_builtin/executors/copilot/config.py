@@ -44,8 +44,9 @@ class CopilotConfig(StrictConfig):
         excluded_tools: Copilot tools never offered to the model.
         system_message: Text appended to Copilot's system prompt.
         pass_env: Host variables passed to the CLI besides the built-in allow-list.
-        cache_dir: Folder shared by trials for the CLI's unpacked runtime (default:
-            ``$XDG_CACHE_HOME/vally/copilot``, else ``~/.cache/vally/copilot``).
+        cache_dir: Folder shared by trials for the CLI's unpacked runtime (default on the
+            host: ``$XDG_CACHE_HOME/vally/copilot``, else ``~/.cache/vally/copilot``; in a
+            container: the image's ``XDG_CACHE_HOME``, else the trial's home).
         startup_timeout: Seconds for the CLI to start and open the session.
         log_level: The CLI's log level.
     """

@@ -45,7 +45,7 @@ STOP_TIMEOUT = 10.0
 """Seconds the CLI gets to shut down before it and its children are killed."""
 
 CONTAINER_HOME = "/tmp/vally-copilot-home"
-CONTAINER_CACHE = "/tmp/vally-copilot-cache"
+"""The CLI's home inside a trial's container."""
 
 
 class _Stop(Exception):
@@ -369,7 +369,7 @@ class _SessionRun:
             self.options,
             self.provider,
             home=CONTAINER_HOME,
-            cache_dir=self.config.cache_dir or CONTAINER_CACHE,
+            cache_dir=self.config.cache_dir,
             environ={},
         )
         inner.pop("PATH", None)  # keep the image's PATH
@@ -423,3 +423,15 @@ def mcp_config(options: ExecutorOptions, workdir: str) -> dict[str, dict[str, An
             )
         servers[name] = entry
     return servers
+
+
+class CopilotSdkExecutor(CopilotExecutor):
+    """The ``copilot`` executor under the reference tool's name, ``copilot-sdk``, so its eval
+    files run unchanged."""
+
+    metadata: ClassVar[ExecutorMetadata] = CopilotExecutor.metadata.model_copy(
+        update={
+            "name": "copilot-sdk",
+            "description": "The copilot executor under the reference tool's name.",
+        }
+    )

@@ -192,11 +192,12 @@ def cli_environment(
     provider: Provider,
     *,
     home: str,
-    cache_dir: str,
+    cache_dir: str | None,
     environ: Mapping[str, str],
 ) -> dict[str, str]:
     """The CLI's whole environment: the allow-list, the trial's ``env``, an isolated home
-    and the provider's variables."""
+    and the provider's variables. ``XDG_CACHE_HOME`` is ``cache_dir`` when given (else the
+    image's own setting holds, or the CLI unpacks into the isolated home)."""
     env = {name: environ[name] for name in (*BASE_ENV, *config.pass_env) if name in environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(options.env)
@@ -207,10 +208,11 @@ def cli_environment(
             "XDG_CONFIG_HOME": f"{home}/.config",
             "XDG_STATE_HOME": f"{home}/.local/state",
             "XDG_DATA_HOME": f"{home}/.local/share",
-            "XDG_CACHE_HOME": cache_dir,
             "COPILOT_AUTO_UPDATE": "false",
         }
     )
+    if cache_dir:
+        env["XDG_CACHE_HOME"] = cache_dir
     if provider.byok is not None:
         env["COPILOT_OFFLINE"] = "true"
         env["COPILOT_PROVIDER_BASE_URL"] = str(provider.byok["base_url"])
