@@ -161,7 +161,8 @@ class ChatServer:
     seconds more, so overlapping requests are seen.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.requests: list[Received] = []
         self.default: Reply | Responder | None = None
         self.gate: int | None = None
@@ -304,7 +305,7 @@ class ChatServer:
             request_queue_size = 128
             daemon_threads = True
 
-        httpd = Server(("127.0.0.1", 0), Handler)
+        httpd = Server((self.host, 0), Handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
         self._thread.daemon = True
