@@ -50,6 +50,7 @@ stimuli:
       - {{type: file-contains, config: {{path: hello.txt, value: hello world}}}}
       - {{type: tool-calls, config: {{required: [create, notes-lookup]}}}}
       - {{type: skill-invocation, config: {{required: [greeter]}}}}
+      - {{type: file-contains, config: {{path: env.txt, value: "__MARKER__"}}}}
 """
 
 SCRIPT = [
@@ -71,8 +72,23 @@ SCRIPT = [
         prompt_tokens=103,
         completion_tokens=13,
     ),
-    reply("Bonjour! I wrote hello.txt.", prompt_tokens=104, completion_tokens=14),
-    reply("Bonjour! I wrote hello world.", prompt_tokens=105, completion_tokens=15),
+    reply(
+        None,
+        [
+            (
+                "call_env",
+                "bash",
+                {
+                    "command": 'printf %s "$VALLY_TEST_MARKER" > env.txt',
+                    "description": "save the marker",
+                },
+            )
+        ],
+        prompt_tokens=104,
+        completion_tokens=14,
+    ),
+    reply("Bonjour! I wrote hello.txt.", prompt_tokens=105, completion_tokens=15),
+    reply("Bonjour! I wrote hello world.", prompt_tokens=106, completion_tokens=16),
 ]
 
 
@@ -124,6 +140,15 @@ def test_copilot_runs_tools_skills_mcp_and_two_turns_as_scripted(tmp_path: Path)
         ("skill", "call_skill", {"skill": "greeter"}, None),
         ("notes-lookup", "call_mcp", {"key": "alpha"}, "notes"),
         ("create", "call_write", {"path": "hello.txt", "file_text": "hello world\n"}, None),
+        (
+            "bash",
+            "call_env",
+            {
+                "command": 'printf %s "$VALLY_TEST_MARKER" > env.txt',
+                "description": "save the marker",
+            },
+            None,
+        ),
     ]
     results = {e["data"]["toolCallId"]: e["data"] for e in _events(record, "tool_result")}
     assert results["call_mcp"]["success"] is True
@@ -133,10 +158,10 @@ def test_copilot_runs_tools_skills_mcp_and_two_turns_as_scripted(tmp_path: Path)
         (e["data"]["inputTokens"], e["data"]["outputTokens"])
         for e in _events(record, "token_usage")
     ]
-    assert usage == [(101, 11), (102, 12), (103, 13), (104, 14), (105, 15)]
+    assert usage == [(101 + i, 11 + i) for i in range(6)]
     metrics = trajectory["metrics"]
-    assert metrics["turnCount"] == 5
-    assert metrics["tokenUsage"]["inputTokens"] == 515
+    assert metrics["turnCount"] == 6
+    assert metrics["tokenUsage"]["inputTokens"] == sum(101 + i for i in range(6))
     assert metrics["skillActivationBreakdown"] == {"greeter": 1}
     prompts = [(e["turn"], e["data"]["content"]) for e in _events(record, "user_message")]
     assert prompts == [
@@ -145,8 +170,8 @@ def test_copilot_runs_tools_skills_mcp_and_two_turns_as_scripted(tmp_path: Path)
     ]
     assert trajectory["output"] == "Bonjour! I wrote hello world."
     # One conversation: the second turn's request carries the first turn's exchange.
-    assert len(run.received) == 5
-    last = json.dumps(run.received[4]["body"]["messages"])
+    assert len(run.received) == 6
+    last = json.dumps(run.received[5]["body"]["messages"])
     assert "Bonjour! I wrote hello.txt." in last and "then write hello.txt" in last
     assert all(r["body"]["stream"] is True for r in run.received)
     raw = run.trial_file("copilot-events.jsonl").read_text().splitlines()
@@ -186,6 +211,31 @@ def test_a_timeout_stops_the_session_and_leaves_no_process_behind(tmp_path: Path
     assert record["status"] == "error", record
     assert record["trajectory"]["endReason"] == "timeout"
     assert "timeout" in record["error"]["message"].lower()
+    assert len(run.received) == 1  # the CLI was waiting for the model when time ran out
+    assert _leftovers(marker) == []
+
+
+LIMIT_EVAL = ERROR_EVAL.replace("stimuli:", "constraints: {max_tool_calls: 1}\nstimuli:")
+
+
+def test_a_crossed_limit_aborts_the_session_before_the_next_tool_runs(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    script = [
+        reply(None, [("c1", "bash", {"command": "echo one > one.txt", "description": "one"})]),
+        reply(None, [("c2", "bash", {"command": "echo two > two.txt", "description": "two"})]),
+        reply("Done."),
+    ]
+    run = _run(tmp_path, LIMIT_EVAL, script, marker)
+    [record] = run.records
+    trajectory = record["trajectory"]
+    assert trajectory["endReason"] == "max_tool_calls"
+    assert "max_tool_calls of 1" in trajectory["endDetail"]
+    results = [e["data"] for e in _events(record, "tool_result")]
+    assert [(r["toolCallId"], r["success"]) for r in results] == [("c1", True), ("c2", False)]
+    assert "interrupted" in results[1]["result"]
+    workspace = run.trial_file("copilot-events.jsonl")  # the raw log holds the abort
+    assert '"type": "abort"' in workspace.read_text()
+    assert len(run.received) == 2
     assert _leftovers(marker) == []
 
 
