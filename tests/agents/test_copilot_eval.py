@@ -300,3 +300,25 @@ def test_the_example_runs_as_documented(tmp_path: Path) -> None:
     ]
     assert all(r["gradeResult"]["passed"] for r in records)
     assert {r["body"]["model"] for r in run.received} == {"gpt-4.1"}
+
+
+KILL_CLI = (
+    'for p in /proc/[0-9]*; do grep -qs "$VALLY_TEST_MARKER" $p/environ'
+    " && grep -qs -- --headless $p/cmdline && kill -KILL ${p#/proc/}; done"
+)
+"""Kills the CLI of this trial (found by the marker in its environment) from its own shell
+(a script: the CLI refuses a ``kill`` without a literal pid on its command line)."""
+
+
+def test_a_cli_that_dies_mid_session_ends_the_trial_as_errored(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    script = [
+        reply(None, [("k0", "create", {"path": "k.sh", "file_text": KILL_CLI})]),
+        reply(None, [("k1", "bash", {"command": "sh k.sh", "description": "kill the CLI"})]),
+        reply("never sent"),
+    ]
+    run = _run(tmp_path, ERROR_EVAL, script, marker)
+    [record] = run.records
+    assert record["status"] == "error", record
+    assert "Copilot CLI" in record["error"]["message"], record["error"]
+    assert _leftovers(marker) == []

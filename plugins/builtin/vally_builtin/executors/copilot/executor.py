@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
@@ -26,6 +25,7 @@ from vally import (
     Trajectory,
     TrajectoryMetadata,
     TrajectoryRecorder,
+    VallyError,
 )
 
 from .config import CopilotConfig
@@ -43,6 +43,9 @@ from .setup import (
 
 STOP_TIMEOUT = 10.0
 """Seconds the CLI gets to shut down before it and its children are killed."""
+
+POLL_SECONDS = 1.0
+"""How often the executor checks that the CLI is still alive while it waits for events."""
 
 CONTAINER_HOME = "/tmp/vally-copilot-home"
 """The CLI's home inside a trial's container."""
@@ -193,7 +196,6 @@ class _SessionRun:
         self.session: Any = None
         self.home: str | None = None
         self.loop = asyncio.get_running_loop()
-        self.started = time.monotonic()
 
     # ------------------------------------------------------------------ run
 
@@ -233,12 +235,27 @@ class _SessionRun:
         self.limits.changed.clear()
         await self.session.send(prompt)
         while not facts.idle and self.limits.stop is None:
-            await self.limits.changed.wait()
+            try:
+                await asyncio.wait_for(self.limits.changed.wait(), timeout=POLL_SECONDS)
+            except TimeoutError:
+                exited = self._cli_exit()
+                if exited is not None:
+                    raise _Stop("error", exited) from None
             self.limits.changed.clear()
         if self.limits.stop is not None:
             raise self.limits.stop
         if facts.fatal_error is not None:
             raise _Stop("error", facts.fatal_error)
+
+    def _cli_exit(self) -> str | None:
+        """Why the CLI is gone (None while it runs)."""
+        process = getattr(self.client, "_process", None)
+        code = process.poll() if process is not None and hasattr(process, "poll") else None
+        if code is not None:
+            return f"the Copilot CLI exited unexpectedly with code {code}"
+        if getattr(self.client, "_state", "connected") == "disconnected":
+            return "the Copilot CLI closed its connection unexpectedly"
+        return None
 
     async def _abort(self) -> None:
         """Cancel the agent's current work (best effort, bounded)."""
@@ -306,7 +323,9 @@ class _SessionRun:
                 f"copilot: the CLI did not start within {self.config.startup_timeout:g}s",
                 hint="raise executor config startup_timeout; the first start unpacks the CLI",
             ) from exc
-        except (OSError, RuntimeError) as exc:
+        except VallyError:
+            raise
+        except Exception as exc:
             raise ExecutionError(f"copilot: the CLI could not start: {exc}") from exc
 
     def _session_options(self) -> dict[str, Any]:
