@@ -200,7 +200,7 @@ def test_a_model_server_error_ends_the_trial_as_errored_with_its_message(
     assert _leftovers(marker) == []
 
 
-TIMEOUT_EVAL = ERROR_EVAL.replace("timeout: 120s", "timeout: 15s")
+TIMEOUT_EVAL = ERROR_EVAL.replace("timeout: 120s", "timeout: 25s")
 
 
 def test_a_timeout_stops_the_session_and_leaves_no_process_behind(tmp_path: Path) -> None:

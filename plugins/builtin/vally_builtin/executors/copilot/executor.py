@@ -41,8 +41,10 @@ from .setup import (
     resolve_provider,
 )
 
-STOP_TIMEOUT = 10.0
-"""Seconds the CLI gets to shut down before it and its children are killed."""
+STOP_TIMEOUT = 2.0
+"""Seconds each step of a graceful shutdown (session, then CLI) may take before the CLI and
+its children are killed. Everything stays well inside the kernel's grace period after a
+trial's timeout."""
 
 POLL_SECONDS = 1.0
 """How often the executor checks that the CLI is still alive while it waits for events."""
@@ -148,8 +150,10 @@ class CopilotExecutor(BaseExecutor[CopilotConfig]):
         run = _SessionRun(self, sandbox, options, provider, constraints)
         try:
             reason, detail = await run.run(stimulus.prompts)
-        finally:
-            await run.close()
+        except BaseException:
+            await run.close(graceful=False)
+            raise
+        await run.close(graceful=reason in {"completed", "error"})
         facts = run.mapper.facts
         if reason == "error":
             raise ExecutionError(
@@ -224,7 +228,7 @@ class _SessionRun:
                 raise
             what = "max_duration" if reason == "max_duration" else "trial timeout"
             detail = f"stopped: {what} of {seconds:g}s reached"
-            await self._abort()
+            self._interrupt()  # no time for a polite abort: the CLI is killed at close
             self.recorder.error(detail, code=reason, fatal=True)
             return reason, detail
         return "completed", None
@@ -263,6 +267,10 @@ class _SessionRun:
             return
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.session.abort(), timeout=STOP_TIMEOUT)
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Close the tool calls and the agent turn that were open when the session stopped."""
         for call_id, name, server in self.mapper.pending_calls():
             self.recorder.tool_result(
                 name, call_id, "interrupted: the session was stopped", success=False, server=server
@@ -401,24 +409,29 @@ class _SessionRun:
         env = {k: v for k, v in os.environ.items() if k in {"PATH", "DOCKER_HOST", "HOME"}}
         return self.sdk.RuntimeConnection.for_stdio(path=docker, args=args), env
 
-    async def close(self) -> None:
-        """Stop the session and the CLI; kill anything of theirs still alive."""
+    async def close(self, *, graceful: bool) -> None:
+        """Stop the session and the CLI (politely when ``graceful``, each step bounded by
+        :data:`STOP_TIMEOUT`), then kill anything of theirs still alive."""
         pid = getattr(getattr(self.client, "_process", None), "pid", None)
         tree = descendants(pid) if isinstance(pid, int) else []
-        if self.session is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.session.disconnect(), timeout=STOP_TIMEOUT)
-        if self.client is not None:
-            try:
-                await asyncio.wait_for(self.client.stop(), timeout=STOP_TIMEOUT)
-            except Exception:
+        stopped = False
+        try:
+            if graceful and self.session is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.session.disconnect(), timeout=STOP_TIMEOUT)
+            if graceful and self.client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.client.stop(), timeout=STOP_TIMEOUT)
+                    stopped = True
+        finally:
+            if isinstance(pid, int):
+                kill_all([pid, *tree, *descendants(pid)])
+            if self.client is not None and not stopped:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self.client.force_stop(), timeout=STOP_TIMEOUT)
-        if isinstance(pid, int):
-            kill_all([pid, *tree, *descendants(pid)])
-        self.log.close()
-        if self.home is not None:
-            shutil.rmtree(self.home, ignore_errors=True)
+            self.log.close()
+            if self.home is not None:
+                shutil.rmtree(self.home, ignore_errors=True)
 
 
 def mcp_config(options: ExecutorOptions, workdir: str) -> dict[str, dict[str, Any]]:
