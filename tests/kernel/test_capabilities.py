@@ -79,6 +79,8 @@ DECLARED: dict[tuple[str, str], tuple[str, ...]] = {
     ("executor", "chat-agent"): ("needs-llm", "multi-turn", "needs-workspace"),
     ("executor", "claude-code"): ("multi-turn", "needs-workspace"),
     ("executor", "codex"): ("multi-turn", "needs-workspace"),
+    ("executor", "copilot"): ("needs-llm", "multi-turn", "needs-workspace"),
+    ("executor", "copilot-sdk"): ("needs-llm", "multi-turn", "needs-workspace"),
     ("reporter", "jsonl"): ("critical",),
     ("grader", "prompt"): ("needs-llm", "pairwise"),
     **{("grader", name): ("needs-workspace",) for name in WORKSPACE_GRADERS},

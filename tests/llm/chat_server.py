@@ -3,6 +3,12 @@
 It speaks HTTP/1.1 (keep-alive) through the standard library's ``ThreadingHTTPServer``.
 Tests queue replies (globally or per model) and read back the requests it received and the
 largest number of requests it held at once.
+
+A request with ``"stream": true`` gets its scripted completion as server-sent events, the
+way OpenAI streams: a role chunk, the content in pieces, each tool call as deltas (id and
+name first, then the arguments in pieces), a chunk with the finish reason and, when the
+request asked for it (``stream_options.include_usage``), a last chunk with the usage and no
+choices, then ``data: [DONE]``. Error replies stay plain JSON with their status.
 """
 
 from __future__ import annotations
@@ -100,6 +106,46 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
     )
 
 
+def _pieces(text: str, size: int = 8) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def stream_chunks(body: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects that stream the completion ``body``."""
+    choice = body["choices"][0]
+    message = choice["message"]
+    base = {
+        "id": body["id"],
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": body["model"],
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [
+        chunk({"content": piece}) for piece in _pieces(message.get("content") or "") if piece
+    ]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        head = {
+            "index": index,
+            "id": call["id"],
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""},
+        }
+        chunks.append(chunk({"tool_calls": [head]}))
+        for piece in _pieces(call["function"]["arguments"]):
+            chunks.append(
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            )
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": body["usage"]})
+    return chunks
+
+
 Responder = Callable[[Received], Reply]
 
 
@@ -115,7 +161,8 @@ class ChatServer:
     seconds more, so overlapping requests are seen.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.requests: list[Received] = []
         self.default: Reply | Responder | None = None
         self.gate: int | None = None
@@ -206,7 +253,10 @@ class ChatServer:
                         reply = server._next_reply(received)
                     if reply.delay:
                         server._stopping.wait(reply.delay)
-                    self._send(reply)
+                    if isinstance(body, dict) and body.get("stream") and reply.status == 200:
+                        self._send_stream(reply, body)
+                    else:
+                        self._send(reply)
                 finally:
                     with server._cond:
                         server.in_flight -= 1
@@ -231,11 +281,31 @@ class ChatServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            def _send_stream(self, reply: Reply, request: dict[str, Any]) -> None:
+                options = request.get("stream_options") or {}
+                chunks = stream_chunks(reply.body, include_usage=bool(options.get("include_usage")))
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    for chunk in chunks:
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                self.close_connection = True
+
         class Server(ThreadingHTTPServer):
             request_queue_size = 128
             daemon_threads = True
 
-        httpd = Server(("127.0.0.1", 0), Handler)
+        httpd = Server((self.host, 0), Handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
         self._thread.daemon = True
