@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
 from vally.engine.scoring import trial_verdict
@@ -218,6 +219,16 @@ async def grade_trial(
 
 
 async def _run_one(
+    config: GraderConfig,
+    **kwargs: Any,
+) -> GraderResult:
+    """One grader entry's result, always writable as UTF-8 JSON (evidence quoting agent
+    text or file names may hold lone surrogates)."""
+    result = await _attempt(config, **kwargs)
+    return result.writable()
+
+
+async def _attempt(
     config: GraderConfig,
     *,
     trajectory: Trajectory,

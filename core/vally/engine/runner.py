@@ -209,7 +209,7 @@ class TrialRunner:
             state.fail(_error(state.phase, exc))
         finally:
             await self._close(state)
-        record = ctx.scrubber.record(self._record(trial, state, started_at, t0))
+        record = self._final_record(trial, state, started_at, t0)
         if trial_dir is not None:
             await self._save(trial, trial_dir, record, state.notes)
         return record
@@ -232,6 +232,26 @@ class TrialRunner:
                 state.fail(_error("cleanup", exc))
             else:
                 state.notes.append(f"cleanup failed: {_error('cleanup', exc).message}")
+
+    def _final_record(
+        self, trial: PlannedTrial, state: _TrialState, started_at: str, t0: float
+    ) -> TrialResultRecord:
+        """The trial's record, writable and scrubbed. A record that cannot be built from
+        what the trial produced (its events, its grades) errors this trial only: it is
+        rebuilt without them, with the reason."""
+        scrub = self.context.scrubber
+        try:
+            return scrub.record(self._record(trial, state, started_at, t0).writable())
+        except Exception as exc:
+            log.debug("record of %s failed", trial.key.as_id(), exc_info=True)
+            reason = _error(state.phase, exc)
+            state.trajectory, state.grade = None, None
+            state.fail(
+                reason.model_copy(
+                    update={"message": f"the trial's record could not be built: {reason.message}"}
+                )
+            )
+            return scrub.record(self._record(trial, state, started_at, t0).writable())
 
     def _record(
         self, trial: PlannedTrial, state: _TrialState, started_at: str, t0: float
