@@ -210,6 +210,8 @@ FIELD_NOTES: dict[str, str] = {
     "GraderConfig.name": "Display name in reports (default: the type).",
     "GraderConfig.turn": "Grade only this 0-based turn of a multi-turn stimulus.",
     "GraderConfig.required": "A failure fails the trial whatever the score.",
+    "GraderConfig.timeout": "How long the grader may take (default 10m); past it the grader "
+    "is stopped and errors, the run goes on.",
     "Stimulus.name": "Unique in the file; runs and comparisons pair trials by it.",
     "Stimulus.description": "Shown in reports.",
     "Stimulus.prompt": "The prompt (or use `turns`).",
