@@ -23,11 +23,12 @@ import contextlib
 import json
 import os
 import re
+import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from vally.contracts.protocols import TrialKey
 from vally.errors import ConfigError, OutputError, VallyError
@@ -226,44 +227,90 @@ def write_json(path: Path, data: Any, scrubber: Scrubber | None = None) -> None:
     write_text_atomic(path, json.dumps(scrub.data(data), indent=2, ensure_ascii=False) + "\n")
 
 
-def load_records(path: Path) -> list[TrialResultRecord]:
-    """Trial records from a run directory (its ``results.jsonl``) or a JSONL file.
+Warn = Callable[[str], None]
+"""Receives a warning for the user (one line, no ``warning:`` prefix)."""
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def results_file(path: Path) -> Path:
+    """The results file of ``path``: a run directory's ``results.jsonl``, or ``path``.
 
     Raises:
-        ConfigError: The path does not exist, holds no results, or has a bad line.
+        ConfigError: There is no such file (the hint names variant folders when ``path``
+            is an experiment directory).
     """
-    file = path / "results.jsonl" if path.is_dir() else path
-    if not file.is_file():
-        variants = (
-            sorted(c.name for c in path.iterdir() if (c / "results.jsonl").is_file())
-            if path.is_dir() and not file.exists()
-            else []
-        )
-        hint = (
-            f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
-            f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
-            f"{path / variants[0]}"
-            if variants
-            else "pass a run directory holding results.jsonl, or a results JSONL file"
-        )
-        problem = "is not a file" if file.exists() else "does not exist"
-        what = f"no results at {path}" if file == path else f"no results in {path}"
-        raise ConfigError(f"{what}: {file} {problem}", hint=hint)
-    records: list[TrialResultRecord] = []
+    file = path / RESULTS_FILE if path.is_dir() else path
+    if file.is_file():
+        return file
+    variants = (
+        sorted(c.name for c in path.iterdir() if (c / RESULTS_FILE).is_file())
+        if path.is_dir() and not file.exists()
+        else []
+    )
+    hint = (
+        f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
+        f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
+        f"{path / variants[0]}"
+        if variants
+        else "pass a run directory holding results.jsonl, or a results JSONL file"
+    )
+    problem = "is not a file" if file.exists() else "does not exist"
+    what = f"no results at {path}" if file == path else f"no results in {path}"
+    raise ConfigError(f"{what}: {file} {problem}", hint=hint)
+
+
+def torn_line_warning(where: str, number: int, size: int) -> str:
+    """The warning for a final line that a killed writer left incomplete."""
+    return (
+        f"{where}:{number}: the last line is incomplete ({size:,} bytes, no line end: the "
+        "run that wrote it was killed while writing it); it is skipped, the lines before "
+        "it are read"
+    )
+
+
+def iter_json_lines(
+    handle: IO[str], where: str, warn: Warn | None = None
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed JSON)`` for each non-blank line of ``handle``, one at a time.
+
+    A last line that is not JSON and has no line end is what a killed writer leaves: it
+    is skipped with a warning. Any other line that is not JSON is an error.
+
+    Raises:
+        ConfigError: A line (other than a torn last one) is not JSON.
+    """
+    for number, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            if not line.endswith("\n"):
+                (warn or _warn_on_stderr)(torn_line_warning(where, number, len(line)))
+                return
+            raise ConfigError(
+                f"{where}:{number}: not JSON: {exc.msg}",
+                hint="each line must be one JSON trial record as written by vally eval; fix "
+                "or remove that line",
+            ) from None
+
+
+def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRecord]:
+    """The trial records of a run directory (its ``results.jsonl``) or a JSONL file, read
+    one line at a time (memory does not grow with the file). Lines of other types
+    (``run-summary``) are skipped; so is a torn last line, with a warning.
+
+    Raises:
+        ConfigError: The path does not exist, or a line is not a trial record.
+    """
+    file = results_file(path)
     bad_line_hint = "each line must be one JSON trial record as written by vally eval"
     try:
-        with file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{file}:{number}: not JSON: {exc.msg}",
-                        hint=f"{bad_line_hint}; fix or remove that line (a killed run can "
-                        "leave a truncated last line)",
-                    ) from None
+        with file.open(encoding="utf-8", newline="\n") as handle:
+            for number, data in iter_json_lines(handle, str(file), warn):
                 if not isinstance(data, dict):
                     raise ConfigError(
                         f"{file}:{number}: holds a JSON {type(data).__name__}, "
@@ -273,7 +320,7 @@ def load_records(path: Path) -> list[TrialResultRecord]:
                 if data.get("type") != "trial-result":
                     continue
                 try:
-                    records.append(TrialResultRecord.model_validate(data))
+                    yield TrialResultRecord.model_validate(data)
                 except Exception as exc:
                     raise ConfigError(
                         f"{file}:{number}: not a trial-result record: {exc}"
@@ -285,7 +332,19 @@ def load_records(path: Path) -> list[TrialResultRecord]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    return records
+
+
+def load_records(path: Path, warn: Warn | None = None) -> list[TrialResultRecord]:
+    """Every trial record of a run directory or a JSONL file (see :func:`iter_records`).
+
+    Args:
+        path: A run directory or a results file.
+        warn: Receives the warning about a torn last line (default: standard error).
+
+    Raises:
+        ConfigError: The path does not exist, holds no results, or has a bad line.
+    """
+    return list(iter_records(path, warn))
 
 
 @contextlib.contextmanager

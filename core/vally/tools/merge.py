@@ -68,7 +68,8 @@ class MergeResult:
         shards: How many shards were merged.
         records: Every trial record, in plan order.
         summaries: The merged summaries (every variant).
-        warnings: Failures of reporters (report, spans) that did not stop the merge.
+        warnings: Torn last lines skipped in the shards' results, and failures of
+            reporters (report, spans) that did not stop the merge.
     """
 
     run_id: str
@@ -194,8 +195,9 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run_id = str(first.manifest["runId"])
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     by_variant: dict[str, list[TrialResultRecord]] = {v: [] for v in folders}
+    read_warnings: list[str] = []
     for shard in shards:
-        for variant, records in read_shard_records(shard, folders).items():
+        for variant, records in read_shard_records(shard, folders, read_warnings.append).items():
             by_variant.setdefault(variant, []).extend(records)
     records = [r for items in by_variant.values() for r in items]
     links = _trace_links(shards)
@@ -229,7 +231,7 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
             session.emitter.emit("vally_run_end", run=run, outcome=outcome)
         raise error from exc
     session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, summaries))
-    warnings = [
+    warnings = read_warnings + [
         f"reporter {f.observer!r} failed in {f.hook}: {type(f.error).__name__}: {f.error}"
         for f in session.emitter.failures
         if not f.critical
