@@ -34,21 +34,32 @@ class Finished:
 def vally(
     *args: str | Path,
     cwd: Path,
-    stdin: bytes | None = None,
+    stdin: bytes | Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 180,
 ) -> Finished:
     """Run ``python -m vally ARGS`` in ``cwd``; no traceback may reach the user."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     full_env.pop("VALLY_DEBUG", None)
-    proc = subprocess.run(
-        [*VALLY, *map(str, args)],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        timeout=timeout,
-    )
+    if isinstance(stdin, Path):  # redirected from a file, as `vally grade < file` is
+        with stdin.open("rb") as handle:
+            proc = subprocess.run(
+                [*VALLY, *map(str, args)],
+                cwd=cwd,
+                stdin=handle,
+                capture_output=True,
+                env=full_env,
+                timeout=timeout,
+            )
+    else:
+        proc = subprocess.run(
+            [*VALLY, *map(str, args)],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            env=full_env,
+            timeout=timeout,
+        )
     out = proc.stdout.decode("utf-8", "replace")
     err = proc.stderr.decode("utf-8", "replace")
     assert "Traceback" not in err, err

@@ -12,6 +12,7 @@ Layout of one run::
         metadata.json          always written
         events.jsonl           the executor's session log (or the trajectory's events)
         artifacts/             copied stimulus artifacts
+        texts/                 whole texts too long for the record (see ``offloaded``)
 
 Folder names are made safe for every file system: characters other than letters, digits,
 ``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``.
@@ -19,6 +20,7 @@ Folder names are made safe for every file system: characters other than letters,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -141,6 +143,16 @@ SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|^(API_?KEY|TOKEN|SECR
 MIN_SECRET_LENGTH = 4
 """Shorter values are not scrubbed (they would mangle ordinary text)."""
 
+MIN_PASSED_LENGTH = 8
+"""Values of variables passed into the sandbox whose names do not look secret are scrubbed
+from this length on (shorter ones, like ``true`` or ``fast``, are words of ordinary text)."""
+
+PUBLIC_VARIABLES = frozenset(
+    {"PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER",
+     "LOGNAME", "SHELL", "PWD", "TZ"}
+)  # fmt: skip
+"""Variables whose values are never secret (a backend's default pass-through)."""
+
 REDACTED = "[REDACTED]"
 
 
@@ -156,16 +168,54 @@ def secret_values(environ: Mapping[str, str] | None = None, *extra: Mapping[str,
     return found
 
 
+def passed_values(passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()) -> set[str]:
+    """The values of the variables passed into sandboxes that are to be scrubbed: all of
+    them (from :data:`MIN_PASSED_LENGTH` characters, or :data:`MIN_SECRET_LENGTH` for
+    secret-looking names) except those of :data:`PUBLIC_VARIABLES` and of ``public``."""
+    open_names = PUBLIC_VARIABLES | set(public)
+    found: set[str] = set()
+    for source in passed:
+        for name, value in source.items():
+            if not value or name in open_names:
+                continue
+            if SECRET_NAME.search(name):
+                if len(value) >= MIN_SECRET_LENGTH:
+                    found.add(value)
+            elif len(value) >= MIN_PASSED_LENGTH and not _WORDS.fullmatch(value):
+                found.add(value)
+    return found
+
+
+_WORDS = re.compile(r"[A-Za-z _-]+")
+"""Values made of words only (``production``, ``max_turns``) are not scrubbed unless their
+variable's name looks secret: they are ordinary text, and words vally itself writes."""
+
+
+def _encodings(secret: str) -> set[str]:
+    """The forms a secret is commonly printed in besides itself: base64 (standard and
+    URL-safe, with and without padding)."""
+    raw = secret.encode("utf-8")
+    forms = set()
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = encoded.decode("ascii")
+        forms.update({text, text.rstrip("=")})
+    return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
+
+
 class Scrubber:
-    """Replaces secret values with ``[REDACTED]`` in everything vally writes.
+    """Replaces secret values with ``[REDACTED]`` in everything vally writes: texts,
+    records, and the files and file names of trial folders. Each secret is also hidden in
+    its base64 forms.
 
     Args:
         secrets: The literal values to hide.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        plain = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+        encoded = {form for s in plain for form in _encodings(s)}
         # Longest first so that a secret containing another is replaced whole.
-        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+        values = sorted(plain | encoded, key=len, reverse=True)
         self.secrets: tuple[str, ...] = tuple(values)
         escaped = {json.dumps(s, ensure_ascii=False)[1:-1] for s in values}
         self._json_forms: tuple[str, ...] = tuple(
@@ -176,6 +226,15 @@ class Scrubber:
     def from_env(cls, *extra: Mapping[str, str]) -> Scrubber:
         """A scrubber for the process environment plus ``extra`` variable mappings."""
         return cls(secret_values(None, *extra))
+
+    @classmethod
+    def for_run(
+        cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()
+    ) -> Scrubber:
+        """A scrubber for a run: secret-looking variables of this process's environment,
+        and every variable passed into the sandboxes (see :func:`passed_values`)."""
+        sources = list(passed)
+        return cls(secret_values(None, *sources) | passed_values(sources, public))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -202,14 +261,28 @@ class Scrubber:
         return value
 
     def record(self, record: R) -> R:
-        """``record`` itself when it holds no secret, else a scrubbed copy."""
+        """``record`` itself when it holds no secret, else a scrubbed copy. Only values are
+        replaced, never the JSON around them (a secret that is also a key or a literal,
+        like ``status``, leaves the record valid)."""
         if not self.secrets:
             return record
         line = record.to_json_line()
         clean = self.text(line)
         if clean == line:
             return record
-        return type(record).model_validate_json(clean)
+        try:
+            return type(record).model_validate_json(clean)
+        except ValueError:  # a secret also spelled a number or a key: scrub values only
+            return type(record).model_validate(self._values(record.to_json_dict()))
+
+    def _values(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self._values(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._values(v) for v in value]
+        return value
 
 
 def write_jsonl(

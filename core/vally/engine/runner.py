@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import fnmatch
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ from vally.contracts.protocols import (
     TrialContext,
     TrialKey,
 )
+from vally.engine.offload import offload_texts
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import (
     ARTIFACTS_DIR,
@@ -211,7 +213,7 @@ class TrialRunner:
             await self._close(state)
         record = self._final_record(trial, state, started_at, t0)
         if trial_dir is not None:
-            await self._save(trial, trial_dir, record, state.notes)
+            record = await self._save(trial, trial_dir, record, state.notes)
         return record
 
     @staticmethod
@@ -283,13 +285,13 @@ class TrialRunner:
 
     async def _save(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
-    ) -> None:
-        """Write the trial's files; an interrupt meanwhile must not lose the record."""
+    ) -> TrialResultRecord:
+        """Write the trial's files and return the record to emit (its over-long texts
+        moved to files); an interrupt meanwhile must not lose the record."""
         task = asyncio.current_task()
         if task is None or task.cancelling():
             # Being cancelled: write synchronously so the record is never lost.
-            self._write_trial_files(trial, trial_dir, record, notes)
-            return
+            return self._write_trial_files(trial, trial_dir, record, notes)
         # File latency, not CPU, dominates here: overlap it with other trials.
         writing = asyncio.ensure_future(
             asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
@@ -299,7 +301,7 @@ class TrialRunner:
         except asyncio.CancelledError:
             await asyncio.wait([writing])
             task.uncancel()
-        writing.result()
+        return writing.result()
 
     async def _phases(
         self, trial: PlannedTrial, trial_dir: Path | None, state: _TrialState
@@ -478,7 +480,7 @@ class TrialRunner:
 
     def _write_trial_files(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
-    ) -> None:
+    ) -> TrialResultRecord:
         scrub = self.context.scrubber
         grade = record.grade_result
         metadata = {
@@ -526,6 +528,8 @@ class TrialRunner:
             (trial_dir / METADATA_FILE).write_bytes(
                 pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n"
             )
+            run_dir = self.context.run_dir
+            return record if run_dir is None else offload_texts(record, trial_dir, run_dir)
         except OSError as exc:
             raise OutputError(
                 f"cannot write the trial files in {trial_dir}: {exc.strerror or exc}",
@@ -538,7 +542,8 @@ SCRUB_LIMIT = 64 * 1024 * 1024
 
 
 def scrub_tree(folder: Path, scrubber: Scrubber) -> None:
-    """Replace secret values in every file below ``folder`` (in place)."""
+    """Replace secret values in every file below ``folder`` (in place), and in the names of
+    its files and folders (renamed, deepest first)."""
     needles = [(s.encode(), REDACTED.encode()) for s in scrubber.secrets]
     for path in folder.rglob("*"):
         if path.is_symlink() or not path.is_file() or path.stat().st_size > SCRUB_LIMIT:
@@ -550,6 +555,21 @@ def scrub_tree(folder: Path, scrubber: Scrubber) -> None:
                 cleaned = cleaned.replace(needle, replacement)
         if cleaned != data:
             path.write_bytes(cleaned)
+    for current, dirs, files in os.walk(folder, topdown=False):
+        for name in [*files, *dirs]:
+            clean = scrubber.text(name)
+            if clean != name:
+                _rename_free(Path(current, name), Path(current, clean))
+
+
+def _rename_free(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, or to ``target`` with a ``-2``, ``-3``, ... suffix
+    when that name is taken."""
+    candidate, n = target, 1
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = target.with_name(f"{target.name}-{n}")
+    source.rename(candidate)
 
 
 def _grader_errors(details: Sequence[GraderResult]) -> str:

@@ -110,6 +110,7 @@ class EnvironmentConfig(SpecModel):
     git: GitConfig | None = None
     mcpServers: dict[str, McpServerConfig | None] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    public_env: list[str] = Field(default_factory=list)
 
     @field_validator("skills", "commands", mode="before")
     @classmethod

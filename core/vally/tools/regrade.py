@@ -196,6 +196,22 @@ def _check_flags(opts: GradeOptions, stdin: TextIO, cwd: Path) -> tuple[Path, Pa
     return spec_path, workspace
 
 
+def _input_folders(stdin: TextIO) -> list[Path]:
+    """The folder of the results file standard input was redirected from, and its parent
+    (an experiment's variant folder sits in the run folder), where a record's offloaded
+    texts are; empty when standard input is not a file."""
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.fstat(stdin.fileno()).st_mode):
+            return []
+        source = Path(os.readlink(f"/proc/self/fd/{stdin.fileno()}"))
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [source.parent, source.parent.parent]
+
+
 @contextlib.contextmanager
 def _spool(stdin: TextIO) -> Iterator[IO[str]]:
     """A copy of standard input in a temporary file, to read it twice without holding it
@@ -335,6 +351,9 @@ class _Regrader:
         self.workspace: Path | None = None
         self.counters: dict[str, int] = {}
         self.records: list[TrialResultRecord] = []
+        self.text_folders: list[Path] = [Path.cwd()]
+        """Where offloaded texts are looked for (candidate run folders)."""
+        self.warn: Callable[[str], None] | None = None
 
     def create_grader(self, config: GraderConfig) -> Any:
         """One grader instance per distinct (type, config), validated on first use."""
@@ -405,6 +424,11 @@ class _Regrader:
 
         original = item.value if isinstance(item.value, TrialResultRecord) else None
         trajectory = item.trajectory
+        if original is not None and original.offloaded:
+            # Grade the whole texts; the record written keeps them cut, with its pointers.
+            from vally.engine.offload import restore_texts
+
+            trajectory = restore_texts(original, self.text_folders, self.warn).trajectory
         if trajectory is None:
             assert original is not None
             if original.error is not None:
@@ -606,6 +630,8 @@ def regrade(
             options={"verbose": opts.verbose},
         )
         regrader = _Regrader(session, loaded, opts, run, project_root)
+        regrader.text_folders = [*_input_folders(stdin), here]
+        regrader.warn = warn
         regrader.prepare(stimuli, workspace)
         if workspace is None and warn is not None:
             for warning in workspace_warnings(session, spec, stimuli, str(opts.eval_spec)):

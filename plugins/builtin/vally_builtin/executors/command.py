@@ -333,6 +333,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             ),
             end_reason=run.end_reason,
             end_detail=run.end_detail,
+            truncated=run.truncated,
         )
 
     async def _start_run(self, sandbox: Sandbox, options: ExecutorOptions) -> _CommandRun:
@@ -371,6 +372,14 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             return True
         result = await self._exec_turn(run, turn, prompt, remaining, sandbox, options)
         run.exit_codes.append(result.exit_code)
+        if result.truncated:
+            run.truncated = True
+            run.recorder.error(
+                f"the agent's output in turn {turn + 1} passed the executor's output_limit "
+                f"of {self.config.output_limit:,} bytes per stream; the rest was dropped, so "
+                "graders see only the start (raise config.output_limit to keep more)",
+                code="output_truncated",
+            )
         self._log_stream(options, result.stdout, turn)
         turn_output = await self._turn_output(run, turn, result, sandbox)
         if turn_output:
@@ -490,3 +499,4 @@ class _CommandRun:
     end_detail: str | None = None
     exit_codes: list[int | None] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
