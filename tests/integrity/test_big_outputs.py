@@ -9,6 +9,9 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
+from tests.backends.docker_helpers import busybox_image, docker_api  # noqa: F401
 from tests.integrity.conftest import agent_script, vally, write_eval
 from vally.engine.offload import INLINE_TEXT_LIMIT
 
@@ -106,3 +109,32 @@ def test_old_records_without_the_new_fields_stay_readable(tmp_path: Path) -> Non
     assert (
         '"offloaded":[]' in record.to_json_line() and '"truncated":false' in record.to_json_line()
     )
+
+
+@pytest.mark.docker
+def test_truncation_is_flagged_in_docker_too(
+    project: Path,
+    busybox_image: str,  # noqa: F811
+) -> None:
+    write_eval(
+        project,
+        r"""
+        name: flood
+        defaults:
+          executor:
+            name: command
+            config: {command: [sh, -c, "{prompt}"], output_limit: 1048576}
+        stimuli:
+          - name: flood
+            prompt: head -c 3145728 /dev/zero | tr '\0' x; echo END-MARKER
+        """,
+    )
+    out = project / "out"
+    done = vally(
+        "eval", "-e", "evals/eval.yaml", "--output-dir", out, "--backend", "docker",
+        "--backend-args", f"image={busybox_image}", "--backend-args", "pull=never", cwd=project,
+    )  # fmt: skip
+    (line,) = (done.run_dir(out) / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    trajectory = json.loads(line)["trajectory"]
+    assert trajectory["truncated"] is True, done.stderr
+    assert len(line) < 4 * INLINE_TEXT_LIMIT
