@@ -138,3 +138,23 @@ def test_truncation_is_flagged_in_docker_too(
     trajectory = json.loads(line)["trajectory"]
     assert trajectory["truncated"] is True, done.stderr
     assert len(line) < 4 * INLINE_TEXT_LIMIT
+
+
+def test_merge_points_offloaded_texts_at_the_shard_folders(tmp_path: Path) -> None:
+    from vally.models.records import OffloadedText, TrialResultRecord
+    from vally.tools.merge import _offloaded_from
+
+    line = Path(__file__).with_name("old_record.json").read_text(encoding="utf-8")
+    entry = OffloadedText(
+        pointer="/trajectory/output",
+        path="base/e/s/m/trial-0/texts/a.txt",
+        chars=1,
+        sha256="0" * 64,
+    )
+    record = TrialResultRecord.model_validate_json(line).model_copy(update={"offloaded": [entry]})
+    shard = tmp_path / "out" / "run" / "shard-1-of-2"
+    moved = _offloaded_from(record, shard, tmp_path / "merged")
+    assert moved.offloaded[0].path == "../out/run/shard-1-of-2/base/e/s/m/trial-0/texts/a.txt"
+    assert (tmp_path / "merged" / moved.offloaded[0].path).resolve() == (
+        shard / entry.path
+    ).resolve()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +167,22 @@ def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, objec
     return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
 
 
+def _offloaded_from(
+    record: TrialResultRecord, shard_dir: Path, target: Path
+) -> TrialResultRecord:
+    """``record`` with its offloaded texts' paths made relative to the merged folder (the
+    texts stay in the shard's trial folders)."""
+    if not record.offloaded:
+        return record
+    entries = [
+        entry.model_copy(
+            update={"path": Path(os.path.relpath(shard_dir / entry.path, target)).as_posix()}
+        )
+        for entry in record.offloaded
+    ]
+    return record.model_copy(update={"offloaded": entries})
+
+
 def read_shards(request: MergeRequest) -> list[ShardInput]:
     """Read and validate the shard folders, in shard order.
 
@@ -198,7 +215,8 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     read_warnings: list[str] = []
     for shard in shards:
         for variant, records in read_shard_records(shard, folders, read_warnings.append).items():
-            by_variant.setdefault(variant, []).extend(records)
+            moved = [_offloaded_from(record, shard.path, target) for record in records]
+            by_variant.setdefault(variant, []).extend(moved)
     records = [r for items in by_variant.values() for r in items]
     links = _trace_links(shards)
     run = RunInfo(
