@@ -72,7 +72,7 @@ class OffloadedText(RecordModel):
             JSON form, e.g. ``/trajectory/output`` or ``/trajectory/events/7/data/content``.
         path: The file holding the whole text (UTF-8), relative to the run folder: the
             folder of ``results.jsonl``, or of the variant folder holding it in an
-            experiment run.
+            experiment run (a merged experiment's records point into the shard folders).
         chars: The length of the whole text, in characters.
         sha256: The SHA-256 of the file's bytes.
     """
