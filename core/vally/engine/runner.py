@@ -291,10 +291,10 @@ class TrialRunner:
         task = asyncio.current_task()
         if task is None or task.cancelling():
             # Being cancelled: write synchronously so the record is never lost.
-            return self._write_trial_files(trial, trial_dir, record, notes)
+            return self._write_and_offload(trial, trial_dir, record, notes)
         # File latency, not CPU, dominates here: overlap it with other trials.
         writing = asyncio.ensure_future(
-            asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+            asyncio.to_thread(self._write_and_offload, trial, trial_dir, record, notes)
         )
         try:
             await asyncio.shield(writing)
@@ -478,9 +478,26 @@ class TrialRunner:
             ),
         )
 
-    def _write_trial_files(
+    def _write_and_offload(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
     ) -> TrialResultRecord:
+        """Write the trial's files (from the whole record), then move the record's
+        over-long texts into the trial folder (see :mod:`vally.engine.offload`)."""
+        self._write_trial_files(trial, trial_dir, record, notes)
+        run_dir = self.context.run_dir
+        if run_dir is None:
+            return record
+        try:
+            return offload_texts(record, trial_dir, run_dir)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the texts of the trial in {trial_dir}: {exc.strerror or exc}",
+                hint="check free disk space and permissions of the output directory",
+            ) from exc
+
+    def _write_trial_files(
+        self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
+    ) -> None:
         scrub = self.context.scrubber
         grade = record.grade_result
         metadata = {
@@ -528,8 +545,6 @@ class TrialRunner:
             (trial_dir / METADATA_FILE).write_bytes(
                 pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n"
             )
-            run_dir = self.context.run_dir
-            return record if run_dir is None else offload_texts(record, trial_dir, run_dir)
         except OSError as exc:
             raise OutputError(
                 f"cannot write the trial files in {trial_dir}: {exc.strerror or exc}",
