@@ -31,7 +31,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import regex
 
@@ -247,6 +246,8 @@ async def grade_trial(
             judge=judge_settings,
             weight=weight,
         )
+        # Evidence quoting agent text or file names may hold lone surrogates.
+        result = result.writable()
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -254,16 +255,6 @@ async def grade_trial(
 
 
 async def _run_one(
-    config: GraderConfig,
-    **kwargs: Any,
-) -> GraderResult:
-    """One grader entry's result, always writable as UTF-8 JSON (evidence quoting agent
-    text or file names may hold lone surrogates)."""
-    result = await _attempt(config, **kwargs)
-    return result.writable()
-
-
-async def _attempt(
     config: GraderConfig,
     *,
     trajectory: Trajectory,

@@ -407,7 +407,8 @@ class TrialRunner:
         from vally.engine.grading import grade_trial
 
         def on_result(result: GraderResult) -> None:
-            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=trial.key, result=result)
+            clean = ctx.scrubber.record(result)  # observers write it (spans) or print it
+            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=trial.key, result=clean)
 
         try:
             return await grade_trial(
