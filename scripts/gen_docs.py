@@ -169,6 +169,8 @@ FIELD_NOTES: dict[str, str] = {
     "EnvironmentConfig.mcpServers": "MCP servers started for the agent, by name (`null` "
     "deletes an inherited one).",
     "EnvironmentConfig.env": "Environment variables for the agent and the setup commands.",
+    "EnvironmentConfig.public_env": "Names of variables whose values are not secret: kept in "
+    "outputs (every other passed variable is scrubbed, see docs/backends.md).",
     "FileEntry.src": "Host path, relative to the eval file.",
     "FileEntry.dest": "Workspace path (default: the name of `src`).",
     "GitConfig.type": "Only `worktree`.",
@@ -210,6 +212,8 @@ FIELD_NOTES: dict[str, str] = {
     "GraderConfig.name": "Display name in reports (default: the type).",
     "GraderConfig.turn": "Grade only this 0-based turn of a multi-turn stimulus.",
     "GraderConfig.required": "A failure fails the trial whatever the score.",
+    "GraderConfig.timeout": "How long the grader may take (default 10m); past it the grader "
+    "is stopped and errors, the run goes on.",
     "Stimulus.name": "Unique in the file; runs and comparisons pair trials by it.",
     "Stimulus.description": "Shown in reports.",
     "Stimulus.prompt": "The prompt (or use `turns`).",
@@ -317,6 +321,8 @@ FIELD_NOTES: dict[str, str] = {
     "TrialResultRecord.trajectory": "What the agent did (`null` when the executor did not "
     "return one).",
     "TrialResultRecord.experiment": "Experiment provenance (`null` outside experiments).",
+    "TrialResultRecord.offloaded": "Texts of `trajectory` cut to their first 64 Ki characters"
+    " in this record, with where each whole text is (empty when none was cut).",
     "TrialError.phase": "The phase that failed: `plan`, `setup`, `execute`, `grade` or "
     "`cleanup`.",
     "TrialError.code": "The stable error code (`VALLY_...`).",
@@ -416,6 +422,8 @@ FIELD_NOTES: dict[str, str] = {
     "`max_tool_calls`).",
     "Trajectory.end_detail": "Detail of an abnormal end (e.g. the error message).",
     "Trajectory.diff": "Unified diff of the workspace, when the executor captured one.",
+    "Trajectory.truncated": "The executor's capture limit (`output_limit`) cut the agent's"
+    " output; an `error` event with code `output_truncated` says where.",
     "TrajectoryMetadata.model": "The model the agent used.",
     "TrajectoryMetadata.executor": "The executor's name.",
     "TrajectoryMetadata.skills_loaded": "Skills staged for the agent.",
@@ -1101,8 +1109,25 @@ def render_records() -> str:
         "```text\n" + textwrap_dedent(layout) + "\n```\n",
         "## results.jsonl\n",
         "One [TrialResultRecord](#trialresultrecord) per finished trial, appended and flushed"
-        " as each trial ends (also what `vally eval --output jsonl` prints). Example"
-        " (one line):\n",
+        " as each trial ends (also what `vally eval --output jsonl` prints).\n",
+        "- **Records stay small.** A text of the trajectory longer than 64 Ki characters (an"
+        " agent's huge output, a tool result, the last message) is cut to its start in the"
+        " record, and the whole text is written once to `texts/<sha256 prefix>.txt` in the"
+        " trial's folder; the record's `offloaded` lists each cut text: a JSON Pointer to"
+        " it, the file relative to the run folder, its length and SHA-256. `vally grade`"
+        " puts the whole texts back before grading when it reads the results file"
+        " (`vally grade -e eval.yaml < run/results.jsonl`, or from the run folder). Records"
+        " written before `offloaded` existed read as having none.",
+        "- **Output past the executor's capture limit** (`output_limit`) is dropped; the"
+        " trajectory's `truncated` is then true and an `error` event with code"
+        " `output_truncated` says which turn.",
+        "- **A killed run** can leave its last line incomplete (no line end): every reader"
+        " (`vally grade`, `vally compare`, `vally experiment merge`) skips such a torn last"
+        " line with a warning and reads the lines before it; a later writer ends the torn"
+        " line before appending. Any other line that is not JSON is an error.",
+        "- **One record per trial**: `vally experiment merge` refuses a shard whose results"
+        " hold a trial twice.\n",
+        "Example (one line):\n",
         _json_block(record.to_json_line()),
     ]
     trajectory_models = _record_models(traj.Trajectory)

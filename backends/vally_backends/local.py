@@ -449,6 +449,27 @@ class LocalSandbox(BaseSandbox):
                     found.append(self._relative(Path(full)))
         return sorted(found)
 
+    async def list_links(self, path: str = ".") -> list[str]:
+        """Every symbolic link below ``path`` (to a file or a folder, inside the workspace
+        or not, dangling or not) as sorted workspace-relative POSIX paths, never followed;
+        ``.git`` and ``node_modules`` are skipped."""
+        raw = Path(path)
+        start = raw if raw.is_absolute() else self._root / raw
+        return await asyncio.to_thread(self._walk_links, start)
+
+    def _walk_links(self, start: Path) -> list[str]:
+        if start.is_symlink():
+            return [self._relative(start)] if _is_within(start.parent.resolve(), self._root) else []
+        start = self.resolve(str(start))
+        found: list[str] = []
+        for current, dirs, files in os.walk(start, followlinks=False):
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+            for name in [*dirs, *files]:
+                full = os.path.join(current, name)
+                if name not in SKIPPED_DIRS and os.path.islink(full):
+                    found.append(self._relative(Path(full)))
+        return sorted(found)
+
     async def copy_in(self, host_src: Path, dest: str) -> None:
         """Copy a host file or folder (recursively, links kept as links) to ``dest``."""
         target = self.resolve(dest)
@@ -574,6 +595,11 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
 
         env_passthrough: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_PASSTHROUGH))
         reuse_workspace: bool = False
+
+    def passed_env(self) -> dict[str, str]:
+        """The host variables passed into every sandbox (their values are scrubbed from
+        outputs unless public)."""
+        return {k: os.environ[k] for k in self.config.env_passthrough if k in os.environ}
 
     def base_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment commands start from: passed-through host variables, then

@@ -450,3 +450,27 @@ def test_without_cap_requests_overlap(chat_server: ChatServer) -> None:
 
     run(go())
     assert chat_server.max_in_flight == 6
+
+
+@pytest.mark.parametrize("count", ["NaN", "Infinity", "-1", "1e400"])
+def test_usage_that_is_not_a_count_reads_as_unknown(chat_server: ChatServer, count: str) -> None:
+    # Sent as raw JSON text: Python's json module reads NaN and Infinity (issue 17, case 13).
+    body = (
+        '{"model": "m", "choices": [{"message": {"role": "assistant", "content": "ok"}, '
+        f'"finish_reason": "stop"}}], "usage": {{"prompt_tokens": {count}, '
+        f'"completion_tokens": {count}}}}}'
+    )
+    chat_server.enqueue(Reply(body=body, headers={"Content-Type": "application/json"}))
+    provider = make_provider(chat_server)
+
+    async def go() -> object:
+        try:
+            return await provider.chat(
+                ChatRequest(model="m", messages=[ChatMessage(role="user", content="hi")])
+            )
+        finally:
+            await provider.aclose()
+
+    response = run(go())
+    assert response.message.content == "ok"  # type: ignore[attr-defined]
+    assert response.input_tokens == 0 and response.output_tokens == 0  # type: ignore[attr-defined]

@@ -219,6 +219,11 @@ class DockerBackend(BaseBackend[DockerConfig]):
         for warning in self.warnings:
             logger.warning("docker backend: %s", warning)
 
+    def passed_env(self) -> dict[str, str]:
+        """The host variables passed into every container (``env``); their values are
+        scrubbed from outputs unless public."""
+        return {name: os.environ[name] for name in self.config.env if name in os.environ}
+
     async def sweep(self) -> list[str]:
         """Remove containers (and volumes) left by dead vally runs of this host.
 

@@ -541,6 +541,41 @@ class DockerSandbox(BaseSandbox):
                     found.append(self._relative(posixpath.join(parent, name)))
         return sorted(found)
 
+    async def list_links(self, path: str = ".") -> list[str]:
+        """Every symbolic link below ``path`` (to a file or a folder, inside the workspace
+        or not, dangling or not) as sorted workspace-relative POSIX paths, never followed;
+        ``.git`` and ``node_modules`` are skipped. Uses ``find`` in the container when it has
+        one, else walks a tar of the folder."""
+        self._check_open()
+        absolute = self.resolve(path)
+        prune = " -o ".join(f"-name {name}" for name in SKIPPED_DIRS)
+        script = (
+            f'[ -e "$1" ] || exit 0; find "$1" -mindepth 1 \\( {prune} \\) -prune '
+            '-o -type l -print0; true'
+        )
+        result = await self.exec(
+            ["sh", "-c", script, "list-links", absolute], output_limit=256 * 1024 * 1024
+        )
+        if result.exit_code == 0 and not result.truncated and "not found" not in result.stderr:
+            found = [p for p in result.stdout.split("\0") if p]
+            return sorted(self._relative(posixpath.normpath(p)) for p in found)
+        return await run_blocking(self._walk_links, absolute)
+
+    def _walk_links(self, absolute: str) -> list[str]:
+        try:
+            archive, _stat = self._get(absolute)
+        except FileNotFoundError:
+            return []
+        parent = posixpath.dirname(absolute)
+        found: list[str] = []
+        with archive:
+            for _tar, member in members(archive):
+                name = posixpath.normpath(member.name)
+                parts = name.split("/")[1:]
+                if parts and not any(part in SKIPPED_DIRS for part in parts) and member.issym():
+                    found.append(self._relative(posixpath.join(parent, name)))
+        return sorted(found)
+
     async def copy_in(self, host_src: Path, dest: str) -> None:
         """Copy a host file or folder (recursively, links kept as links) to ``dest``."""
         self._check_open()

@@ -236,13 +236,19 @@ def validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> Non
                     session.create("grader", config.type, config.config, where=where)
 
 
-def scrubber_for(trials: Sequence[PlannedTrial]) -> Scrubber:
-    """A scrubber for the secret values of the host environment, the trials' environment
-    ``env`` and the executors' ``env`` config."""
+def scrubber_for(trials: Sequence[PlannedTrial], backend: Any = None) -> Scrubber:
+    """A scrubber for the run (see :meth:`~vally.engine.rundir.Scrubber.for_run`): secret
+    values of the host environment, and the values of every variable passed into the
+    sandboxes (the trials' environment ``env``, the executors' ``env`` config, and the host
+    variables the backend passes through, from its optional ``passed_env()``), except
+    those the environments name in ``public_env``."""
     from vally.engine.rundir import Scrubber
 
     executor_envs = (trial.executor.config.get("env") for trial in trials)
-    return Scrubber.from_env(
-        *(trial.environment.env for trial in trials),
-        *(env for env in executor_envs if isinstance(env, dict)),
-    )
+    passed: list[Mapping[str, str]] = [trial.environment.env for trial in trials]
+    passed += [env for env in executor_envs if isinstance(env, dict)]
+    host = getattr(backend, "passed_env", None)
+    if callable(host):
+        passed.append(dict(host()))
+    public = {name for trial in trials for name in trial.environment.public_env}
+    return Scrubber.for_run(passed, public)

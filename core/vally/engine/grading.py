@@ -7,27 +7,35 @@ config against its plugin and builds it). For each grader entry, in spec order:
 1. the trajectory is scoped to the entry's ``turn`` when set (``Trajectory.for_turn``); a
    turn beyond the stimulus's turns is an errored result;
 2. the grader is built and run; one whose metadata declares ``needs_llm`` without an LLM
-   provider, or ``needs_workspace`` without a sandbox, is not run but errored. A
-   :class:`~vally.errors.GradingError`, or any other
-   exception, becomes a result with ``status: error``, ``passed: false``, ``score: 0`` and
-   the message as evidence, and the trial is marked errored (operational, not a low score);
+   provider, or ``needs_workspace`` without a sandbox, is not run but errored. It runs off
+   the run's event loop (:mod:`vally.engine.isolation`), bounded by the entry's ``timeout``
+   (:data:`DEFAULT_GRADER_TIMEOUT` by default), so a grader that blocks or never returns
+   cannot stop other trials or Ctrl-C. A timeout, a :class:`~vally.errors.GradingError`,
+   or any other exception, becomes a result with ``status: error``, ``passed: false``,
+   ``score: 0`` and the message as evidence, and the trial is marked errored (operational,
+   not a low score);
 3. the result is labelled (name, type, ``required``, ``turn``) and weighted with
    ``weights[type]`` (default 1).
 
 Constraints (``expect_tools``/``reject_tools``/``expect_skills``/``reject_skills`` as name
-regexes searched in tool-call and skill-activation names; ``max_*`` limits checked against
-the end reason and the metrics of the whole trajectory) become ``constraint_violations``,
-which fail the trial. Scoring rules are in :mod:`vally.engine.scoring`.
+regexes searched, with a time bound, in tool-call and skill-activation names; ``max_*``
+limits checked against the end reason and the metrics of the whole trajectory) become
+``constraint_violations``, which fail the trial. Scoring rules are in :mod:`vally.engine.scoring`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import regex
+
 from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
+from vally.engine.isolation import IsolatedTimeout, bridge, run_isolated
 from vally.engine.scoring import trial_verdict
 from vally.errors import ConfigError, GradingError, VallyError
 from vally.models.records import GradeResult, GraderResult
@@ -35,7 +43,16 @@ from vally.models.spec import Constraints, GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory
 from vally.plugins import capabilities
 
-__all__ = ["check_constraints", "error_result", "grade_trial", "scope_trajectory"]
+__all__ = [
+    "DEFAULT_GRADER_TIMEOUT",
+    "check_constraints",
+    "error_result",
+    "grade_trial",
+    "scope_trajectory",
+]
+
+DEFAULT_GRADER_TIMEOUT = 600.0
+"""Seconds a grader may take when its entry sets no ``timeout``."""
 
 
 def error_result(config: GraderConfig, message: str, weight: float = 1.0) -> GraderResult:
@@ -94,13 +111,29 @@ def _label(result: GraderResult, config: GraderConfig, weight: float) -> GraderR
     )
 
 
-def _compile(pattern: str, where: str) -> re.Pattern[str]:
+CONSTRAINT_REGEX_TIMEOUT = 10.0
+"""Seconds one constraint pattern may take on one tool or skill name."""
+
+
+def _compile(pattern: str, where: str) -> regex.Pattern[str]:
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        re.compile(pattern)  # Python's syntax is the contract
+        return regex.compile(pattern, regex.VERSION0)
+    except (re.error, regex.error) as exc:
         raise ConfigError(
             f"constraints.{where}: {pattern!r} is not a valid regular expression ({exc}); "
             "fix the pattern or escape special characters"
+        ) from None
+
+
+def _found(compiled: regex.Pattern[str], name: str) -> bool:
+    try:
+        return compiled.search(name, timeout=CONSTRAINT_REGEX_TIMEOUT) is not None
+    except TimeoutError:
+        raise GradingError(
+            f"the constraint pattern /{compiled.pattern}/ took longer than "
+            f"{CONSTRAINT_REGEX_TIMEOUT:g}s on a name of {len(name):,} characters",
+            hint="simplify the pattern (nested quantifiers backtrack exponentially)",
         ) from None
 
 
@@ -112,6 +145,8 @@ def check_constraints(trajectory: Trajectory, constraints: Constraints | None) -
 
     Raises:
         ConfigError: A tool or skill pattern is not a valid regular expression.
+        GradingError: A pattern took too long on a name (see
+            :data:`CONSTRAINT_REGEX_TIMEOUT`).
     """
     constraints = constraints or Constraints()
     violations: list[str] = []
@@ -125,12 +160,12 @@ def check_constraints(trajectory: Trajectory, constraints: Constraints | None) -
         ("skills", skills, constraints.expect_skills, constraints.reject_skills),
     ):
         for pattern in expect:
-            regex = _compile(pattern, f"expect_{kind}")
-            if not any(regex.search(n) for n in names):
+            compiled = _compile(pattern, f"expect_{kind}")
+            if not any(_found(compiled, n) for n in names):
                 violations.append(f"expect_{kind}: nothing matching '{pattern}' was used")
         for pattern in reject:
-            regex = _compile(pattern, f"reject_{kind}")
-            hits = sorted({n for n in names if regex.search(n)})
+            compiled = _compile(pattern, f"reject_{kind}")
+            hits = sorted({n for n in names if _found(compiled, n)})
             if hits:
                 violations.append(f"reject_{kind}: '{pattern}' matched {', '.join(hits)}")
     metrics = trajectory.metrics
@@ -211,6 +246,8 @@ async def grade_trial(
             judge=judge_settings,
             weight=weight,
         )
+        # Evidence quoting agent text or file names may hold lone surrogates.
+        result = result.writable()
         results.append(result)
         if on_result is not None:
             on_result(result)
@@ -255,7 +292,7 @@ async def _run_one(
             llm=llm,
             judge=judge,
         )
-        result = await grader.grade(context)
+        result = await _isolated_grade(grader, context)
         if not isinstance(result, GraderResult):
             return error_result(
                 config,
@@ -263,6 +300,33 @@ async def _run_one(
                 f"{type(result).__name__} instead of a GraderResult",
                 weight,
             )
+    except IsolatedTimeout as exc:
+        return error_result(config, _timed_out(config, exc.timeout), weight)
     except Exception as exc:
         return error_result(config, _describe_exception(config, exc), weight)
     return _label(result, config, weight)
+
+
+async def _isolated_grade(grader: Grader, context: GradeContext) -> GraderResult:
+    """``grader.grade(context)`` off the run's event loop, bounded by the entry's timeout
+    (see :mod:`vally.engine.isolation`); the sandbox and LLM provider are bridged back."""
+    entry = context.grader
+    timeout = entry.timeout if entry.timeout is not None else DEFAULT_GRADER_TIMEOUT
+
+    async def grade(home: asyncio.AbstractEventLoop) -> GraderResult:
+        bridged = dataclasses.replace(
+            context, sandbox=bridge(context.sandbox, home), llm=bridge(context.llm, home)
+        )
+        return await grader.grade(bridged)
+
+    return await run_isolated(grade, timeout=timeout, name=f"vally-grader-{entry.label}")
+
+
+def _timed_out(config: GraderConfig, timeout: float) -> str:
+    from vally.models.durations import format_duration
+
+    return (
+        f"grader '{config.label}' ({config.type}) did not finish within "
+        f"{format_duration(timeout)} and was stopped; fix the grader, or give it longer with "
+        "'timeout:' on its entry (e.g. timeout: 20m)"
+    )

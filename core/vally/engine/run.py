@@ -321,7 +321,7 @@ class PreparedRun:
         for name, reporter in self.reporters:
             session.register_observer(reporter, name)
         run = self.run_info(run_dir, run_id or request.run_id or new_run_id())
-        scrubber = components.scrubber_for(self.trials)
+        scrubber = components.scrubber_for(self.trials, self.backend)
         context = RunContext(
             run=run,
             backend=self.backend,

@@ -12,6 +12,7 @@ Layout of one run::
         metadata.json          always written
         events.jsonl           the executor's session log (or the trajectory's events)
         artifacts/             copied stimulus artifacts
+        texts/                 whole texts too long for the record (see ``offloaded``)
 
 Folder names are made safe for every file system: characters other than letters, digits,
 ``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``.
@@ -19,15 +20,17 @@ Folder names are made safe for every file system: characters other than letters,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import re
+import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from vally.contracts.protocols import TrialKey
 from vally.errors import ConfigError, OutputError, VallyError
@@ -140,6 +143,16 @@ SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|^(API_?KEY|TOKEN|SECR
 MIN_SECRET_LENGTH = 4
 """Shorter values are not scrubbed (they would mangle ordinary text)."""
 
+MIN_PASSED_LENGTH = 8
+"""Values of variables passed into the sandbox whose names do not look secret are scrubbed
+from this length on (shorter ones, like ``true`` or ``fast``, are words of ordinary text)."""
+
+PUBLIC_VARIABLES = frozenset(
+    {"PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "USER",
+     "LOGNAME", "SHELL", "PWD", "TZ"}
+)  # fmt: skip
+"""Variables whose values are never secret (a backend's default pass-through)."""
+
 REDACTED = "[REDACTED]"
 
 
@@ -155,16 +168,54 @@ def secret_values(environ: Mapping[str, str] | None = None, *extra: Mapping[str,
     return found
 
 
+def passed_values(passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()) -> set[str]:
+    """The values of the variables passed into sandboxes that are to be scrubbed: all of
+    them (from :data:`MIN_PASSED_LENGTH` characters, or :data:`MIN_SECRET_LENGTH` for
+    secret-looking names) except those of :data:`PUBLIC_VARIABLES` and of ``public``."""
+    open_names = PUBLIC_VARIABLES | set(public)
+    found: set[str] = set()
+    for source in passed:
+        for name, value in source.items():
+            if not value or name in open_names:
+                continue
+            if SECRET_NAME.search(name):
+                if len(value) >= MIN_SECRET_LENGTH:
+                    found.add(value)
+            elif len(value) >= MIN_PASSED_LENGTH and not _WORDS.fullmatch(value):
+                found.add(value)
+    return found
+
+
+_WORDS = re.compile(r"[A-Za-z _-]+")
+"""Values made of words only (``production``, ``max_turns``) are not scrubbed unless their
+variable's name looks secret: they are ordinary text, and words vally itself writes."""
+
+
+def _encodings(secret: str) -> set[str]:
+    """The forms a secret is commonly printed in besides itself: base64 (standard and
+    URL-safe, with and without padding)."""
+    raw = secret.encode("utf-8")
+    forms = set()
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = encoded.decode("ascii")
+        forms.update({text, text.rstrip("=")})
+    return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
+
+
 class Scrubber:
-    """Replaces secret values with ``[REDACTED]`` in everything vally writes.
+    """Replaces secret values with ``[REDACTED]`` in everything vally writes: texts,
+    records, and the files and file names of trial folders. Each secret is also hidden in
+    its base64 forms.
 
     Args:
         secrets: The literal values to hide.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        plain = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+        encoded = {form for s in plain for form in _encodings(s)}
         # Longest first so that a secret containing another is replaced whole.
-        values = sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
+        values = sorted(plain | encoded, key=len, reverse=True)
         self.secrets: tuple[str, ...] = tuple(values)
         escaped = {json.dumps(s, ensure_ascii=False)[1:-1] for s in values}
         self._json_forms: tuple[str, ...] = tuple(
@@ -175,6 +226,15 @@ class Scrubber:
     def from_env(cls, *extra: Mapping[str, str]) -> Scrubber:
         """A scrubber for the process environment plus ``extra`` variable mappings."""
         return cls(secret_values(None, *extra))
+
+    @classmethod
+    def for_run(
+        cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()
+    ) -> Scrubber:
+        """A scrubber for a run: secret-looking variables of this process's environment,
+        and every variable passed into the sandboxes (see :func:`passed_values`)."""
+        sources = list(passed)
+        return cls(secret_values(None, *sources) | passed_values(sources, public))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -201,14 +261,28 @@ class Scrubber:
         return value
 
     def record(self, record: R) -> R:
-        """``record`` itself when it holds no secret, else a scrubbed copy."""
+        """``record`` itself when it holds no secret, else a scrubbed copy. Only values are
+        replaced, never the JSON around them (a secret that is also a key or a literal,
+        like ``status``, leaves the record valid)."""
         if not self.secrets:
             return record
         line = record.to_json_line()
         clean = self.text(line)
         if clean == line:
             return record
-        return type(record).model_validate_json(clean)
+        try:
+            return type(record).model_validate_json(clean)
+        except ValueError:  # a secret also spelled a number or a key: scrub values only
+            return type(record).model_validate(self._values(record.to_json_dict()))
+
+    def _values(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self._values(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._values(v) for v in value]
+        return value
 
 
 def write_jsonl(
@@ -226,44 +300,90 @@ def write_json(path: Path, data: Any, scrubber: Scrubber | None = None) -> None:
     write_text_atomic(path, json.dumps(scrub.data(data), indent=2, ensure_ascii=False) + "\n")
 
 
-def load_records(path: Path) -> list[TrialResultRecord]:
-    """Trial records from a run directory (its ``results.jsonl``) or a JSONL file.
+Warn = Callable[[str], None]
+"""Receives a warning for the user (one line, no ``warning:`` prefix)."""
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def results_file(path: Path) -> Path:
+    """The results file of ``path``: a run directory's ``results.jsonl``, or ``path``.
 
     Raises:
-        ConfigError: The path does not exist, holds no results, or has a bad line.
+        ConfigError: There is no such file (the hint names variant folders when ``path``
+            is an experiment directory).
     """
-    file = path / "results.jsonl" if path.is_dir() else path
-    if not file.is_file():
-        variants = (
-            sorted(c.name for c in path.iterdir() if (c / "results.jsonl").is_file())
-            if path.is_dir() and not file.exists()
-            else []
-        )
-        hint = (
-            f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
-            f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
-            f"{path / variants[0]}"
-            if variants
-            else "pass a run directory holding results.jsonl, or a results JSONL file"
-        )
-        problem = "is not a file" if file.exists() else "does not exist"
-        what = f"no results at {path}" if file == path else f"no results in {path}"
-        raise ConfigError(f"{what}: {file} {problem}", hint=hint)
-    records: list[TrialResultRecord] = []
+    file = path / RESULTS_FILE if path.is_dir() else path
+    if file.is_file():
+        return file
+    variants = (
+        sorted(c.name for c in path.iterdir() if (c / RESULTS_FILE).is_file())
+        if path.is_dir() and not file.exists()
+        else []
+    )
+    hint = (
+        f"{path} looks like an experiment directory (variants: {', '.join(variants)}): "
+        f"pass it as 'vally compare {path}', or pass one variant folder, e.g. "
+        f"{path / variants[0]}"
+        if variants
+        else "pass a run directory holding results.jsonl, or a results JSONL file"
+    )
+    problem = "is not a file" if file.exists() else "does not exist"
+    what = f"no results at {path}" if file == path else f"no results in {path}"
+    raise ConfigError(f"{what}: {file} {problem}", hint=hint)
+
+
+def torn_line_warning(where: str, number: int, size: int) -> str:
+    """The warning for a final line that a killed writer left incomplete."""
+    return (
+        f"{where}:{number}: the last line is incomplete ({size:,} bytes, no line end: the "
+        "run that wrote it was killed while writing it); it is skipped, the lines before "
+        "it are read"
+    )
+
+
+def iter_json_lines(
+    handle: IO[str], where: str, warn: Warn | None = None
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed JSON)`` for each non-blank line of ``handle``, one at a time.
+
+    A last line that is not JSON and has no line end is what a killed writer leaves: it
+    is skipped with a warning. Any other line that is not JSON is an error.
+
+    Raises:
+        ConfigError: A line (other than a torn last one) is not JSON.
+    """
+    for number, line in enumerate(handle, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            if not line.endswith("\n"):
+                (warn or _warn_on_stderr)(torn_line_warning(where, number, len(line)))
+                return
+            raise ConfigError(
+                f"{where}:{number}: not JSON: {exc.msg}",
+                hint="each line must be one JSON trial record as written by vally eval; fix "
+                "or remove that line",
+            ) from None
+
+
+def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRecord]:
+    """The trial records of a run directory (its ``results.jsonl``) or a JSONL file, read
+    one line at a time (memory does not grow with the file). Lines of other types
+    (``run-summary``) are skipped; so is a torn last line, with a warning.
+
+    Raises:
+        ConfigError: The path does not exist, or a line is not a trial record.
+    """
+    file = results_file(path)
     bad_line_hint = "each line must be one JSON trial record as written by vally eval"
     try:
-        with file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ConfigError(
-                        f"{file}:{number}: not JSON: {exc.msg}",
-                        hint=f"{bad_line_hint}; fix or remove that line (a killed run can "
-                        "leave a truncated last line)",
-                    ) from None
+        with file.open(encoding="utf-8", newline="\n") as handle:
+            for number, data in iter_json_lines(handle, str(file), warn):
                 if not isinstance(data, dict):
                     raise ConfigError(
                         f"{file}:{number}: holds a JSON {type(data).__name__}, "
@@ -273,7 +393,7 @@ def load_records(path: Path) -> list[TrialResultRecord]:
                 if data.get("type") != "trial-result":
                     continue
                 try:
-                    records.append(TrialResultRecord.model_validate(data))
+                    yield TrialResultRecord.model_validate(data)
                 except Exception as exc:
                     raise ConfigError(
                         f"{file}:{number}: not a trial-result record: {exc}"
@@ -285,7 +405,19 @@ def load_records(path: Path) -> list[TrialResultRecord]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    return records
+
+
+def load_records(path: Path, warn: Warn | None = None) -> list[TrialResultRecord]:
+    """Every trial record of a run directory or a JSONL file (see :func:`iter_records`).
+
+    Args:
+        path: A run directory or a results file.
+        warn: Receives the warning about a torn last line (default: standard error).
+
+    Raises:
+        ConfigError: The path does not exist, holds no results, or has a bad line.
+    """
+    return list(iter_records(path, warn))
 
 
 @contextlib.contextmanager

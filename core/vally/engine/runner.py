@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import fnmatch
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,7 @@ from vally.contracts.protocols import (
     TrialContext,
     TrialKey,
 )
+from vally.engine.offload import offload_texts
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import (
     ARTIFACTS_DIR,
@@ -209,9 +211,9 @@ class TrialRunner:
             state.fail(_error(state.phase, exc))
         finally:
             await self._close(state)
-        record = ctx.scrubber.record(self._record(trial, state, started_at, t0))
+        record = self._final_record(trial, state, started_at, t0)
         if trial_dir is not None:
-            await self._save(trial, trial_dir, record, state.notes)
+            record = await self._save(trial, trial_dir, record, state.notes)
         return record
 
     @staticmethod
@@ -232,6 +234,26 @@ class TrialRunner:
                 state.fail(_error("cleanup", exc))
             else:
                 state.notes.append(f"cleanup failed: {_error('cleanup', exc).message}")
+
+    def _final_record(
+        self, trial: PlannedTrial, state: _TrialState, started_at: str, t0: float
+    ) -> TrialResultRecord:
+        """The trial's record, writable and scrubbed. A record that cannot be built from
+        what the trial produced (its events, its grades) errors this trial only: it is
+        rebuilt without them, with the reason."""
+        scrub = self.context.scrubber
+        try:
+            return scrub.record(self._record(trial, state, started_at, t0).writable())
+        except Exception as exc:
+            log.debug("record of %s failed", trial.key.as_id(), exc_info=True)
+            reason = _error(state.phase, exc)
+            state.trajectory, state.grade = None, None
+            state.fail(
+                reason.model_copy(
+                    update={"message": f"the trial's record could not be built: {reason.message}"}
+                )
+            )
+            return scrub.record(self._record(trial, state, started_at, t0).writable())
 
     def _record(
         self, trial: PlannedTrial, state: _TrialState, started_at: str, t0: float
@@ -263,23 +285,23 @@ class TrialRunner:
 
     async def _save(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
-    ) -> None:
-        """Write the trial's files; an interrupt meanwhile must not lose the record."""
+    ) -> TrialResultRecord:
+        """Write the trial's files and return the record to emit (its over-long texts
+        moved to files); an interrupt meanwhile must not lose the record."""
         task = asyncio.current_task()
         if task is None or task.cancelling():
             # Being cancelled: write synchronously so the record is never lost.
-            self._write_trial_files(trial, trial_dir, record, notes)
-            return
+            return self._write_and_offload(trial, trial_dir, record, notes)
         # File latency, not CPU, dominates here: overlap it with other trials.
         writing = asyncio.ensure_future(
-            asyncio.to_thread(self._write_trial_files, trial, trial_dir, record, notes)
+            asyncio.to_thread(self._write_and_offload, trial, trial_dir, record, notes)
         )
         try:
             await asyncio.shield(writing)
         except asyncio.CancelledError:
             await asyncio.wait([writing])
             task.uncancel()
-        writing.result()
+        return writing.result()
 
     async def _phases(
         self, trial: PlannedTrial, trial_dir: Path | None, state: _TrialState
@@ -385,7 +407,8 @@ class TrialRunner:
         from vally.engine.grading import grade_trial
 
         def on_result(result: GraderResult) -> None:
-            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=trial.key, result=result)
+            clean = ctx.scrubber.record(result)  # observers write it (spans) or print it
+            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=trial.key, result=clean)
 
         try:
             return await grade_trial(
@@ -456,6 +479,23 @@ class TrialRunner:
             ),
         )
 
+    def _write_and_offload(
+        self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
+    ) -> TrialResultRecord:
+        """Write the trial's files (from the whole record), then move the record's
+        over-long texts into the trial folder (see :mod:`vally.engine.offload`)."""
+        self._write_trial_files(trial, trial_dir, record, notes)
+        run_dir = self.context.run_dir
+        if run_dir is None:
+            return record
+        try:
+            return offload_texts(record, trial_dir, run_dir)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the texts of the trial in {trial_dir}: {exc.strerror or exc}",
+                hint="check free disk space and permissions of the output directory",
+            ) from exc
+
     def _write_trial_files(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
     ) -> None:
@@ -518,7 +558,8 @@ SCRUB_LIMIT = 64 * 1024 * 1024
 
 
 def scrub_tree(folder: Path, scrubber: Scrubber) -> None:
-    """Replace secret values in every file below ``folder`` (in place)."""
+    """Replace secret values in every file below ``folder`` (in place), and in the names of
+    its files and folders (renamed, deepest first)."""
     needles = [(s.encode(), REDACTED.encode()) for s in scrubber.secrets]
     for path in folder.rglob("*"):
         if path.is_symlink() or not path.is_file() or path.stat().st_size > SCRUB_LIMIT:
@@ -530,6 +571,21 @@ def scrub_tree(folder: Path, scrubber: Scrubber) -> None:
                 cleaned = cleaned.replace(needle, replacement)
         if cleaned != data:
             path.write_bytes(cleaned)
+    for current, dirs, files in os.walk(folder, topdown=False):
+        for name in [*files, *dirs]:
+            clean = scrubber.text(name)
+            if clean != name:
+                _rename_free(Path(current, name), Path(current, clean))
+
+
+def _rename_free(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, or to ``target`` with a ``-2``, ``-3``, ... suffix
+    when that name is taken."""
+    candidate, n = target, 1
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = target.with_name(f"{target.name}-{n}")
+    source.rename(candidate)
 
 
 def _grader_errors(details: Sequence[GraderResult]) -> str:

@@ -433,34 +433,54 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
         )
 
 
-def read_shard_records(shard: ShardInput, variant_dirs: Mapping[str, str]) -> dict[str, list[Any]]:
+def read_shard_records(
+    shard: ShardInput,
+    variant_dirs: Mapping[str, str],
+    warn: Callable[[str], None] | None = None,
+) -> dict[str, list[Any]]:
     """Every variant's records in one shard (variant name -> records, file order).
 
+    Args:
+        shard: The shard.
+        variant_dirs: Variant name -> its folder name.
+        warn: Receives warnings (a torn last line, skipped).
+
     Raises:
-        ShardValidationError: A results file is unreadable, or holds a trial the shard did
-            not select.
+        ShardValidationError: A results file is unreadable, holds a trial the shard did
+            not select, or holds one trial twice.
     """
     from vally.engine.rundir import load_records
 
     selected = set(shard.manifest.get("selectedKeys") or [])
     out: dict[str, list[Any]] = {}
+    seen: dict[str, Path] = {}
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
             out[variant] = []
             continue
         try:
-            records = load_records(path)
+            records = load_records(path, warn)
         except VallyError as exc:
             raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
         for record in records:
-            if record_key_id(record) not in selected:
+            key = record_key_id(record)
+            if key not in selected:
                 raise ShardValidationError(
-                    f"{path} holds trial {record_key_id(record)}, which shard "
+                    f"{path} holds trial {key}, which shard "
                     f"{shard.index}/{shard.total} did not select"
                 )
+            if key in seen:
+                raise ShardValidationError(
+                    f"{path} holds trial {key} more than once"
+                    + ("" if seen[key] == path else f" (also in {seen[key]})")
+                    + f": shard {shard.index}/{shard.total} is not one clean run",
+                    hint="each trial must have exactly one record; re-run that shard into "
+                    "a fresh output directory with the same --run-id and --shard",
+                )
+            seen[key] = path
         out[variant] = records
-    found = {record_key_id(r) for records in out.values() for r in records}
+    found = set(seen)
     lost = [k for k in shard.manifest.get("completedKeys") or [] if k not in found]
     if lost:
         raise ShardValidationError(

@@ -22,6 +22,7 @@ from vally.models.records import (
     GradeResult as GradeResult,
     GraderResult as GraderResult,
     MultiTrialMetrics as MultiTrialMetrics,
+    OffloadedText as OffloadedText,
     RunSummaryRecord as RunSummaryRecord,
     StimulusSummary as StimulusSummary,
     TrialError as TrialError,

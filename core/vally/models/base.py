@@ -11,10 +11,30 @@ Two families:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticSerializationError
+
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def without_lone_surrogates(text: str) -> str:
+    """``text`` with every lone UTF-16 surrogate (``"\\ud800"`` from a JSON escape, or
+    ``"\\udcff"`` from an undecodable file name) replaced by U+FFFD, so it can be written
+    as UTF-8."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return without_lone_surrogates(value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
 
 
 class SpecModel(BaseModel):
@@ -46,3 +66,16 @@ class RecordModel(BaseModel):
     def to_json_line(self) -> str:
         """One compact JSON line (no trailing newline), keys in declaration order."""
         return self.model_dump_json(by_alias=True)
+
+    def writable(self) -> Self:
+        """This record itself when it can be written as UTF-8 JSON, else a copy with every
+        lone surrogate in its texts (and keys) replaced by U+FFFD.
+
+        Agents can emit text no UTF-8 file can hold (a ``"\\ud800"`` escape in an event,
+        a file name that is not UTF-8); one such text must not stop a writer.
+        """
+        try:
+            self.model_dump_json(by_alias=True)
+        except PydanticSerializationError:
+            return self.model_validate(_clean(self.model_dump(mode="python", by_alias=True)))
+        return self

@@ -64,6 +64,25 @@ class TrialError(RecordModel):
     message: str
 
 
+class OffloadedText(RecordModel):
+    """A text of a trial record too long to keep inline (see ``offloaded``).
+
+    Attributes:
+        pointer: Where the text is in the record, as a JSON Pointer (RFC 6901) over its
+            JSON form, e.g. ``/trajectory/output`` or ``/trajectory/events/7/data/content``.
+        path: The file holding the whole text (UTF-8), relative to the run folder: the
+            folder of ``results.jsonl``, or of the variant folder holding it in an
+            experiment run (a merged experiment's records point into the shard folders).
+        chars: The length of the whole text, in characters.
+        sha256: The SHA-256 of the file's bytes.
+    """
+
+    pointer: str
+    path: str
+    chars: int
+    sha256: str
+
+
 class ExperimentBlock(RecordModel):
     """Provenance of a trial run inside an experiment."""
 
@@ -88,7 +107,13 @@ class _EvalRecord(RecordModel):
 
 
 class TrialResultRecord(_EvalRecord):
-    """One line of ``results.jsonl``."""
+    """One line of ``results.jsonl``.
+
+    Records stay small: a text of the trajectory longer than the inline limit (64 Ki
+    characters) keeps only its start here, and the whole text is a file of the trial's
+    folder that ``offloaded`` points to (empty when nothing was cut, and in records
+    written before it existed).
+    """
 
     type: Literal["trial-result"] = "trial-result"
     stimulus_name: str
@@ -106,6 +131,7 @@ class TrialResultRecord(_EvalRecord):
     grade_result: GradeResult | None
     trajectory: Trajectory | None
     experiment: ExperimentBlock | None = None
+    offloaded: list[OffloadedText] = Field(default_factory=list)
 
 
 class MultiTrialMetrics(RecordModel):

@@ -110,6 +110,7 @@ class EnvironmentConfig(SpecModel):
     git: GitConfig | None = None
     mcpServers: dict[str, McpServerConfig | None] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    public_env: list[str] = Field(default_factory=list)
 
     @field_validator("skills", "commands", mode="before")
     @classmethod
@@ -177,7 +178,9 @@ class GraderConfig(SpecModel):
     """One grader entry: a registered ``type`` and its ``config``.
 
     ``turn`` restricts the trajectory the grader sees to that 0-based turn. ``required``
-    graders fail the trial when they fail, whatever the weighted score.
+    graders fail the trial when they fail, whatever the weighted score. ``timeout`` bounds
+    how long the grader may take (default: ``DEFAULT_GRADER_TIMEOUT``, 10 minutes); a grader
+    that takes longer is stopped and errors, the trial and the run go on.
     """
 
     type: str
@@ -185,6 +188,14 @@ class GraderConfig(SpecModel):
     name: str | None = None
     turn: int | None = Field(default=None, ge=0)
     required: bool = False
+    timeout: Duration | None = None
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive_timeout(cls, value: float | None) -> float | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be longer than zero, e.g. '2m' (leave it out for the default)")
+        return value
 
     @field_validator("config", mode="before")
     @classmethod

@@ -226,7 +226,12 @@ class TrajectoryMetadata(RecordModel):
 
 
 class Trajectory(RecordModel):
-    """Everything one trial produced."""
+    """Everything one trial produced.
+
+    ``truncated`` is true when the executor's capture limit cut the agent's output (its
+    ``output_limit``): what was captured is kept, the rest was dropped, and an ``error``
+    event with code ``output_truncated`` says where.
+    """
 
     id: str = Field(default_factory=lambda: str(uuid.uuid4()))
     stimulus: Stimulus
@@ -239,6 +244,7 @@ class Trajectory(RecordModel):
     end_reason: EndReason = "completed"
     end_detail: str | None = None
     diff: str | None = None
+    truncated: bool = False
 
     def for_turn(self, turn: int) -> Trajectory:
         """A copy holding only the events of one 0-based turn, with metrics and output
@@ -461,6 +467,7 @@ class TrajectoryRecorder:
         wall_time_ms: int | None = None,
         end_reason: EndReason = "completed",
         end_detail: str | None = None,
+        truncated: bool = False,
     ) -> Trajectory:
         """The trajectory of the recorded events, with metrics computed from them.
 
@@ -473,6 +480,7 @@ class TrajectoryRecorder:
             wall_time_ms: The wall time (default: :meth:`elapsed_ms`).
             end_reason: Why the run ended.
             end_detail: More about why, for a run that did not complete.
+            truncated: The agent's output was cut at the executor's capture limit.
         """
         meta = metadata or TrajectoryMetadata()
         meta = meta.model_copy(
@@ -491,4 +499,5 @@ class TrajectoryRecorder:
             metadata=meta,
             end_reason=end_reason,
             end_detail=end_detail,
+            truncated=truncated,
         )

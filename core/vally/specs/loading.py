@@ -580,8 +580,9 @@ def merge_environments(base: EnvironmentConfig, overlay: EnvironmentConfig) -> E
     """Merge a stimulus environment onto the root one.
 
     Skills are united in order without duplicates; files and commands are appended; ``git``
-    is replaced when the overlay sets it; ``env`` keys are overridden; ``mcpServers`` merge
-    by name and a ``null`` server removes the inherited one.
+    is replaced when the overlay sets it; ``env`` keys are overridden and ``public_env``
+    names united; ``mcpServers`` merge by name and a ``null`` server removes the inherited
+    one.
     """
     skills = list(dict.fromkeys([*base.skills, *overlay.skills]))
     servers: dict[str, McpServerConfig | None] = dict(base.mcpServers)
@@ -598,6 +599,7 @@ def merge_environments(base: EnvironmentConfig, overlay: EnvironmentConfig) -> E
         git=git,
         mcpServers={k: v for k, v in servers.items() if v is not None},
         env={**base.env, **overlay.env},
+        public_env=list(dict.fromkeys([*base.public_env, *overlay.public_env])),
     )
 
 

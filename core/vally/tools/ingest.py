@@ -19,7 +19,7 @@ Blank lines are skipped. A line that is not JSON, or a document of no known shap
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
@@ -105,13 +105,113 @@ def read_records(
 
 def read_items(stream: TextIO | Iterable[str], *, source: str = "<stdin>") -> list[IngestedItem]:
     """Like :func:`read_records`, keeping each item's detected format and line."""
-    lines = list(stream)
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    documents = _split_documents(text, source)
-    items: list[IngestedItem] = []
-    for line_no, document in documents:
-        items.extend(_convert_document(document, line_no, source))
-    return items
+    return list(iter_items(stream, source=source))
+
+
+def iter_items(
+    stream: TextIO | Iterable[str],
+    *,
+    source: str = "<stdin>",
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[IngestedItem]:
+    """The trials of ``stream``, one at a time.
+
+    JSON Lines input is read line by line, so memory does not grow with the number of
+    trials; a torn last line (no line end, not JSON: a killed writer) is skipped with a
+    warning to ``warn``. Input whose first document spans several lines is read whole as
+    one JSON document (an object, or an array of them).
+
+    Raises:
+        ConfigError: A line is not JSON or holds no known shape (message names the line).
+    """
+    lines = iter(stream)
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError as exc:
+            rest = "".join(_ended(x) for x in lines)
+            if not rest.strip() and not line.endswith("\n") and warn is not None:
+                warn(
+                    f"{source}: line {line_no} is incomplete (no line end: its writer was "
+                    "killed while writing it); it is skipped"
+                )
+                return
+            yield from _whole_document(line_no, _ended(line), rest, exc, source)
+            return
+        if isinstance(document, list):
+            following = next((x for x in lines if x.strip()), None)
+            if following is not None:  # JSON Lines whose first line is an array: refused
+                yield from _convert_document(document, line_no, source)
+            for element in document:  # one array holding every document
+                yield from _convert_document(element, line_no, source)
+            return
+        yield from _convert_document(document, line_no, source)
+        yield from _json_lines(lines, line_no + 1, source, warn)
+        return
+
+
+def _ended(line: str) -> str:
+    return line if line.endswith("\n") else line + "\n"
+
+
+def _json_lines(
+    lines: Iterator[str], first: int, source: str, warn: Callable[[str], None] | None
+) -> Iterator[IngestedItem]:
+    """The items of the JSON Lines after the first document."""
+    for line_no, line in enumerate(lines, first):
+        if not line.strip():
+            continue
+        try:
+            document = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if not line.endswith("\n"):
+                if warn is not None:
+                    warn(
+                        f"{source}: line {line_no} is incomplete ({len(line):,} characters, "
+                        "no line end: its writer was killed while writing it); it is skipped"
+                    )
+                return
+            raise ConfigError(
+                f"line {line_no} is not valid JSON ({exc.msg} at column {exc.colno})",
+                location=_location(source, line_no),
+                hint=_JSONL_HINT,
+            ) from exc
+        yield from _convert_document(document, line_no, source)
+
+
+_JSONL_HINT = (
+    "expected JSON Lines: one trial record, trajectory or ATIF document per line (as "
+    "written by `vally eval --output jsonl`)"
+)
+
+
+def _whole_document(
+    first_line: int,
+    head: str,
+    rest: str,
+    line_error: json.JSONDecodeError,
+    source: str,
+) -> Iterator[IngestedItem]:
+    """The items of input whose first line is not a JSON document by itself: one JSON
+    document spread over lines (an object, or an array of them)."""
+    text = "\n" * (first_line - 1) + head + rest
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            # One JSON document spread over lines, broken somewhere inside.
+            line_no, column, message = exc.lineno, exc.colno, exc.msg
+        else:
+            line_no, column, message = first_line, line_error.colno, line_error.msg
+        raise ConfigError(
+            f"line {line_no} is not valid JSON ({message} at column {column})",
+            location=_location(source, line_no),
+            hint=_JSONL_HINT,
+        ) from exc
+    for element in document if isinstance(document, list) else [document]:
+        yield from _convert_document(element, first_line, source)
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -119,43 +219,6 @@ def read_items(stream: TextIO | Iterable[str], *, source: str = "<stdin>") -> li
 
 def _location(source: str, line: int) -> SourceLocation:
     return SourceLocation(source, line)
-
-
-def _split_documents(text: str, source: str) -> list[tuple[int, Any]]:
-    """Parse ``text`` as one JSON document when it is one, else as JSON Lines."""
-    stripped = text.strip()
-    if not stripped:
-        return []
-    first_line = next(i for i, line in enumerate(text.splitlines(), 1) if line.strip())
-    whole_error: json.JSONDecodeError | None = None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        whole_error = exc
-    else:
-        if isinstance(document, list):
-            return [(first_line, element) for element in document]
-        return [(first_line, document)]
-
-    documents: list[tuple[int, Any]] = []
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            documents.append((line_no, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            if not documents and whole_error is not None and whole_error.msg != "Extra data":
-                # One JSON document spread over lines, broken somewhere inside.
-                line_no, column, message = whole_error.lineno, whole_error.colno, whole_error.msg
-            else:
-                column, message = exc.colno, exc.msg
-            raise ConfigError(
-                f"line {line_no} is not valid JSON ({message} at column {column})",
-                location=_location(source, line_no),
-                hint="expected JSON Lines: one trial record, trajectory or ATIF document per "
-                "line (as written by `vally eval --output jsonl`)",
-            ) from exc
-    return documents
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,8 @@ class MergeResult:
         shards: How many shards were merged.
         records: Every trial record, in plan order.
         summaries: The merged summaries (every variant).
-        warnings: Failures of reporters (report, spans) that did not stop the merge.
+        warnings: Torn last lines skipped in the shards' results, and failures of
+            reporters (report, spans) that did not stop the merge.
     """
 
     run_id: str
@@ -165,6 +167,22 @@ def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, objec
     return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
 
 
+def _offloaded_from(
+    record: TrialResultRecord, shard_dir: Path, target: Path
+) -> TrialResultRecord:
+    """``record`` with its offloaded texts' paths made relative to the merged folder (the
+    texts stay in the shard's trial folders)."""
+    if not record.offloaded:
+        return record
+    entries = [
+        entry.model_copy(
+            update={"path": Path(os.path.relpath(shard_dir / entry.path, target)).as_posix()}
+        )
+        for entry in record.offloaded
+    ]
+    return record.model_copy(update={"offloaded": entries})
+
+
 def read_shards(request: MergeRequest) -> list[ShardInput]:
     """Read and validate the shard folders, in shard order.
 
@@ -194,9 +212,11 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run_id = str(first.manifest["runId"])
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     by_variant: dict[str, list[TrialResultRecord]] = {v: [] for v in folders}
+    read_warnings: list[str] = []
     for shard in shards:
-        for variant, records in read_shard_records(shard, folders).items():
-            by_variant.setdefault(variant, []).extend(records)
+        for variant, records in read_shard_records(shard, folders, read_warnings.append).items():
+            moved = [_offloaded_from(record, shard.path, target) for record in records]
+            by_variant.setdefault(variant, []).extend(moved)
     records = [r for items in by_variant.values() for r in items]
     links = _trace_links(shards)
     run = RunInfo(
@@ -229,7 +249,7 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
             session.emitter.emit("vally_run_end", run=run, outcome=outcome)
         raise error from exc
     session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, summaries))
-    warnings = [
+    warnings = read_warnings + [
         f"reporter {f.observer!r} failed in {f.hook}: {type(f.error).__name__}: {f.error}"
         for f in session.emitter.failures
         if not f.critical

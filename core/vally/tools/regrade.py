@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import tempfile
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from vally.errors import ConfigError, VallyError
 
@@ -72,7 +74,9 @@ class RegradeOutcome:
     """The re-graded trials, in input order.
 
     Attributes:
-        records: One record per graded input trial.
+        records: One record per graded input trial, slimmed for the summary: the
+            trajectory keeps its metrics and the start of its output, not its events (the
+            full records went to the reporters one by one as they were graded).
         cancelled: True when the user interrupted grading.
         to_stdout: True when the records went to standard output (``--output jsonl``), so
             anything else belongs on standard error.
@@ -94,6 +98,22 @@ class RegradeOutcome:
             else:
                 failed += 1
         return passed, failed, errored
+
+
+SUMMARY_OUTPUT_CHARS = 4000
+"""Characters of a trial's output kept in :attr:`RegradeOutcome.records`."""
+
+
+def slim(record: TrialResultRecord) -> TrialResultRecord:
+    """``record`` as kept for the summary: no events, the output cut to
+    :data:`SUMMARY_OUTPUT_CHARS` (so memory grows by a few KB per trial, whatever its size)."""
+    trajectory = record.trajectory
+    if trajectory is None:
+        return record
+    small = trajectory.model_copy(
+        update={"events": [], "output": trajectory.output[:SUMMARY_OUTPUT_CHARS], "diff": None}
+    )
+    return record.model_copy(update={"trajectory": small})
 
 
 # --------------------------------------------------------------------------- matching
@@ -176,21 +196,68 @@ def _check_flags(opts: GradeOptions, stdin: TextIO, cwd: Path) -> tuple[Path, Pa
     return spec_path, workspace
 
 
-def _read_trials(stdin: TextIO) -> list[IngestedItem]:
-    """The trials of standard input.
+def _input_folders(stdin: TextIO) -> list[Path]:
+    """The folder of the results file standard input was redirected from, and its parent
+    (an experiment's variant folder sits in the run folder), where a record's offloaded
+    texts are; empty when standard input is not a file."""
+    import os
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.fstat(stdin.fileno()).st_mode):
+            return []
+        source = Path(os.readlink(f"/proc/self/fd/{stdin.fileno()}"))
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [source.parent, source.parent.parent]
+
+
+@contextlib.contextmanager
+def _spool(stdin: TextIO) -> Iterator[IO[str]]:
+    """A copy of standard input in a temporary file, to read it twice without holding it
+    in memory (once to check every trial, once to grade them)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as spool:
+        shutil.copyfileobj(stdin, spool)
+        spool.seek(0)
+        yield spool
+
+
+def _matched(
+    spool: IO[str],
+    spec: EvalSpec,
+    opts: GradeOptions,
+    warn: Callable[[str], None] | None,
+) -> Iterator[tuple[IngestedItem, Stimulus]]:
+    """Each trial of the spooled input with its stimulus, read one at a time from the
+    start of ``spool``."""
+    from vally.tools.ingest import iter_items
+
+    spool.seek(0)
+    for item in iter_items(spool, source="<stdin>", warn=warn):
+        yield item, match_stimulus(item, spec, opts.stimulus, str(opts.eval_spec))
+
+
+def _scan(
+    spool: IO[str], spec: EvalSpec, opts: GradeOptions, warn: Callable[[str], None] | None
+) -> tuple[int, list[Stimulus]]:
+    """Check every trial of the input before any is graded: the number of trials and
+    the stimuli they match (each once, in input order).
 
     Raises:
-        ConfigError: The input is not JSON, holds an unknown shape, or holds no trials.
+        ConfigError: The input is not JSON, holds an unknown shape or a trial of no
+            stimulus, or holds no trials.
     """
-    from vally.tools.ingest import read_items
-
-    items = read_items(stdin, source="<stdin>")
-    if not items:
+    count = 0
+    stimuli: dict[str, Stimulus] = {}
+    for _, stimulus in _matched(spool, spec, opts, warn):
+        count += 1
+        stimuli.setdefault(stimulus.name, stimulus)
+    if not count:
         raise ConfigError(
             "no trials on standard input",
             hint="pipe the output of `vally eval --output jsonl` or a results.jsonl file",
         )
-    return items
+    return count, list(stimuli.values())
 
 
 def _plugin_paths(specifiers: Sequence[str], cwd: Path) -> list[str]:
@@ -284,6 +351,9 @@ class _Regrader:
         self.workspace: Path | None = None
         self.counters: dict[str, int] = {}
         self.records: list[TrialResultRecord] = []
+        self.text_folders: list[Path] = [Path.cwd()]
+        """Where offloaded texts are looked for (candidate run folders)."""
+        self.warn: Callable[[str], None] | None = None
 
     def create_grader(self, config: GraderConfig) -> Any:
         """One grader instance per distinct (type, config), validated on first use."""
@@ -310,16 +380,17 @@ class _Regrader:
                 "backend", WORKSPACE_BACKEND, {"reuse_workspace": True}, where="--workspace"
             )
 
-    async def grade_all(self, matched: Sequence[tuple[IngestedItem, Stimulus]]) -> None:
-        """Grade every trial in order into :attr:`records`, emitting ``vally_trial_end``
-        after each (an interruption keeps the records graded so far)."""
+    async def grade_all(self, matched: Iterable[tuple[IngestedItem, Stimulus]]) -> None:
+        """Grade every trial in order, emitting ``vally_trial_end`` after each; only a
+        slim copy of each record is kept in :attr:`records` (an interruption keeps the
+        records graded so far)."""
         try:
             if self.backend is not None:
                 await self.backend.start(self.run.run_id)
             for item, stimulus in matched:
-                record = await self.grade_one(item, stimulus)
-                self.records.append(record)
+                record = (await self.grade_one(item, stimulus)).writable()
                 self.session.emitter.emit("vally_trial_end", run=self.run, record=record)
+                self.records.append(slim(record))
         finally:
             if self.backend is not None:
                 with contextlib.suppress(Exception):
@@ -353,6 +424,11 @@ class _Regrader:
 
         original = item.value if isinstance(item.value, TrialResultRecord) else None
         trajectory = item.trajectory
+        if original is not None and original.offloaded:
+            # Grade the whole texts; the record written keeps them cut, with its pointers.
+            from vally.engine.offload import restore_texts
+
+            trajectory = restore_texts(original, self.text_folders, self.warn).trajectory
         if trajectory is None:
             assert original is not None
             if original.error is not None:
@@ -543,32 +619,30 @@ def regrade(
             f"--stimulus {opts.stimulus!r} is not a stimulus of {opts.eval_spec}",
             hint="its stimuli: " + ", ".join(s.name for s in spec.stimuli),
         )
-    matched = [
-        (item, match_stimulus(item, spec, opts.stimulus, str(opts.eval_spec)))
-        for item in _read_trials(stdin)
-    ]
-    run = RunInfo(
-        run_id=str(uuid.uuid4()),
-        command="grade",
-        run_dir=None,
-        planned_trials=len(matched),
-        started_at=utc_now(),
-        options={"verbose": opts.verbose},
-    )
-    regrader = _Regrader(session, loaded, opts, run, project_root)
-    regrader.prepare([s for _, s in matched], workspace)
-    if workspace is None and warn is not None:
-        for warning in workspace_warnings(
-            session, spec, [s for _, s in matched], str(opts.eval_spec)
-        ):
-            warn(warning)
-    to_stdout = _register_reporters(session, opts)
-    session.emitter.emit("vally_run_start", run=run)
-    cancelled = False
-    try:
-        asyncio.run(regrader.grade_all(matched))
-    except KeyboardInterrupt:
-        cancelled = True
+    with _spool(stdin) as spool:
+        count, stimuli = _scan(spool, spec, opts, warn)
+        run = RunInfo(
+            run_id=str(uuid.uuid4()),
+            command="grade",
+            run_dir=None,
+            planned_trials=count,
+            started_at=utc_now(),
+            options={"verbose": opts.verbose},
+        )
+        regrader = _Regrader(session, loaded, opts, run, project_root)
+        regrader.text_folders = [*_input_folders(stdin), here]
+        regrader.warn = warn
+        regrader.prepare(stimuli, workspace)
+        if workspace is None and warn is not None:
+            for warning in workspace_warnings(session, spec, stimuli, str(opts.eval_spec)):
+                warn(warning)
+        to_stdout = _register_reporters(session, opts)
+        session.emitter.emit("vally_run_start", run=run)
+        cancelled = False
+        try:
+            asyncio.run(regrader.grade_all(_matched(spool, spec, opts, None)))
+        except KeyboardInterrupt:
+            cancelled = True
     records = regrader.records
     session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, [], cancelled))
     return RegradeOutcome(records, cancelled, to_stdout)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Literal
 
+import regex
 from pydantic import Field, field_validator, model_validator
 
 from vally import (
@@ -76,6 +77,9 @@ PLACEHOLDERS = (
 """What ``command`` and ``resume`` may contain."""
 
 _STDERR_TAIL = 2000
+
+SESSION_ID_TIMEOUT = 5.0
+"""Seconds the ``session_id_from`` search may take on one stream."""
 
 
 def _argv(value: list[str] | str) -> list[str]:
@@ -242,13 +246,18 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         return any("{prompt}" in a for a in template)
 
     def _session_from_output(self, result: ExecResult) -> str | None:
+        """The session id found by ``session_id_from`` (a search bounded in time: the
+        agent's output must not be able to stall the run; past the bound, none)."""
         if not self.config.session_id_from:
             return None
-        pattern = re.compile(self.config.session_id_from)
+        pattern = regex.compile(self.config.session_id_from, regex.VERSION0)
         for text in (result.stdout, result.stderr):
-            match = pattern.search(text)
+            try:
+                match = pattern.search(text, timeout=SESSION_ID_TIMEOUT)
+            except TimeoutError:
+                return None
             if match:
-                return match.group(1) if match.groups() else match.group(0)
+                return str(match.group(1) if match.groups() else match.group(0))
         return None
 
     async def _write_mcp_config(self, sandbox: Sandbox, options: ExecutorOptions) -> str:
@@ -335,6 +344,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             ),
             end_reason=run.end_reason,
             end_detail=run.end_detail,
+            truncated=run.truncated,
         )
 
     async def _start_run(self, sandbox: Sandbox, options: ExecutorOptions) -> _CommandRun:
@@ -373,6 +383,14 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             return True
         result = await self._exec_turn(run, turn, prompt, remaining, sandbox, options)
         run.exit_codes.append(result.exit_code)
+        if result.truncated:
+            run.truncated = True
+            run.recorder.error(
+                f"the agent's output in turn {turn + 1} passed the executor's output_limit "
+                f"of {self.config.output_limit:,} bytes per stream; the rest was dropped, so "
+                "graders see only the start (raise config.output_limit to keep more)",
+                code="output_truncated",
+            )
         self._log_stream(options, result.stdout, turn)
         turn_output = await self._turn_output(run, turn, result, sandbox)
         if turn_output:
@@ -502,3 +520,4 @@ class _CommandRun:
     extra: dict[str, Any] = field(default_factory=dict)
     stream_session: dict[str, Any] = field(default_factory=dict)
     stream_end: tuple[Literal["error", "max_turns"], str | None] | None = None
+    truncated: bool = False

@@ -13,14 +13,17 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
+import regex
 from pydantic import Field, model_validator
 
 from vally import BaseGrader, GradeContext, GraderResult, GradingError, Sandbox, StrictConfig
 
 __all__ = [
+    "REGEX_TIMEOUT",
     "ConditionGrader",
     "RegexConfig",
     "TextTest",
+    "TimedPattern",
     "compile_pattern",
     "confined_relative",
     "describe_list",
@@ -43,8 +46,48 @@ _NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])([A-Za-z_][A-Za-z0-9_]*)>")
 _NAMED_BACKREF = re.compile(r"\\k<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
+REGEX_TIMEOUT = 10.0
+"""Seconds one regular-expression search may take before its grader errors."""
+
+
+class TimedPattern:
+    """A compiled regular expression whose searches stop after :data:`REGEX_TIMEOUT`.
+
+    Patterns are matched by the ``regex`` package rather than ``re``: it takes a
+    ``timeout`` and releases the interpreter lock while it matches, so a pattern that
+    backtracks exponentially (``^(\\w+\\s?)+$`` on a long line) errors its grader instead
+    of freezing the run. It also keeps Python's syntax (look-arounds, back-references),
+    which RE2 does not have.
+
+    Args:
+        compiled: The compiled pattern.
+        source: The pattern as the spec wrote it (for messages).
+    """
+
+    def __init__(self, compiled: regex.Pattern[str], source: str) -> None:
+        self.compiled = compiled
+        self.source = source
+        self.pattern = compiled.pattern
+
+    def search(self, text: str) -> regex.Match[str] | None:
+        """The first match in ``text``, or None.
+
+        Raises:
+            GradingError: The search took longer than :data:`REGEX_TIMEOUT`.
+        """
+        try:
+            return self.compiled.search(text, timeout=REGEX_TIMEOUT)
+        except TimeoutError:
+            raise GradingError(
+                f"the regular expression /{self.source}/ took longer than "
+                f"{REGEX_TIMEOUT:g}s on {len(text):,} characters and was stopped",
+                hint="simplify the pattern: nested quantifiers such as (\\w+\\s?)+ backtrack "
+                "exponentially; anchor it or use possessive/atomic groups",
+            ) from None
+
+
 @lru_cache(maxsize=1024)
-def compile_pattern(pattern: str, flags: str | None = None) -> re.Pattern[str]:
+def compile_pattern(pattern: str, flags: str | None = None) -> TimedPattern:
     """Compile a regex written for vally's (JavaScript/PCRE-flavoured) specs.
 
     Accepts, beyond Python syntax: inline global flags such as ``(?i)`` anywhere (they are
@@ -63,19 +106,30 @@ def compile_pattern(pattern: str, flags: str | None = None) -> re.Pattern[str]:
     translated = _NAMED_GROUP.sub(r"(?P<\1>", pattern)
     translated = _NAMED_BACKREF.sub(r"(?P=\1)", translated)
     try:
-        return re.compile(translated, value)
+        re.compile(translated, value)  # Python's syntax is the contract: check it first
     except re.error as first:
         hoisted = "".join(_INLINE_GLOBAL.findall(translated))
         if hoisted:
             rest = _INLINE_GLOBAL.sub("", translated)
             try:
-                return re.compile(f"(?{''.join(sorted(set(hoisted)))}){rest}", value)
+                candidate = f"(?{''.join(sorted(set(hoisted)))}){rest}"
+                re.compile(candidate, value)
             except re.error:
                 pass
+            else:
+                return _timed(candidate, value, pattern)
         raise ValueError(f"invalid regular expression {pattern!r}: {first}") from None
+    return _timed(translated, value, pattern)
 
 
-TextTest = re.Pattern[str] | tuple[str, bool]
+def _timed(translated: str, flags: int, source: str) -> TimedPattern:
+    try:
+        return TimedPattern(regex.compile(translated, flags | regex.VERSION0), source)
+    except regex.error as exc:
+        raise ValueError(f"invalid regular expression {source!r}: {exc}") from None
+
+
+TextTest = TimedPattern | tuple[str, bool]
 """What a text grader looks for: a compiled pattern, or ``(text, case_sensitive)``."""
 
 

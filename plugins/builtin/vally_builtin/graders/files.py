@@ -7,6 +7,13 @@ character, ``[abc]`` a character class. A path without glob characters names one
 Files are read only through the trial's sandbox, which lists regular files without following
 symbolic links and skips ``.git`` and ``node_modules``.
 
+Symbolic links matching ``path`` count too (when the sandbox can list them, see
+``list_links`` in the backend guide): a program opening the link reads its target, so the
+content graders read links that lead to files inside the workspace; ``file-not-exists``
+fails on a link of that name wherever it points; and ``file-not-contains`` and
+``file-not-matches`` fail on a link leading out of the workspace, whose content cannot be
+checked (an agent cannot hide a file's content behind a link).
+
 The content graders pass when **some** matching file contains (matches) the text, and their
 negations pass when **no** matching file does. When no file matches ``path`` at all, the
 positive graders fail and the negative ones pass (there is nothing that holds the text); add
@@ -103,6 +110,20 @@ async def find_matching_files(sandbox: Sandbox, pattern: str) -> list[str]:
     return sorted(p for p in candidates if regex.match(p))
 
 
+async def find_matching_links(sandbox: Sandbox, pattern: str) -> list[str]:
+    """Workspace-relative paths of the symbolic links matching the glob, sorted; empty
+    when the sandbox cannot list links (its ``list_links`` is optional)."""
+    list_links = getattr(sandbox, "list_links", None)
+    if list_links is None:
+        return []
+    regex = glob_to_regex(pattern)
+    try:
+        candidates: list[str] = await list_links(_static_prefix(pattern))
+    except (FileNotFoundError, NotADirectoryError, PathEscapeError):
+        return []
+    return sorted(p for p in candidates if regex.match(p))
+
+
 class PathConfig(StrictConfig):
     """Config of ``file-exists`` / ``file-not-exists``.
 
@@ -182,7 +203,7 @@ class FileExistsGrader(ConditionGrader):
 
 
 class FileNotExistsGrader(FileExistsGrader):
-    """Passes when no workspace file matches ``path``."""
+    """Passes when no workspace file, and no link, matches ``path``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
         "file-not-exists", "No file matching a path or glob exists in the workspace."
@@ -190,21 +211,40 @@ class FileNotExistsGrader(FileExistsGrader):
     negate = True
     hit_text = "Files matching '{path}' found (they must not exist): {found}"
 
+    async def grade(self, context: GradeContext) -> GraderResult:
+        """List matching files and links through the sandbox: a link of that name exists
+        too, wherever it points."""
+        sandbox = require_sandbox(context, self.metadata.name)
+        found = await find_matching_files(sandbox, self.config.path)
+        found = sorted({*found, *await find_matching_links(sandbox, self.config.path)})
+        values = {"path": self.config.path, "found": describe_list(found)}
+        return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
+
 
 async def _files_with(
     sandbox: Sandbox, pattern: str, test: TextTest
-) -> tuple[list[str], list[str]]:
-    """(matching files, those whose content passes ``test``)."""
-    found = await find_matching_files(sandbox, pattern)
+) -> tuple[list[str], list[str], list[str]]:
+    """(matching files and links, those whose content passes ``test``, links whose
+    content cannot be read because they lead out of the workspace).
+
+    Links are read through when they lead to a file inside the workspace: a program that
+    opens ``config.py`` reads what the link points to, so the graders do too.
+    """
+    files = await find_matching_files(sandbox, pattern)
+    links = await find_matching_links(sandbox, pattern)
     hits: list[str] = []
-    for path in found:
+    escaping: list[str] = []
+    for path in [*files, *links]:
         try:
             text = await _read_text(sandbox, path)
-        except FileNotFoundError:
+        except PathEscapeError:
+            escaping.append(path)
             continue
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            continue  # a dangling link, or a link to a folder: it holds no text
         if find_text(text, test) is not None:
             hits.append(path)
-    return found, hits
+    return sorted({*files, *links}), sorted(hits), escaping
 
 
 class _FileContentGrader(ConditionGrader):
@@ -220,7 +260,17 @@ class _FileContentGrader(ConditionGrader):
         """Read matching files through the sandbox and test their content."""
         sandbox = require_sandbox(context, self.metadata.name)
         path = self.config.path
-        found, hits = await _files_with(sandbox, path, self.config.text_test())
+        found, hits, escaping = await _files_with(sandbox, path, self.config.text_test())
+        if self.negate and escaping and not hits:
+            # What the agent's code reads through these links cannot be checked, so the
+            # absence of the text cannot be shown.
+            evidence = (
+                f"{describe_list(escaping)} match '{path}' but link outside the workspace: "
+                f"their content cannot be checked for {self.config.shown()} (it must be absent)"
+            )
+            return self.result(
+                context, passed=False, evidence=evidence, metadata={"links": escaping}
+            )
         values = {
             "what": self.config.shown(),
             "path": path,

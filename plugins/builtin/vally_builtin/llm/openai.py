@@ -446,7 +446,10 @@ class OpenAIProvider:
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
 
         def count(value: Any) -> int:
-            return int(value) if isinstance(value, (int, float)) else 0
+            # A count that is not a finite number >= 0 (NaN, Infinity, -1) is unknown: 0.
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return 0
+            return int(value) if math.isfinite(value) and value >= 0 else 0
 
         return ChatResponse(
             message=ChatMessage(role="assistant", content=content, tool_calls=tuple(calls)),

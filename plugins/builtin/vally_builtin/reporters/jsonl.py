@@ -1,7 +1,9 @@
 """The ``jsonl`` reporter: writes ``results.jsonl``, one trial record per line.
 
 Each finished trial's record is appended and flushed at once, so a run that is killed
-leaves a file of complete lines. The reporter is critical: when the file cannot be written
+leaves a file of complete lines, except at most the last one when the kill came while it
+was being written: readers skip such a torn last line with a warning, and a later writer
+ends it before appending. The reporter is critical: when the file cannot be written
 the run fails. With ``stdout: true`` each record is also streamed to standard output
 (``vally eval --output jsonl``), ready to pipe into ``vally grade``. With
 ``per_variant: true`` (experiment runs) each variant's records go to
@@ -28,6 +30,19 @@ from vally import (
 from vally_builtin.reporters import output_path
 
 RESULTS_FILE = "results.jsonl"
+
+
+def _ends_mid_line(path: Path) -> bool:
+    """True when ``path`` exists, is not empty and its last byte is not a line end."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            if handle.tell() == 0:
+                return False
+            handle.seek(-1, 2)
+            return handle.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 class JsonlConfig(StrictConfig):
@@ -81,7 +96,12 @@ class JsonlReporter(BaseReporter[JsonlConfig]):
             self.paths[variant] = path
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
+                torn = _ends_mid_line(path)
                 self._files[variant] = path.open("a", encoding="utf-8", newline="\n")
+                if torn:
+                    # A killed writer left half a line: end it, so that it stays a torn
+                    # line of its own that readers skip, never glued to the next record.
+                    self._files[variant].write("\n")
             except OSError as exc:
                 self.close()
                 if self.config.per_variant:

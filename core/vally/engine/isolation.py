@@ -1,0 +1,161 @@
+"""Running plugin code that may block off the run's event loop, with a time bound.
+
+A grader is user code: a pure-Python loop, a blocking call or a slow regular expression
+inside its ``grade`` coroutine would freeze the event loop, and with it every other trial's
+timeout and Ctrl-C. :func:`run_isolated` runs such a coroutine on an event loop of its own,
+in a daemon thread, and waits for it on the run's loop with a timeout:
+
+* the run's loop stays free: other trials go on, their timeouts fire, Ctrl-C works;
+* past the timeout (or when the run is interrupted) the coroutine is cancelled on its own
+  loop; code stuck without ever yielding stays in its daemon thread, abandoned, and never
+  holds up the exit of vally;
+* objects bound to the run's loop (the trial's sandbox, the LLM provider) are handed in
+  wrapped by :func:`bridge`: each of their coroutine methods runs on the run's loop, and the
+  isolated code awaits the result.
+
+Code that holds the interpreter lock for long (a C extension that never releases it, such
+as the standard ``re`` module backtracking) still slows every thread; the built-in graders
+match regular expressions with the ``regex`` package, which releases the lock and stops at
+a time bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+from vally.contracts.protocols import Process
+
+__all__ = ["IsolatedTimeout", "bridge", "run_isolated"]
+
+T = TypeVar("T")
+
+
+class IsolatedTimeout(TimeoutError):
+    """The isolated code did not finish in time (told apart from a ``TimeoutError`` that
+    the code itself raised).
+
+    Args:
+        timeout: The bound, in seconds.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"did not finish within {timeout:g}s")
+        self.timeout = timeout
+
+
+class _Bridge:
+    """Forwards attribute access to ``target``; coroutine methods run on ``home``."""
+
+    def __init__(self, target: Any, home: asyncio.AbstractEventLoop) -> None:
+        self._vally_target = target
+        self._vally_home = home
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._vally_target, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+        home = self._vally_home
+
+        async def on_home_loop(*args: Any, **kwargs: Any) -> Any:
+            future = asyncio.run_coroutine_threadsafe(value(*args, **kwargs), home)
+            result = await asyncio.wrap_future(future)
+            return bridge(result, home) if isinstance(result, Process) else result
+
+        return on_home_loop
+
+    def __repr__(self) -> str:
+        return f"bridge({self._vally_target!r})"
+
+
+def bridge(target: T, home: asyncio.AbstractEventLoop) -> T:
+    """``target`` as seen from another event loop: its coroutine methods run on ``home``
+    (the loop that owns it), everything else is read from it directly. None stays None."""
+    if target is None:
+        return target
+    return cast(T, _Bridge(target, home))
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+async def run_isolated(
+    make: Callable[[asyncio.AbstractEventLoop], Awaitable[T]],
+    *,
+    timeout: float | None,
+    name: str = "vally-isolated",
+) -> T:
+    """Run the coroutine ``make(home)`` on a loop of its own in a daemon thread and return
+    its result; ``home`` is the calling (run's) loop, to :func:`bridge` objects with.
+
+    Raises:
+        IsolatedTimeout: It did not finish within ``timeout`` seconds (it is cancelled,
+            or abandoned when it never yields).
+        asyncio.CancelledError: The caller was cancelled (the same happens to it).
+        BaseException: Whatever the coroutine raised.
+    """
+    home = asyncio.get_running_loop()
+    done: asyncio.Future[T] = home.create_future()
+    started = threading.Event()
+    own: dict[str, Any] = {}
+
+    def report(result: Any, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the run's loop is closed: nobody waits
+            home.call_soon_threadsafe(_settle, done, result, error)
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(_await(make(home)))
+            own["loop"], own["task"] = loop, task
+            started.set()
+            try:
+                result = loop.run_until_complete(task)
+            except BaseException as exc:  # handed to the caller
+                report(None, exc)
+            else:
+                report(result, None)
+        finally:
+            started.set()
+            loop.close()
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(main,), name=name, daemon=True)
+    thread.start()
+    try:
+        await asyncio.wait([done], timeout=timeout)
+    except BaseException:
+        done.cancel()
+        _cancel_inside(own, started)
+        raise
+    if not done.done():
+        done.cancel()
+        _cancel_inside(own, started)
+        raise IsolatedTimeout(timeout or 0.0)
+    return done.result()
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _cancel_inside(own: dict[str, Any], started: threading.Event) -> None:
+    """Cancel the isolated task on its own loop (best effort: code that never yields
+    cannot be stopped and stays in its daemon thread)."""
+    started.wait(timeout=1.0)
+    loop, task = own.get("loop"), own.get("task")
+    if loop is None or task is None:
+        return
+    with contextlib.suppress(RuntimeError):  # it finished meanwhile
+        loop.call_soon_threadsafe(task.cancel)
