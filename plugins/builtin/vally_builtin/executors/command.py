@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -80,6 +81,14 @@ _STDERR_TAIL = 2000
 
 def _argv(value: list[str] | str) -> list[str]:
     return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV (11)`` for 11; the bare number for one Python does not know."""
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return str(number)
 
 
 def _tail(text: str, limit: int = _STDERR_TAIL) -> str:
@@ -295,7 +304,9 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         """Run each prompt of the stimulus through the agent command.
 
         A timeout ends the trajectory with ``end_reason="timeout"``. A non-zero exit with
-        output is recorded as an ``error`` event; a first-turn crash with no output at all
+        output is recorded as an ``error`` event; an agent killed by a signal is a crash
+        (a fatal ``killed_by_signal`` event and ``end_reason="error"``; the signals of the
+        turns are in ``metadata.extra.signals``); a first-turn crash with no output at all
         raises :class:`ExecutionError`.
 
         Raises:
@@ -319,6 +330,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             if finished:
                 break
         run.extra["exitCodes"] = run.exit_codes
+        run.extra["signals"] = run.signals
         run.extra["eventFormat"] = self.config.events
         return run.recorder.trajectory(
             stimulus,
@@ -371,6 +383,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             return True
         result = await self._exec_turn(run, turn, prompt, remaining, sandbox, options)
         run.exit_codes.append(result.exit_code)
+        run.signals.append(result.signal)
         self._log_stream(options, result.stdout, turn)
         turn_output = await self._turn_output(run, turn, result, sandbox)
         if turn_output:
@@ -378,24 +391,32 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         if result.timed_out:
             run.end_reason, run.end_detail = "timeout", f"timed out after {options.timeout:g}s"
             return True
-        if result.exit_code in (0, None):
+        killed = result.signal is not None
+        if not killed and result.exit_code in (0, None):
             return False
         stderr = _tail(result.stderr)
-        crashed = not result.stdout.strip() and not turn_output
-        if crashed and turn == 0:
+        silent = not result.stdout.strip() and not turn_output
+        how = (
+            f"was killed by signal {signal_name(result.signal)}"
+            if result.signal is not None
+            else f"exited with code {result.exit_code}"
+        )
+        if silent and turn == 0:
             raise ExecutionError(
-                f"agent command {run.argv[0]!r} exited with code {result.exit_code} "
-                f"and produced no output; stderr: {stderr or '(empty)'}",
+                f"agent command {run.argv[0]!r} {how} and produced no output; "
+                f"stderr: {stderr or '(empty)'}",
                 hint="run the command by hand in the workspace to see why it fails",
             )
+        crashed = silent or killed
         run.recorder.error(
-            f"agent exited with exit code {result.exit_code}"
+            (f"agent {how}" if killed else f"agent exited with exit code {result.exit_code}")
             + (f"; stderr: {stderr}" if stderr else ""),
-            code="nonzero_exit",
+            code="killed_by_signal" if killed else "nonzero_exit",
             fatal=crashed,
         )
         if crashed:
-            run.end_reason, run.end_detail = "error", f"agent crashed in turn {turn + 1}"
+            detail = f"agent crashed in turn {turn + 1}" + (f" ({how})" if killed else "")
+            run.end_reason, run.end_detail = "error", detail
         return crashed
 
     async def _exec_turn(
@@ -489,4 +510,5 @@ class _CommandRun:
     end_reason: Literal["completed", "timeout", "error"] = "completed"
     end_detail: str | None = None
     exit_codes: list[int | None] = field(default_factory=list)
+    signals: list[int | None] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
