@@ -28,6 +28,7 @@ from vally_backends import containment
 from vally_backends.local import LocalBackend
 
 
+@pytest.mark.slow
 def test_no_agent_process_survives_into_grading_or_past_the_run(tmp_path: Path) -> None:
     piddir = tmp_path / "pids"
     piddir.mkdir()
@@ -47,22 +48,29 @@ def test_no_agent_process_survives_into_grading_or_past_the_run(tmp_path: Path) 
     assert {name: pid for name, pid in pids.items() if alive(pid)} == {}
 
 
-def test_a_timed_out_agent_leaves_nothing_behind(tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("how", "code"), [({"HANG": "600"}, "VALLY_TIMEOUT"), ({"CRASH": "1"}, "VALLY_EXECUTION")]
+)
+def test_an_agent_that_times_out_or_crashes_leaves_nothing_behind(
+    tmp_path: Path, how: dict[str, str], code: str
+) -> None:
     piddir = tmp_path / "pids"
     piddir.mkdir()
     attacks = ["setsid", "setsid-double-fork"]
-    spec = write_project(tmp_path, attacks, env={"PIDDIR": str(piddir), "HANG": "600"},
-                         timeout="3s")  # fmt: skip
+    spec = write_project(tmp_path, attacks, env={"PIDDIR": str(piddir), **how}, timeout="3s")
     proc, records = run_vally(tmp_path, spec)
     assert set(records) == set(attacks), proc.stderr
     for record in records.values():
-        assert record["error"]["code"] == "VALLY_TIMEOUT", record["error"]
+        assert record["status"] == "error", record
+        assert record["error"]["code"] == code, record["error"]
     pids = survivor_pids(piddir)
     assert set(pids) == set(attacks)
     assert [pid for pid in pids.values() if alive(pid)] == []
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_stopping_vally_stops_every_agent_process(tmp_path: Path, signum: signal.Signals) -> None:
     piddir = tmp_path / "pids"
     piddir.mkdir()
@@ -123,6 +131,7 @@ def test_a_live_vally_s_processes_are_not_swept(tmp_path: Path) -> None:
         marked.wait()
 
 
+@pytest.mark.slow
 def test_an_agent_killed_by_a_signal_is_a_crash(tmp_path: Path) -> None:
     spec = write_project(tmp_path, ["segv"])
     proc, records = run_vally(tmp_path, spec)

@@ -22,7 +22,7 @@ from vally_backends.docker.config import Config
 
 __all__ = ["busybox_image", "docker_api"]
 
-pytestmark = [pytest.mark.docker]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _docker_args(image: str) -> list[str]:
