@@ -12,7 +12,9 @@ Two layers, neither of which relies on process groups (which ``setsid`` leaves):
    vally (:func:`sweep_dead`) from processes of a live one.
 
 A process that both kills its keeper and replaces its environment escapes both layers; the
-``local`` backend is not a security boundary (use ``docker`` for untrusted agents).
+``local`` backend is not a security boundary (use ``docker`` for untrusted agents). Both
+layers need Linux (``prctl`` and ``/proc``); elsewhere only the process group of each
+command is reached.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ def _marks() -> Iterator[tuple[int, str]]:
     """``(pid, token)`` of every live process carrying a marker (zombies skipped)."""
     prefix = f"{CELL_ENV}=".encode()
     own = os.getpid()
-    for name in os.listdir("/proc"):
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): nothing can be found this way
+        return
+    for name in names:
         if not name.isdigit() or int(name) == own:
             continue
         try:

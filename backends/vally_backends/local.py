@@ -418,7 +418,7 @@ class LocalSandbox(BaseSandbox):
             raise BackendError("cannot run an empty command")
         workdir = self.resolve(request.cwd) if request.cwd else self._root
         loop = asyncio.get_running_loop()
-        status_r, status_w = os.pipe2(os.O_CLOEXEC)
+        status_r, status_w = os.pipe()  # not inheritable (PEP 446)
         status = _Status(status_r, loop)
         creation = asyncio.ensure_future(
             loop.subprocess_exec(

@@ -49,8 +49,12 @@ def _prctl(option: int, value: int) -> bool:
 
 def _parents() -> list[tuple[int, int, str]]:
     """``(pid, parent pid, state)`` of every process in ``/proc``."""
-    found = []
-    for name in os.listdir("/proc"):
+    found: list[tuple[int, int, str]] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): only the process group is reachable
+        return found
+    for name in names:
         if not name.isdigit():
             continue
         try:
@@ -127,7 +131,7 @@ def _status_line(status: int) -> str:
 
 def _start(argv: list[str]) -> tuple[int, int]:
     """Fork and exec ``argv``; returns (pid, errno of a failed exec or 0)."""
-    check_r, check_w = os.pipe2(os.O_CLOEXEC)
+    check_r, check_w = os.pipe()  # not inheritable (PEP 446)
     pid = os.fork()
     if pid == 0:  # the command
         os.close(check_r)
