@@ -483,3 +483,19 @@ async def test_a_missing_program_cannot_start() -> None:
             await sandbox.exec(["vally-no-such-program"])
     finally:
         await sandbox.close()
+
+
+async def test_processes_that_killed_their_keeper_are_found_by_their_marker() -> None:
+    sandbox = await _open()
+    try:
+        script = (
+            "setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $! > far.pid; "
+            "echo $$ > self.pid; kill -9 $PPID; exec sleep 1000"
+        )
+        await sandbox.exec(["sh", "-c", script], timeout=30)
+        pids = [int((await sandbox.read_file(f)).decode()) for f in ("far.pid", "self.pid")]
+        assert all(_alive(pid) for pid in pids)  # out of the keeper's reach now
+        await sandbox.stop_processes()
+        assert not any(_alive(pid) for pid in pids)
+    finally:
+        await sandbox.close()
