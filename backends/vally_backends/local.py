@@ -4,15 +4,20 @@ A trial's workspace is a temporary folder (``vally-eval-XXXXXX``), the folder na
 ``--workspace`` (kept afterwards), or a git worktree when the environment sets ``git``. With
 ``reuse_workspace`` a kept folder that already exists is used as it is (``vally grade
 --workspace``): never cleared, never deleted.
-Commands run as subprocesses in their own process group, so a timeout or a cancellation
-kills the whole process tree. Only a small, safe set of host environment variables reaches
-the agent (see :class:`LocalBackend.Config`), so API keys do not leak unless allowed.
+Commands run as subprocesses in their own session, each below a keeper that holds the
+command's whole process tree (see :mod:`vally_backends.containment`): a timeout, a
+cancellation, :meth:`LocalSandbox.stop_processes` (before grading) and :meth:`LocalSandbox.close`
+stop everything the command started, whichever session or process group it moved to. Only
+a small, safe set of host environment variables reaches the agent (see
+:class:`LocalBackend.Config`), so API keys do not leak unless allowed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno as errnos
+import logging
 import os
 import shutil
 import signal
@@ -39,6 +44,9 @@ from vally import (
     StrictConfig,
     TrialContext,
 )
+from vally_backends.containment import CELL_ENV, keeper_argv, kill_marked, new_token, sweep_dead
+
+logger = logging.getLogger("vally.backends.local")
 
 DEFAULT_ENV_PASSTHROUGH = ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER"]
 """Host environment variables an agent sees by default."""
@@ -47,7 +55,11 @@ SKIPPED_DIRS = frozenset({".git", "node_modules"})
 """Folders :meth:`LocalSandbox.list_files` never descends into."""
 
 KILL_GRACE_SECONDS = 2.0
-"""How long a process group gets between SIGTERM and SIGKILL."""
+"""How long a command's processes get between SIGTERM and SIGKILL."""
+
+KEEPER_MARGIN_SECONDS = 3.0
+"""How long past the grace period a keeper may take to kill and reap its tree before its
+process group is killed outright."""
 
 DRAIN_GRACE_SECONDS = 1.0
 """How long pipes may stay open after the main process exited (a background child holding
@@ -65,11 +77,14 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def _kill_created(creation: asyncio.Future[Any]) -> None:
-    """Kill the whole group of a process whose start was cancelled, once it has started."""
+    """Kill the whole tree of a keeper whose start was cancelled, once it has started."""
     if creation.cancelled() or creation.exception() is not None:
         return
     transport = creation.result()[0]
-    _signal_group(transport.get_pid(), signal.SIGKILL)
+    pid = transport.get_pid()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGHUP)  # the keeper kills its tree at once
+    _signal_group(pid, signal.SIGKILL)
     transport.close()
 
 
@@ -90,58 +105,144 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
+class _Status:
+    """The read end of a keeper's status pipe (see :mod:`vally_backends.reaper`).
+
+    ``started`` resolves with the first line (``run PID`` or ``noexec ERRNO``), ``ended``
+    with the command's end (``exit N`` or ``signal N``); both resolve with None when the
+    keeper died without saying.
+    """
+
+    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._fd = fd
+        self._loop = loop
+        self._buffer = bytearray()
+        self.started: asyncio.Future[str | None] = loop.create_future()
+        self.ended: asyncio.Future[str | None] = loop.create_future()
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, 256)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, _, rest = bytes(self._buffer).partition(b"\n")
+            self._buffer[:] = rest
+            self._resolve(line.decode("ascii", "replace").strip())
+        if not chunk:
+            self.close()
+
+    def _resolve(self, line: str | None) -> None:
+        for future in (self.started, self.ended):
+            if not future.done():
+                future.set_result(line)
+                if line is None or line.startswith("noexec"):
+                    continue
+                return
+
+    def close(self) -> None:
+        """Stop reading; pending futures resolve with None."""
+        if self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+        self._resolve(None)
+
+
 class _Child:
-    """A started subprocess: its transport, protocol and stream-level process object."""
+    """A command started below its keeper: the keeper's transport, protocol and stream-level
+    process object, and the status pipe saying how the command itself ended."""
 
     def __init__(
         self,
         transport: asyncio.SubprocessTransport,
         protocol: _ExitAwareProtocol,
         process: asyncio.subprocess.Process,
+        status: _Status,
     ) -> None:
         self.transport = transport
         self.protocol = protocol
         self.process = process
+        self.status = status
 
     @property
     def pid(self) -> int:
-        """The process id, which is also its process-group id."""
+        """The keeper's process id, which is also the process-group id of the command."""
         return self.process.pid
 
     @property
+    def keeper_alive(self) -> bool:
+        """Whether the keeper still runs (it outlives the command while orphans remain)."""
+        return self.transport.get_returncode() is None
+
+    @property
     def returncode(self) -> int | None:
-        """The exit status once the process exited (negative: killed by that signal)."""
+        """The command's exit status once it ended (negative: killed by that signal); the
+        keeper's when the keeper died without saying."""
+        line = self.status.ended.result() if self.status.ended.done() else None
+        if line is not None:
+            kind, _, number = line.partition(" ")
+            if number.lstrip("-").isdigit():
+                return -int(number) if kind == "signal" else int(number)
         return self.transport.get_returncode()
 
     async def wait_exit(self, timeout: float | None) -> bool:
-        """Wait until the process exits; False when ``timeout`` seconds passed first."""
+        """Wait until the command exits; False when ``timeout`` seconds passed first."""
+        try:
+            said = await asyncio.wait_for(asyncio.shield(self.status.ended), timeout)
+            if said is None:  # the keeper died without a report: its own exit is the end
+                await asyncio.wait_for(asyncio.shield(self.protocol.exited), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_keeper(self, timeout: float | None) -> bool:
+        """Wait until the keeper exits; False when ``timeout`` seconds passed first."""
         try:
             await asyncio.wait_for(asyncio.shield(self.protocol.exited), timeout)
         except TimeoutError:
             return False
         return True
 
+    def release(self) -> None:
+        """Close the pipes; close the transport too once the keeper has exited (closing it
+        earlier would SIGKILL the keeper and orphan what it holds)."""
+        if self.keeper_alive:
+            for fd in (0, 1, 2):
+                pipe = self.transport.get_pipe_transport(fd)
+                if pipe is not None:
+                    pipe.close()
+        else:
+            self.transport.close()
+            self.status.close()
+
 
 async def kill_process_tree(child: _Child, grace: float | None = None) -> None:
-    """Stop ``child`` and every process of its group: SIGTERM, then SIGKILL after ``grace``
-    seconds (default :data:`KILL_GRACE_SECONDS`), then wait until the leader is reaped so no
-    zombie is left.
-
-    The process must have been started with ``start_new_session=True`` (its pid is the
-    group id).
+    """Stop ``child``'s command and everything below its keeper, whatever session or group
+    it moved to: SIGTERM to the process group (the keeper passes it on to every descendant
+    and SIGKILLs them all after its grace period), SIGKILL to the group when the keeper has
+    not finished ``grace`` seconds (default :data:`KILL_GRACE_SECONDS`) later plus a margin,
+    then wait until the keeper is reaped so no zombie is left.
     """
     pgid = child.pid
     _signal_group(pgid, signal.SIGTERM)
+    wait = (KILL_GRACE_SECONDS if grace is None else grace) + KEEPER_MARGIN_SECONDS
     try:
-        await child.wait_exit(KILL_GRACE_SECONDS if grace is None else grace)
+        await child.wait_keeper(wait)
     except asyncio.CancelledError:
         pass
     finally:
-        # Members that ignored SIGTERM, or outlived the leader, go now.
+        # Members that ignored SIGTERM, or a keeper that did not finish, go now.
         _signal_group(pgid, signal.SIGKILL)
-    if child.returncode is None:
+    if child.keeper_alive:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(child.protocol.exited)
+    child.release()
 
 
 def append_capped(sink: bytearray, data: bytes, limit: int) -> bool:
@@ -239,7 +340,7 @@ class LocalProcess:
                     self._proc.stdin.close()
             await kill_process_tree(self._child)
         code = self._child.returncode
-        self._child.transport.close()
+        self._child.release()
         return code if code is not None and code >= 0 else None
 
 
@@ -271,7 +372,8 @@ class LocalSandbox(BaseSandbox):
         self._keep = keep
         self._git_source = git_source
         self._processes: list[LocalProcess] = []
-        self._groups: set[int] = set()
+        self._children: list[_Child] = []
+        self._token = new_token()
         self._closed = False
 
     @property
@@ -307,6 +409,7 @@ class LocalSandbox(BaseSandbox):
         merged = dict(self._base_env)
         if env:
             merged.update({str(k): str(v) for k, v in env.items()})
+        merged[CELL_ENV] = self._token
         return merged
 
     async def _start(self, request: ExecRequest, *, stdin: int, stderr: int) -> _Child:
@@ -315,16 +418,19 @@ class LocalSandbox(BaseSandbox):
             raise BackendError("cannot run an empty command")
         workdir = self.resolve(request.cwd) if request.cwd else self._root
         loop = asyncio.get_running_loop()
+        status_r, status_w = os.pipe()  # not inheritable (PEP 446)
+        status = _Status(status_r, loop)
         creation = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _ExitAwareProtocol(_CHUNK, loop),
-                *[str(a) for a in argv],
+                *keeper_argv(status_w, KILL_GRACE_SECONDS, [str(a) for a in argv]),
                 stdin=stdin,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,
                 cwd=str(workdir),
                 env=self._env(request.env),
                 start_new_session=True,
+                pass_fds=(status_w,),
             )
         )
         try:
@@ -333,24 +439,44 @@ class LocalSandbox(BaseSandbox):
             transport, protocol = await asyncio.shield(creation)
         except asyncio.CancelledError:
             creation.add_done_callback(_kill_created)
+            status.close()
             raise
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise BackendError(
-                f"cannot start {argv[0]!r} in {workdir}: {exc.strerror or exc}",
-                hint="check that the program is installed and on PATH for the sandbox",
-            ) from exc
-        child = _Child(transport, protocol, asyncio.subprocess.Process(transport, protocol, loop))
-        self._groups.add(child.pid)
+            status.close()
+            raise self._cannot_start(argv[0], workdir, exc.strerror or str(exc)) from exc
+        finally:
+            os.close(status_w)
+        process = asyncio.subprocess.Process(transport, protocol, loop)
+        child = _Child(transport, protocol, process, status)
+        self._children.append(child)
+        try:
+            first = await asyncio.shield(status.started)
+        except asyncio.CancelledError:
+            await kill_process_tree(child)
+            raise
+        if first is not None and first.startswith("noexec"):
+            await child.wait_keeper(None)
+            child.release()
+            code = int(first.partition(" ")[2] or errnos.ENOENT)
+            raise self._cannot_start(argv[0], workdir, os.strerror(code))
         return child
+
+    @staticmethod
+    def _cannot_start(program: str, workdir: Path, reason: str) -> BackendError:
+        return BackendError(
+            f"cannot start {program!r} in {workdir}: {reason}",
+            hint="check that the program is installed and on PATH for the sandbox",
+        )
 
     async def run_command(self, request: ExecRequest) -> ExecResult:
         """Run a command in the workspace and wait for it (see :class:`vally.Sandbox`).
 
         Output beyond ``output_limit`` bytes per stream is read and dropped, so a process
         printing far more than the limit neither blocks nor fills memory. Background
-        processes the command leaves behind keep running (until :meth:`close`), but output
-        they write after the command exited is read for at most ``DRAIN_GRACE_SECONDS``;
-        redirect their output (``cmd > log 2>&1 &``) to keep it.
+        processes the command leaves behind keep running (until :meth:`stop_processes` or
+        :meth:`close`), but output they write after the command exited is read for at most
+        ``DRAIN_GRACE_SECONDS``; redirect their output (``cmd > log 2>&1 &``) to keep it.
+        A command killed by a signal has ``exit_code=None`` and ``signal`` set.
         """
         started = time.monotonic()
         has_stdin = request.stdin is not None
@@ -386,7 +512,7 @@ class LocalSandbox(BaseSandbox):
                 feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await feeder
-            child.transport.close()
+            child.release()
         truncated = any(t.done() and not t.cancelled() and t.result() for t in readers)
         code = child.returncode
         return ExecResult(
@@ -396,6 +522,7 @@ class LocalSandbox(BaseSandbox):
             timed_out=timed_out,
             truncated=truncated,
             duration_ms=int((time.monotonic() - started) * 1000),
+            signal=-code if code is not None and code < 0 and not timed_out else None,
         )
 
     async def start_process(self, request: ExecRequest) -> Process:
@@ -483,9 +610,29 @@ class LocalSandbox(BaseSandbox):
 
     # ----------------------------------------------------------------- close
 
+    async def stop_processes(self) -> None:
+        """Stop every process started in this sandbox so far, and everything they started,
+        whatever session or process group it moved to; return once they are gone.
+
+        Each command's keeper passes SIGTERM on to its whole tree and SIGKILLs it after the
+        grace period; then every process still carrying this sandbox's marker is killed.
+        The sandbox stays usable: commands run afterwards (graders) start afresh.
+        """
+        for process in self._processes:
+            with contextlib.suppress(Exception):
+                await process.terminate()
+        self._processes.clear()
+        children, self._children = self._children, []
+        live = [child for child in children if child.keeper_alive]
+        await asyncio.gather(*(kill_process_tree(c) for c in live), return_exceptions=True)
+        for child in children:
+            child.release()
+        # A process that killed its keeper was re-parented out of its tree: the marker says.
+        await asyncio.to_thread(kill_marked, self._token)
+
     async def close(self) -> None:
-        """Stop spawned processes, remove a git worktree, and delete the workspace unless
-        it is kept.
+        """Stop every process of the sandbox (:meth:`stop_processes`), remove a git
+        worktree, and delete the workspace unless it is kept.
 
         Raises:
             CleanupError: The worktree or the folder could not be removed.
@@ -493,12 +640,7 @@ class LocalSandbox(BaseSandbox):
         if self._closed:
             return
         self._closed = True
-        for process in self._processes:
-            with contextlib.suppress(Exception):
-                await process.terminate()
-        # Background processes left behind by commands (same process groups) go too.
-        for pgid in self._groups:
-            _signal_group(pgid, signal.SIGKILL)
+        await self.stop_processes()
         problems: list[str] = []
         if self._git_source is not None and not self._keep:
             for args in (
@@ -526,9 +668,7 @@ def _copy(src: Path, dest: Path, confine: Path | None) -> None:
         raise FileNotFoundError(f"no such file or folder: {src}")
 
     def _outside(path: Path) -> bool:
-        return confine is not None and path.is_symlink() and not _is_within(
-            path.resolve(), confine
-        )
+        return confine is not None and path.is_symlink() and not _is_within(path.resolve(), confine)
 
     if src.is_dir() and not src.is_symlink():
 
@@ -600,6 +740,12 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
         """The host variables passed into every sandbox (their values are scrubbed from
         outputs unless public)."""
         return {k: os.environ[k] for k in self.config.env_passthrough if k in os.environ}
+    async def start(self, run_id: str) -> None:
+        """Kill processes left behind by sandboxes of vally processes that died (killed
+        with SIGKILL, say), found through their marker."""
+        killed = await asyncio.to_thread(sweep_dead)
+        if killed:
+            logger.warning("local backend: killed %d process(es) left by a dead vally run", killed)
 
     def base_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment commands start from: passed-through host variables, then

@@ -444,3 +444,58 @@ async def test_cancelling_exec_while_it_starts_never_hangs_and_leaves_nothing() 
                 break
         finally:
             await sandbox.close()
+
+
+async def test_stop_processes_reaches_other_sessions_and_keeps_the_sandbox_usable() -> None:
+    sandbox = await _open()
+    try:
+        script = (
+            "setsid sh -c 'trap \"\" TERM HUP; sleep 1000 & echo $! > far.pid; wait' "
+            ">/dev/null 2>&1 </dev/null & "
+            "while [ ! -s far.pid ]; do sleep 0.01; done"
+        )
+        assert (await sandbox.exec(["sh", "-c", script], timeout=30)).exit_code == 0
+        far = int((await sandbox.read_file("far.pid")).decode())
+        assert _alive(far)  # a finished command's escaped process keeps running until stopped
+        await sandbox.stop_processes()
+        assert not _alive(far)
+        again = await sandbox.exec(["sh", "-c", "echo still usable"])
+        assert again.stdout == "still usable\n"
+    finally:
+        await sandbox.close()
+
+
+async def test_a_command_killed_by_a_signal_reports_it() -> None:
+    sandbox = await _open()
+    try:
+        result = await sandbox.exec(["sh", "-c", "kill -SEGV $$"])
+        assert (result.exit_code, result.signal, result.timed_out) == (None, 11, False)
+        timed = await sandbox.exec(["sleep", "30"], timeout=0.3)
+        assert (timed.exit_code, timed.signal, timed.timed_out) == (None, None, True)
+    finally:
+        await sandbox.close()
+
+
+async def test_a_missing_program_cannot_start() -> None:
+    sandbox = await _open()
+    try:
+        with pytest.raises(BackendError, match="cannot start 'vally-no-such-program'"):
+            await sandbox.exec(["vally-no-such-program"])
+    finally:
+        await sandbox.close()
+
+
+async def test_processes_that_killed_their_keeper_are_found_by_their_marker() -> None:
+    sandbox = await _open()
+    try:
+        script = (
+            "setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $! > far.pid; "
+            "echo $$ > self.pid; kill -9 $PPID; exec sleep 1000"
+        )
+        await sandbox.exec(["sh", "-c", script], timeout=30)
+        pids = [int((await sandbox.read_file(f)).decode()) for f in ("far.pid", "self.pid")]
+        assert all(_alive(pid) for pid in pids)  # out of the keeper's reach now
+        await sandbox.stop_processes()
+        assert not any(_alive(pid) for pid in pids)
+    finally:
+        await sandbox.close()

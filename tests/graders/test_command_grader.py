@@ -50,6 +50,12 @@ def test_timeout_fails_and_kills(sandbox) -> None:
     assert result.metadata["timedOut"] is True
 
 
+def test_a_command_killed_by_a_signal_fails_and_says_which(sandbox) -> None:
+    result = rc({"command": "kill -SEGV $$"}, sandbox)
+    assert not result.passed
+    assert result.evidence == "Command 'kill -SEGV $$' was killed by signal 11"
+
+
 def test_files_overwrite_what_the_agent_left(workspace: Path, spec_dir: Path, sandbox) -> None:
     # The agent "fixed" the test to always pass.
     (workspace / "tests").mkdir()

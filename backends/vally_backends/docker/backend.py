@@ -191,6 +191,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self.warnings: list[str] = []
         self._env: dict[str, str] = {}
         self._sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+        self.storage_quota = False
+        """Whether the engine enforces ``disk`` as a storage quota (decided in start)."""
 
     @property
     def api(self) -> Any:
@@ -215,6 +217,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self.image = await run_blocking(self._ensure_image)
         await run_blocking(self._check_network)
         await run_blocking(self._decide_user)
+        if self.config.disk is not None:
+            self.storage_quota = await run_blocking(self._storage_quota_works)
         self._env = {name: os.environ[name] for name in self.config.env if name in os.environ}
         for warning in self.warnings:
             logger.warning("docker backend: %s", warning)
@@ -380,6 +384,26 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 self.api.remove_container(created["Id"], force=True)
         return found
 
+    def _storage_quota_works(self) -> bool:
+        """Whether the engine accepts a per-container storage quota (``--storage-opt
+        size``): only some storage drivers do (e.g. overlay2 on xfs with project quotas)."""
+        import docker.errors
+
+        host_config = self.api.create_host_config(storage_opt={"size": self.config.disk})
+        try:
+            created = self.api.create_container(
+                self.image,
+                command=["true"],
+                labels=base_labels(self.run_id),
+                host_config=host_config,
+            )
+        except docker.errors.APIError as exc:
+            logger.debug("docker backend: no storage quota (%s); the workspace is a tmpfs", exc)
+            return False
+        with contextlib.suppress(docker.errors.APIError):
+            self.api.remove_container(created["Id"], force=True)
+        return True
+
     def _decide_user(self) -> None:
         image_user = (self.api.inspect_image(self.image).get("Config") or {}).get("User") or ""
         files = self._image_files(["/bin/sh", "/etc/passwd", "/etc/group"])
@@ -442,6 +466,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         )
         self._sandboxes.add(sandbox)
         try:
+            await sandbox.record_idle()
             if trial.environment.git is not None:
                 await self._checkout(trial, sandbox)
         except BaseException:
@@ -451,26 +476,31 @@ class DockerBackend(BaseBackend[DockerConfig]):
         return sandbox
 
     def _create(self, labels: dict[str, str], env: dict[str, str]) -> ContainerInfo:
-        from docker.types import Mount
+        from docker.types import Mount, Ulimit
 
         config = self.config
         workdir = config.workdir
         mounts: list[Any] = []
         tmpfs: dict[str, str] | None = None
         volume: str | None = None
-        if config.read_only:
+        disk = config.disk_bytes
+        quota = disk is not None and self.storage_quota
+        if config.read_only or (disk is not None and not quota):
+            # The workspace on its own size-limited mount (memory-backed).
             volume = f"vally-ws-{uuid.uuid4().hex[:16]}"
+            size = disk if disk is not None else config.memory_bytes
             self.api.create_volume(
                 volume,
                 driver="local",
                 driver_opts={
                     "type": "tmpfs",
                     "device": "tmpfs",
-                    "o": f"uid={self.uid},gid={self.gid},mode=0755,size={config.memory_bytes}",
+                    "o": f"uid={self.uid},gid={self.gid},mode=0755,size={size}",
                 },
                 labels=labels,
             )
             mounts.append(Mount(target=workdir, source=volume, type="volume"))
+        if config.read_only:
             tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
         host_config = self.api.create_host_config(
             network_mode=config.network,
@@ -484,6 +514,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
             init=config.init,
             mounts=mounts or None,
             tmpfs=tmpfs,
+            storage_opt={"size": config.disk} if quota else None,
+            ulimits=[Ulimit(name="fsize", soft=disk, hard=disk)] if disk is not None else None,
         )
         user = f"{self.uid}:{self.gid}"
         try:
@@ -505,7 +537,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             raise
         container = created["Id"]
         try:
-            if not config.read_only:
+            if volume is None:
                 builder = TarBuilder(self.uid, self.gid)
                 builder.add_dir(workdir.lstrip("/"))
                 archive = builder.finish()

@@ -42,6 +42,12 @@ class Config(StrictConfig):
             from the host environment enters it.
         workdir: The workspace folder inside the container.
         init: Run a minimal init as process 1, so orphaned processes are reaped.
+        disk: Most the workspace may hold (e.g. ``4g``; ``none`` for no limit). Enforced
+            by the engine's storage quota (``--storage-opt size``) where its storage driver
+            supports one (it then bounds the container's whole writable layer), else by
+            a size-limited in-memory workspace mount (which also counts against
+            ``memory``). No single file anywhere in the container may grow past it either
+            (``RLIMIT_FSIZE``).
     """
 
     image: str | None = None
@@ -57,6 +63,7 @@ class Config(StrictConfig):
     env: list[str] = Field(default_factory=list)
     workdir: str = "/workspace"
     init: bool = True
+    disk: str | None = "4g"
 
     @field_validator("env", mode="before")
     @classmethod
@@ -82,6 +89,16 @@ class Config(StrictConfig):
         if not _MEMORY.match(value.strip()):
             raise ValueError(f"memory={value!r} is not a size; use e.g. 512m or 2g")
         return value.strip().lower()
+
+    @field_validator("disk", mode="before")
+    @classmethod
+    def _disk(cls, value: Any) -> Any:
+        if value is None or str(value).strip().lower() in ("none", "off", "0", ""):
+            return None
+        text = str(value).strip().lower()
+        if not _MEMORY.match(text):
+            raise ValueError(f"disk={value!r} is not a size; use e.g. 512m or 4g, or none")
+        return text
 
     @field_validator("workdir")
     @classmethod
@@ -116,8 +133,17 @@ class Config(StrictConfig):
     @property
     def memory_bytes(self) -> int:
         """The memory limit in bytes."""
-        text = self.memory
-        units = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-        factor = units.get(text[-1], 1)
-        number = text[:-1] if text[-1] in units else text
-        return int(float(number) * factor)
+        return size_bytes(self.memory)
+
+    @property
+    def disk_bytes(self) -> int | None:
+        """The workspace size limit in bytes (None: unlimited)."""
+        return None if self.disk is None else size_bytes(self.disk)
+
+
+def size_bytes(text: str) -> int:
+    """``512m`` -> bytes (``b``, ``k``, ``m``, ``g`` suffixes; none means bytes)."""
+    units = {"b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+    factor = units.get(text[-1], 1)
+    number = text[:-1] if text[-1] in units else text
+    return int(float(number) * factor)

@@ -45,6 +45,42 @@ on the first stderr line, then becomes the command. The pid lets a timeout kill 
 process group from a second exec, using only shell built-ins (so it works even when the
 container has no process slot left)."""
 
+LIST_SCRIPT = (
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = "$$" ] || echo "$p"; done'
+)
+"""Prints the pids of the container's own processes (its idle process and what that runs)
+but its init and itself; read once right after the container started."""
+
+STOP_SCRIPT = """
+spare=" $* "
+n=0
+while :; do
+  left=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    case "$spare" in *" $p "*) continue ;; esac
+    [ "$p" = 1 ] || [ "$p" = "$$" ] || {
+      read -r s 2>/dev/null < "$d/stat" || continue
+      case "$s" in *") Z "*|*") X "*) ;; *) left="$left $p"; kill -9 "$p" 2>/dev/null ;; esac
+    }
+  done
+  [ -z "$left" ] && exit 0
+  n=$((n + 1))
+  [ "$n" -ge 1000 ] && { echo "still running:$left" >&2; exit 1; }
+done
+"""
+"""Kills every process in the container but its init, the container's own idle processes
+(given as arguments) and itself, and rescans ``/proc`` until none is left: every session
+and process group is reached, and a process forked meanwhile is found in the next round.
+It runs as the sandbox user (all the agent's processes run as that user; with no
+capabilities nobody can change user) and uses shell built-ins only, so it also works when
+the container has no process slot left but the one this exec takes."""
+
+SIGNAL_EXITS = range(129, 160)
+"""Exit codes read as "killed by signal ``code - 128``": the container's shell reports a
+command killed by signal N as 128 + N (standard signals 1-31) and cannot tell it apart from
+a program exiting with that code."""
+
 SKIPPED_DIRS = (".git", "node_modules")
 """Folders :meth:`DockerSandbox.list_files` never descends into."""
 
@@ -63,7 +99,8 @@ class ContainerInfo:
         gid: The numeric group id owning the workspace.
         started_at: Unix time the container started (OOM events are looked up from it).
         warnings: Notes about weakened safety (e.g. running as root).
-        volume: The per-trial workspace volume (read-only root file system only).
+        volume: The per-trial workspace volume (a size-limited or read-only setup).
+        idle: Pids of the container's own processes, spared by ``stop_processes``.
     """
 
     id: str
@@ -74,6 +111,7 @@ class ContainerInfo:
     started_at: float
     warnings: list[str] = field(default_factory=list)
     volume: str | None = None
+    idle: list[int] = field(default_factory=list)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
@@ -386,6 +424,7 @@ class DockerSandbox(BaseSandbox):
             stderr=stderr,
             timed_out=timed_out,
             truncated=truncated,
+            signal=code - 128 if code is not None and code in SIGNAL_EXITS else None,
         )
 
     async def _oom_happened(self) -> bool:
@@ -429,6 +468,34 @@ class DockerSandbox(BaseSandbox):
         process = DockerProcess(execution)
         self._processes.append(process)
         return process
+
+    async def record_idle(self) -> None:
+        """Remember the container's own processes (right after it started, before anything
+        else runs in it) so :meth:`stop_processes` spares them."""
+        result = await self.exec(["/bin/sh", "-c", LIST_SCRIPT])
+        self.info.idle = [int(p) for p in result.stdout.split() if p.isdigit()]
+
+    async def stop_processes(self) -> None:
+        """Kill every process in the container but its init (see :data:`STOP_SCRIPT`) and
+        return once none is left; spawned processes are stopped first.
+
+        Raises:
+            BackendError: Processes could not be stopped (the container is gone, or a
+                process survived every round).
+        """
+        self._check_open()
+        for process in self._processes:
+            with contextlib.suppress(Exception):
+                await process.terminate()
+        self._processes.clear()
+        argv = ["/bin/sh", "-c", STOP_SCRIPT, "stop-processes", *map(str, self.info.idle)]
+        result = await self.exec(argv, timeout=60)
+        if result.exit_code != 0:
+            raise BackendError(
+                f"cannot stop the processes in container {self.info.id[:12]}: "
+                f"{result.stderr.strip() or 'exit code ' + str(result.exit_code)}",
+                hint="the container may have been removed or its process table is full",
+            )
 
     # ----------------------------------------------------------------- files
 

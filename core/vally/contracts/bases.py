@@ -156,6 +156,13 @@ class BaseSandbox(Sandbox):
         """Start one long-running process (the work of :meth:`spawn`)."""
         raise NotImplementedError
 
+    async def stop_processes(self) -> None:
+        """Stop every process started in the sandbox so far, and everything they started,
+        and return once they are gone. The kernel calls it after the executor returned and
+        before any grader runs, so nothing the agent left running can change the workspace
+        while it is graded. The default does nothing; override it (see
+        :class:`~vally.contracts.protocols.Sandbox`)."""
+
 
 class BaseReporter(Plugin[ConfigT]):
     """Convenience base for reporters. Implement any hook of :mod:`vally.contracts.hookspecs` as a

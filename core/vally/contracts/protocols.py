@@ -60,9 +60,12 @@ class TrialKey:
 class ExecResult:
     """The outcome of a command run in a sandbox.
 
-    ``exit_code`` is None when the process was killed (timeout or cancellation).
+    ``exit_code`` is None when the process was killed (timeout, cancellation or a signal).
     ``stdout``/``stderr`` are decoded as UTF-8 with replacement and capped at the requested
-    limit; ``truncated`` tells whether anything was cut.
+    limit; ``truncated`` tells whether anything was cut. ``signal`` is the number of the
+    signal that killed the command when it died of one on its own (a crash such as
+    SIGSEGV, or a kill from inside the sandbox), not when the sandbox killed it for a
+    timeout; backends that cannot tell report None.
     """
 
     exit_code: int | None
@@ -71,6 +74,7 @@ class ExecResult:
     timed_out: bool = False
     truncated: bool = False
     duration_ms: int = 0
+    signal: int | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,12 @@ class Sandbox(Protocol):
     async def copy_out(self, src: str, host_dest: Path) -> None:
         """Copy a workspace file or folder to the host, never following links that point
         outside the workspace."""
+
+    # Optional: ``async def stop_processes(self) -> None`` stops every process started in
+    # the sandbox (and all they started) and returns once they are gone. When a sandbox has
+    # it, the kernel calls it after the executor returned and before grading; an error from
+    # it errors the trial. It is not part of the protocol's required members, so sandboxes
+    # written before it existed keep working (see :class:`~vally.contracts.bases.BaseSandbox`).
 
     async def close(self) -> None:
         """Release everything the sandbox holds. Called exactly once, always.

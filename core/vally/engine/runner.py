@@ -338,6 +338,7 @@ class TrialRunner:
         state.phase = "execute"
         trajectory = await self._execute(trial, sandbox, skills, trial_dir, state)
         state.trajectory = trajectory
+        await _stop_agent(sandbox)
         try:
             # --- grade
             state.phase = "grade"
@@ -586,6 +587,21 @@ def _rename_free(source: Path, target: Path) -> None:
         n += 1
         candidate = target.with_name(f"{target.name}-{n}")
     source.rename(candidate)
+
+
+async def _stop_agent(sandbox: Sandbox) -> None:
+    """Stop whatever the agent left running before grading (sandboxes that can)."""
+    stop = getattr(sandbox, "stop_processes", None)
+    if stop is None:
+        return
+    try:
+        await stop()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        error = _error("execute", exc)
+        message = f"cannot stop the agent's processes before grading: {error.message}"
+        raise _TrialFailed(error.model_copy(update={"message": message})) from exc
 
 
 def _grader_errors(details: Sequence[GraderResult]) -> str:

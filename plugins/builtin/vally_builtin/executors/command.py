@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -84,6 +85,14 @@ SESSION_ID_TIMEOUT = 5.0
 
 def _argv(value: list[str] | str) -> list[str]:
     return shlex.split(value) if isinstance(value, str) else list(value)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV (11)`` for 11; the bare number for one Python does not know."""
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return str(number)
 
 
 def _tail(text: str, limit: int = _STDERR_TAIL) -> str:
@@ -306,7 +315,9 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         A timeout ends the trajectory with ``end_reason="timeout"``. When the event stream
         reports that the agent failed or hit its turn limit, the run ends there with
         ``end_reason`` ``error`` or ``max_turns``. Otherwise a non-zero exit with output is
-        recorded as an ``error`` event; a first-turn crash with no output at all raises
+        recorded as an ``error`` event; an agent killed by a signal is a crash (a fatal
+        ``killed_by_signal`` event and ``end_reason="error"``; the signals of the turns are
+        in ``metadata.extra.signals``); a first-turn crash with no output at all raises
         :class:`ExecutionError`.
 
         Raises:
@@ -330,6 +341,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             if finished:
                 break
         run.extra["exitCodes"] = run.exit_codes
+        run.extra["signals"] = run.signals
         run.extra["eventFormat"] = self.config.events
         return run.recorder.trajectory(
             stimulus,
@@ -391,6 +403,7 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
                 "graders see only the start (raise config.output_limit to keep more)",
                 code="output_truncated",
             )
+        run.signals.append(result.signal)
         self._log_stream(options, result.stdout, turn)
         turn_output = await self._turn_output(run, turn, result, sandbox)
         if turn_output:
@@ -402,24 +415,32 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             # The agent said why it stopped; its exit code adds nothing to that.
             run.end_reason, run.end_detail = run.stream_end
             return True
-        if result.exit_code in (0, None):
+        killed = result.signal is not None
+        if not killed and result.exit_code in (0, None):
             return False
         stderr = _tail(result.stderr)
-        crashed = not result.stdout.strip() and not turn_output
-        if crashed and turn == 0:
+        silent = not result.stdout.strip() and not turn_output
+        how = (
+            f"was killed by signal {signal_name(result.signal)}"
+            if result.signal is not None
+            else f"exited with code {result.exit_code}"
+        )
+        if silent and turn == 0:
             raise ExecutionError(
-                f"agent command {run.argv[0]!r} exited with code {result.exit_code} "
-                f"and produced no output; stderr: {stderr or '(empty)'}",
+                f"agent command {run.argv[0]!r} {how} and produced no output; "
+                f"stderr: {stderr or '(empty)'}",
                 hint="run the command by hand in the workspace to see why it fails",
             )
+        crashed = silent or killed
         run.recorder.error(
-            f"agent exited with exit code {result.exit_code}"
+            (f"agent {how}" if killed else f"agent exited with exit code {result.exit_code}")
             + (f"; stderr: {stderr}" if stderr else ""),
-            code="nonzero_exit",
+            code="killed_by_signal" if killed else "nonzero_exit",
             fatal=crashed,
         )
         if crashed:
-            run.end_reason, run.end_detail = "error", f"agent crashed in turn {turn + 1}"
+            detail = f"agent crashed in turn {turn + 1}" + (f" ({how})" if killed else "")
+            run.end_reason, run.end_detail = "error", detail
         return crashed
 
     async def _exec_turn(
@@ -517,6 +538,7 @@ class _CommandRun:
     end_reason: Literal["completed", "timeout", "error", "max_turns"] = "completed"
     end_detail: str | None = None
     exit_codes: list[int | None] = field(default_factory=list)
+    signals: list[int | None] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     stream_session: dict[str, Any] = field(default_factory=dict)
     stream_end: tuple[Literal["error", "max_turns"], str | None] | None = None

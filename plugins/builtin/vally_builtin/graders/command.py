@@ -192,6 +192,9 @@ class RunCommandGrader(BaseGrader[RunCommandConfig]):
         """Whether the command passes, and the evidence saying why."""
         cfg = self.config
         shown = f"Command '{shorten(cfg.display(), 120)}'"
+        killed = result.signal is not None and not result.timed_out
+        if killed and result.exit_code != cfg.expected_exit_code:
+            return False, f"{shown} was killed by signal {result.signal}"
         if result.timed_out or result.exit_code is None:
             return False, f"{shown} timed out after {cfg.timeout:g}s"
         exited = f"{shown} exited with {result.exit_code}"
