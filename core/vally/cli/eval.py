@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from vally.engine.evals import EvalRequest
     from vally.engine.run import PreparedRun
     from vally.engine.runner import RunResult
+    from vally.models.spec import EvalSpec
 
 
 def _echo(message: str) -> None:
@@ -34,8 +35,19 @@ def _nothing_to_run(prepared: PreparedRun) -> int:
     for planned in prepared.plan.evals:
         reason = "runs: 0 (lint only)" if planned.runs == 0 else "no stimulus matched the filters"
         _echo(f"{planned.name}: nothing to run, {reason}.")
+        if planned.runs != 0:
+            tags = existing_tags(planned.loaded.spec)
+            _echo(f"  tags in {planned.name}: {', '.join(tags) if tags else 'none'}")
     _echo("Specs are valid; nothing was executed.")
     return EXIT_OK
+
+
+def existing_tags(spec: EvalSpec) -> list[str]:
+    """Every ``key=value`` tag the eval's stimuli carry (the eval's own included), sorted."""
+    from vally.specs.loading import stimulus_tags
+
+    found = {f"{k}={v}" for s in spec.stimuli for k, v in stimulus_tags(spec, s).items()}
+    return sorted(found)
 
 
 def report_observer_failures(prepared: PreparedRun) -> None:
@@ -162,6 +174,7 @@ def eval_command(
     keep_executor_session_logs: KeepSessionLogs = False,
     otlp_endpoint: o.OtlpEndpoint = None,
     verbose: o.Verbose = False,
+    quiet: o.Quiet = False,
 ) -> None:
     """Run stimuli through an agent, grade them and write the results."""
     from vally.engine.evals import EvalRequest
