@@ -19,11 +19,13 @@ from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from vally.engine.evals import EvalRequest
     from vally.engine.run import PreparedRun
     from vally.engine.runner import RunResult
+    from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
 
 
@@ -60,6 +62,21 @@ def report_observer_failures(prepared: PreparedRun) -> None:
             )
 
 
+def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
+    """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
+    how to see them."""
+    crashed = [r for r in records if r.error is not None and r.error.traceback]
+    if not crashed:
+        return
+    if not debug_enabled():
+        _echo(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
+        return
+    for record in crashed:
+        assert record.error is not None and record.error.traceback is not None
+        _echo(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
+        _echo(record.error.traceback)
+
+
 def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
     """The exit code of a finished eval run, saying why on standard error."""
     for failure in result.failures:
@@ -71,6 +88,7 @@ def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
         fail(result.error)
     errored = [r for r in result.records if r.status == "error"]
     if errored:
+        report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}")
         return EXIT_FAILURE
     if result.failures:
