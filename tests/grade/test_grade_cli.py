@@ -88,6 +88,7 @@ def test_a_failure_exits_1(spec_dir: Path) -> None:
         result.stdout
     )
     assert "1 passed, 1 failed, 0 errored" in result.stdout
+    assert "verdict: FAIL" in result.stdout
 
 
 def test_output_jsonl_regrades_records(spec_dir: Path) -> None:

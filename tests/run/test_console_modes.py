@@ -49,6 +49,8 @@ def test_terminal_shows_a_live_display_with_counts_and_eta(project: Path) -> Non
         child.expect(r"ETA")
         child.expect(r"alpha: 2 passed, 1 failed · beta: 1 passed, 0 failed")
         child.expect(r"✘ alpha/third #0: output-contains: ")
+        child.expect(r"  alpha: 2/3 passed · FAIL")
+        child.expect(r"  beta: 2/3 passed · FAIL")
         child.expect(r"6 trials: 4 passed, 2 failed, 0 errored in [\d.]+s · verdict: FAIL")
         child.expect(pexpect.EOF)
     finally:

@@ -201,7 +201,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         verbose, quiet = self._verbose(run), self._quiet(run)
         if self.config.style == "lines":
             print(file=stream)
-            for line in (failure_lines(run, outcome.records) if quiet else []):
+            for line in failure_lines(run, outcome.records) if quiet else []:
                 print(line, file=stream)
             for line in comparison_lines(run, outcome.records):
                 print(line, file=stream)
@@ -276,6 +276,9 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
         if outcome_name in counts:
             counts[outcome_name] += 1
     verdicts = {s.verdict for s in outcome.summaries}
+    if not outcome.summaries:  # re-grading: no summaries, the trials decide
+        verdicts = {"fail"} if counts["failed"] or counts["errored"] else set()
+        verdicts |= {"pass"} if counts["passed"] else set()
     verdict = "FAIL" if "fail" in verdicts else "PASS" if "pass" in verdicts else "NONE"
     if outcome.cancelled:
         verdict = "INTERRUPTED"
@@ -285,11 +288,27 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
         f"{counts['failed']} failed, {counts['errored']} errored in {_elapsed(run)} · "
         f"verdict: {verdict}"
     )
-    lines = [line]
+    lines = [*_per_eval_lines(outcome), line]
     if verdict == "FAIL" and run.options.get("require_pass") is False:
         lines.append(
             "  The exit code is still 0 because --require-pass was not given; "
             "with --require-pass a failed verdict exits 1."
+        )
+    return lines
+
+
+def _per_eval_lines(outcome: RunOutcome) -> list[str]:
+    """One line per eval (and variant) when the run has several: its passed trials and
+    verdict, so the closing block says which eval failed."""
+    if len(outcome.summaries) < 2:
+        return []
+    lines = []
+    for summary in outcome.summaries:
+        name = f"{summary.variant} · {summary.eval_name}" if summary.variant else summary.eval_name
+        graded = summary.passed + summary.failed
+        errored = f", {summary.errored} errored" if summary.errored else ""
+        lines.append(
+            f"  {name}: {summary.passed}/{graded} passed{errored} · {summary.verdict.upper()}"
         )
     return lines
 
