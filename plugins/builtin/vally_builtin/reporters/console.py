@@ -59,6 +59,7 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
+    reported_model_label,
     stimulus_stats,
     trial_outcome,
 )
@@ -429,7 +430,7 @@ def render_run(
         if len(variants) > 1 and key.variant:
             title = f"{key.variant} · {title}"
         if len(models) > 1:
-            title = f"{title} [{model_label(key, trials)}]"
+            title = f"{title} [{reported_model_label(key, trials)}]"
         render_stimulus(console, title, trials, stats[key], verbose=verbose)
     if not groups:
         console.print("No trials were run.")
@@ -506,15 +507,6 @@ def _metrics_rows(record: TrialResultRecord) -> list[tuple[str, str]]:
         ("Skills used", ", ".join(skills) if skills else "none"),
         ("Model", traj.metadata.model or record.model or "default"),
     ]
-
-
-def model_label(key: GroupKey, trials: Sequence[TrialResultRecord]) -> str:
-    """The model of a report row: the one asked for, else the one(s) the agent reported,
-    else ``default``."""
-    if key.model:
-        return key.model
-    reported = sorted({r.trajectory.metadata.model or "" for r in trials if r.trajectory} - {""})
-    return ", ".join(reported) or key.model_label
 
 
 def _evidence(result: GraderResult, verbose: bool) -> str:
@@ -672,7 +664,7 @@ def render_summary(
         row = [
             key.eval_name,
             key.stimulus,
-            model_label(key, trials),
+            reported_model_label(key, trials),
             str(s.trials),
             passed,
             format_rate(s.pass_rate),
