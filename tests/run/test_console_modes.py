@@ -79,6 +79,7 @@ def test_log_gets_a_heartbeat_between_trials(project: Path) -> None:
         seen = [first]
         while "slow/first #0" not in seen[-1]:
             seen.append(proc.stdout.readline())
+            assert seen[-1], f"the output ended before the first trial's line: {seen}"
         after = proc.stdout.readline()
         rest = proc.stdout.read()
     finally:
