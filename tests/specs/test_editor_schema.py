@@ -142,3 +142,53 @@ def test_kind_is_needed_without_write() -> None:
     result = runner.invoke(app, ["schema"])
     assert result.exit_code == 2
     assert "--write" in result.output
+
+
+PROJECT_PLUGINS = """\
+from collections.abc import Callable
+
+from vally import BaseGrader, GraderMetadata, StrictConfig
+
+
+class WordsConfig(StrictConfig):
+    minimum: int = 1
+
+
+class Words(BaseGrader[WordsConfig]):
+    metadata = GraderMetadata(name="words", description="Counts words.")
+
+    async def grade(self, context):
+        return self.result(context, passed=True)
+
+
+class OddConfig(StrictConfig):
+    hook: Callable[[], int] | None = None
+
+
+class Odd(BaseGrader[OddConfig]):
+    metadata = GraderMetadata(name="odd", description="A config no schema can describe.")
+
+    async def grade(self, context):
+        return self.result(context, passed=True)
+
+
+def register(registrar):
+    registrar.grader(Words)
+    registrar.grader(Odd)
+"""
+
+
+def test_project_plugins_are_described_and_undescribable_ones_left_free(tmp_path: Path) -> None:
+    (tmp_path / ".vally.yaml").write_text("plugins: {grader: [graders.py]}\n", encoding="utf-8")
+    (tmp_path / "graders.py").write_text(PROJECT_PLUGINS, encoding="utf-8")
+    configs = PluginConfigs.from_project(tmp_path)
+    assert "words" in configs.by_kind["grader"] and "odd" not in configs.by_kind["grader"]
+    schema = json_schema("eval", configs)
+    spec = "stimuli:\n  - {name: s, prompt: p, graders: [{type: words, config: {minimum: 2}}]}\n"
+    assert _errors(schema, spec) == []
+    assert _errors(schema, spec.replace("minimum", "minimun")) == [
+        "stimuli/0/graders/0/config: Additional properties are not allowed "
+        "('minimun' was unexpected)"
+    ]
+    odd = spec.replace("type: words, config: {minimum: 2}", "type: odd, config: {hook: 1}")
+    assert _errors(schema, odd) == []

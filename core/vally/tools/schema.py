@@ -84,10 +84,11 @@ class PluginConfigs:
             for name in sorted(session.known_names(kind)):
                 try:
                     config = getattr(session.plugin_class(kind, name), "Config", None)
+                    if isinstance(config, type) and issubclass(config, BaseModel):
+                        config.model_json_schema()  # one that cannot be described is left out
+                        models[name] = config
                 except Exception:  # a broken plugin must not break the schema
                     continue
-                if isinstance(config, type) and issubclass(config, BaseModel):
-                    models[name] = config
             found.by_kind[kind] = models
         return found
 
