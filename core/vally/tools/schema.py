@@ -39,6 +39,10 @@ PARAM_REFERENCE = {
 }
 """A whole-value param reference (the loader gives it the YAML type of its value)."""
 
+SHORTHANDS = (("EvalConfig", "executor"), ("ProjectDefaults", "backend"))
+"""Fields the loader also accepts as a plain name (``executor: mock``), which the models'
+own schema does not show (their validators expand the name)."""
+
 _TITLES = {
     "eval": "vally eval spec (eval.yaml)",
     "experiment": "vally experiment file",
@@ -109,6 +113,10 @@ def json_schema(kind: str, plugins: PluginConfigs | None = None) -> dict[str, An
     _select_configs(defs, "ExecutorRef", "name", "executor", plugins)
     if kind == "project":
         _plugin_config_section(schema, plugins)
+    for model_name, key in SHORTHANDS:
+        prop = defs.get(model_name, {}).get("properties", {}).get(key)
+        if prop is not None and "anyOf" in prop:
+            prop["anyOf"].insert(1, {"type": "string", "description": "A plugin name."})
     _accept_params(schema)
     for body in defs.values():
         _accept_params(body)
