@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Install and start the services the tests need: a Docker engine and a static busybox
-# (tests build their images FROM scratch with it; no registry is reachable).
+# Install and start the services the tests need: a Docker engine, a static busybox (tests
+# build their images FROM scratch with it; no registry is reachable), and the distribution's
+# own python3 with venv (the README's set-up is tested with it).
 set -euo pipefail
-if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
+if ! command -v dockerd >/dev/null 2>&1 || [ ! -x /bin/busybox ] \
+  || ! /usr/bin/python3 -c "import venv, ensurepip" >/dev/null 2>&1; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    docker.io busybox-static python3 python3-venv >/dev/null
 fi
 if ! docker info >/dev/null 2>&1; then
   (dockerd >/tmp/dockerd.log 2>&1 &)

@@ -1,16 +1,37 @@
 #!/usr/bin/env bash
-# Install vally with its dev dependencies and the example plugins, then run every check:
-# ruff, mypy (strict) on the three packages, the import-linter contracts and the test suite.
+# Install vally with its dev dependencies and the example plugins into a virtual
+# environment, then run every check: ruff, mypy (strict) on the three packages, the
+# import-linter contracts and the test suite. Arguments are passed to pytest.
+#
+# The environment is the active one ($VIRTUAL_ENV) when there is one, else .venv in the
+# repository (created on first use, with access to the system's packages so that what is
+# already installed is not downloaded again). Nothing is installed anywhere else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[dev,mcp,copilot]'
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  venv="$VIRTUAL_ENV"
+else
+  venv="${VALLY_TEST_VENV:-.venv}"
+  if [ ! -x "$venv/bin/python" ]; then
+    if ! python3 -m venv --system-site-packages "$venv"; then
+      rm -rf "$venv"
+      echo "error: cannot create a virtual environment in $venv with python3 -m venv." >&2
+      echo "  On Debian or Ubuntu install it with: sudo apt-get install python3-venv" >&2
+      echo "  or activate a virtual environment of your own and run this script again." >&2
+      exit 1
+    fi
+  fi
+fi
+python="$venv/bin/python"
+export PATH="$venv/bin:$PATH"
+"$python" -m pip install -q -e '.[dev,mcp,copilot]'
 for example in plugins/examples/*/; do
   if [ -f "$example/pyproject.toml" ]; then
-    python3 -m pip install -q --no-deps -e "$example"
+    "$python" -m pip install -q --no-deps -e "$example"
   fi
 done
-python3 -m ruff check .
+"$python" -m ruff check .
 # mypy --strict over the kernel, the built-ins and the backends (source roots in pyproject).
-python3 -m mypy -p vally -p vally_builtin -p vally_backends
+"$python" -m mypy -p vally -p vally_builtin -p vally_backends
 lint-imports
-python3 -m pytest "$@"
+"$python" -m pytest "$@"

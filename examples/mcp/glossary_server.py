@@ -1,6 +1,6 @@
 """A tiny MCP server for the example: a glossary of vally terms.
 
-Written with the official MCP Python SDK (``pip install 'vally[mcp]'``). It speaks MCP over
+Written with the official MCP Python SDK (``pip install -e '.[mcp]'``). It speaks MCP over
 stdio: ``python3 glossary_server.py``.
 """
 

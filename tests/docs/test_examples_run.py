@@ -26,6 +26,8 @@ DOCS_WITH_COMMANDS = ("README.md", "docs/quickstart.md")
 COPIED = ("README.md", "docs", "examples", "plugins/examples")
 SKIP_PATTERNS = (
     re.compile(r"^(python3? -m )?pip3? install\b"),
+    re.compile(r"^python3? -m venv\b"),
+    re.compile(r"^(\.|source) \S*activate$"),
     re.compile(r"^bash scripts/test\.sh\b"),
 )
 
@@ -85,15 +87,17 @@ def _run(command: str, cwd: Path, env: dict[str, str] | None = None) -> None:
 
 def test_block_extraction_skips_installs_only() -> None:
     block = (
+        "python3 -m venv .venv && . .venv/bin/activate\n"
         "python3 -m pip install -e . && vally eval -e x.yaml\n"
         "pip install 'vally[mcp]'\n# a comment\nbash scripts/test.sh\nvally lint a \\\n  b\n"
     )
     assert runnable_commands(block) == ["vally eval -e x.yaml", "vally lint a    b"]
 
 
-def test_readme_keeps_its_two_commands() -> None:
+def test_readme_keeps_its_set_up_commands() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert "python3 -m pip install -e . && vally eval -e examples/quickstart/eval.yaml" in readme
+    assert "python3 -m venv .venv && . .venv/bin/activate\n" in readme
+    assert "pip install -e . && vally eval -e examples/quickstart/eval.yaml" in readme
     assert "bash scripts/test.sh" in readme
 
 

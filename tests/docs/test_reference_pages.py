@@ -165,7 +165,7 @@ def test_attribute_sections_are_parsed_with_continuation_lines(gen_docs: ModuleT
         Notes after.
         """
 
-    assert gen_docs._attribute_docs(Documented) == {
+    assert gen_docs.attribute_docs(Documented) == {
         "first": "One line.",
         "second": "Starts here and continues here.",
     }

@@ -91,6 +91,26 @@ def test_drift_outside_vary_is_an_error_listing_pointers() -> None:
     assert "/defaults/model" not in text
 
 
+def test_a_variant_adding_a_key_listed_in_vary_is_not_drift() -> None:
+    exp = ExperimentFile.model_validate(
+        {
+            "name": "x",
+            "evals": ["e"],
+            "vary": ["/environment/env/MODE"],
+            "baseline": "a",
+            "variants": {"a": {}, "b": {"environment": {"env": {"MODE": "fast"}}}},
+        }
+    )
+    bare = {k: v for k, v in BASE.items() if k != "environment"}
+    result = resolve_experiment(exp, [loaded(bare)])
+    assert result.variants == ("a", "b")
+    exp.vary = ["/environment/env/OTHER"]
+    with pytest.raises(ConfigError) as info:
+        resolve_experiment(exp, [loaded(bare)])
+    assert "e1: /environment/env/MODE differs between a, b" in str(info.value)
+    assert "list it under 'vary' (/environment/env/MODE)" in str(info.value)
+
+
 def test_matrix_names_and_vary() -> None:
     exp = ExperimentFile.model_validate(
         {

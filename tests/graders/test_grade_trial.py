@@ -113,7 +113,10 @@ def test_grader_exceptions_become_errored_results() -> None:
     assert ok.status == "success" and ok.passed
     assert boom.status == "error" and boom.score == 0 and not boom.passed
     assert boom.name == "exploder"
-    assert boom.evidence == "grader 'exploder' (boom) raised RuntimeError: kaput"
+    where = boom.metadata["location"]
+    assert where.startswith(f"{__file__}:")
+    assert boom.evidence == f"grader 'exploder' (boom) raised RuntimeError: kaput (at {where})"
+    assert "RuntimeError: kaput" in boom.metadata["traceback"]
     assert files.status == "error" and "needs the trial workspace" in files.evidence
     assert wrong.status == "error" and "instead of a GraderResult" in wrong.evidence
     assert result.score == pytest.approx(0.25)

@@ -23,6 +23,22 @@ def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def borrow_packages(python: Path) -> None:
+    """Let the venv of ``python`` import the packages of the environment running the tests.
+
+    A venv created from inside a venv is based on the base interpreter, so
+    ``--system-site-packages`` alone gives it the base's packages, not those of the venv
+    the tests run in. A ``.pth`` file appends that venv's site-packages folders after the
+    new venv's own (plain paths: the editable install's finder in them is not loaded).
+    """
+    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    assert site.returncode == 0, site.stderr
+    ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    (Path(site.stdout.strip()) / "borrowed-test-packages.pth").write_text(
+        "".join(f"{p}\n" for p in ours), encoding="utf-8"
+    )
+
+
 def declared_builtins() -> dict[str, set[str]]:
     data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     groups = data["project"]["entry-points"]
@@ -50,12 +66,13 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = dist.glob("vally-*.whl")
 
-    # Offline, so the venv borrows the dependencies from the system site-packages; the
-    # wheel's own vally must shadow the editable install of the working tree.
+    # Offline, so the venv borrows the dependencies from the environment running the tests;
+    # the wheel's own vally must shadow the editable install of the working tree.
     venv = tmp_path / "venv"
     created = run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
     assert created.returncode == 0, created.stderr
     python, vally = venv / "bin" / "python", venv / "bin" / "vally"
+    borrow_packages(python)
     installed = run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
     )

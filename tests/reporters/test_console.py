@@ -47,7 +47,7 @@ def test_summary_table_and_multi_trial_stats(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     records = [make_record("sub", trial=0), make_record("sub", trial=1, passed=False)]
-    out = _run(tmp_path, capsys, records)
+    out = _run(tmp_path, capsys, records, verbose=True)
     assert "Trial 0: PASSED (score 1.00)" in out
     assert "Trial 1: FAILED (score 0.50)" in out
     assert "  Graders (1/2)" in out
@@ -139,25 +139,26 @@ def test_progress_bar_on_a_terminal(
     driver = Driver(reporter)
     run = make_run(tmp_path, 2)
     driver.emitter.emit("vally_run_start", run=run)
-    assert reporter._progress is not None
-    records = [make_record("a"), make_record("b")]
+    assert reporter._live is not None
+    records = [make_record("a"), make_record("b", passed=False)]
     for record in records:
         driver.emitter.emit("vally_trial_end", run=run, record=record)
-    task = reporter._progress.tasks[0]
+    task = reporter._live._progress.tasks[0]
     assert (task.completed, task.total) == (2, 2)
+    assert task.fields["counts"] == "1 passed, 1 failed"
     driver.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, []))
-    assert reporter._progress is None
+    assert reporter._live is None
     assert driver.emitter.failures == []
-    assert "━━━ a ━━━" in capsys.readouterr().out
+    assert "✘ quickstart/b [gpt-test] #0: output-contains" in capsys.readouterr().out
 
 
-def test_no_progress_bar_off_a_terminal(tmp_path: Path) -> None:
-    reporter = ConsoleReporter()
+def test_no_live_display_off_a_terminal(tmp_path: Path) -> None:
+    reporter = ConsoleReporter(ConsoleConfig(heartbeat="0s"))
     Driver(reporter).emitter.emit("vally_run_start", run=make_run(tmp_path, 3))
-    assert reporter._progress is None
+    assert reporter._live is None and reporter._heartbeat is None
 
 
-def test_repeated_passing_trials_are_one_line_each(
+def test_default_report_is_one_line_per_failure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     records = [
@@ -167,9 +168,43 @@ def test_repeated_passing_trials_are_one_line_each(
         make_record("sub", trial=3),
     ]
     out = _run(tmp_path, capsys, records)
-    assert out.count("  Graders (") == 2  # the first passing trial and the failing one
-    assert "Trial 1: PASSED (score 1.00, 120 tokens" in out
-    assert "Trial 3: PASSED (score 1.00, 120 tokens" in out
-    assert "Trial 2: FAILED (score 0.50)" in out
+    assert "Graders (" not in out and "Metrics" not in out
+    report = out[out.index("Failures (") :]
+    failures = [line for line in report.splitlines() if line.startswith("  ✘ ")]
+    assert failures == [
+        "  ✘ quickstart/sub [gpt-test] #2: output-contains: expected 'PASS' in output | not found"
+    ]
+    assert "Failures (1 of 4 trials; details in report.md, or run with -v)" in out
     verbose = _run(tmp_path / "v", capsys, records, verbose=True)
     assert verbose.count("  Graders (") == 4
+    assert "Trial 2: FAILED (score 0.50)" in verbose
+
+
+def test_quiet_prints_failures_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = TrialError(phase="execute", code="VALLY_EXECUTION", message="agent crashed")
+    records = [make_record("a"), make_record("b", passed=False), make_record("c", error=error)]
+    out = _run(tmp_path, capsys, records, quiet=True)
+    lines = [line for line in out.splitlines() if line]
+    assert lines[0].startswith("Failures (2 of 3 trials")
+    assert lines[1].startswith("  ✘ quickstart/b [gpt-test] #0: output-contains")
+    errored = "  ! quickstart/c [gpt-test] #0: errored (execute): [VALLY_EXECUTION] agent crashed"
+    assert lines[2] == errored
+    assert lines[3].startswith("3 trials: 1 passed, 1 failed, 1 errored in ")
+    assert len(lines) == 4, lines
+
+
+def test_summary_names_the_model_the_agent_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = []
+    for trial in (0, 1):
+        record = make_record("a", trial=trial, model=None)
+        assert record.trajectory is not None
+        metadata = record.trajectory.metadata.model_copy(update={"model": "gpt-reported"})
+        trajectory = record.trajectory.model_copy(update={"metadata": metadata})
+        records.append(record.model_copy(update={"trajectory": trajectory}))
+    out = _run(tmp_path, capsys, records)
+    row = next(line for line in out.splitlines() if "quickstart" in line and "│" in line)
+    assert "gpt-reported" in row and "default" not in row

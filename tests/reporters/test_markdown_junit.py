@@ -115,3 +115,15 @@ def test_ungraded_and_cancelled_trials_are_skipped(tmp_path: Path) -> None:
     assert reasons == ["not graded", "cancelled"]
     text = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "| 0 | 0 | 0 | 1 | 1 |" in text  # overview: 1 cancelled, 1 not graded
+
+
+def test_markdown_row_names_the_model_the_agent_reported(tmp_path: Path) -> None:
+    record = make_record("add-test", model=None)
+    assert record.trajectory is not None
+    metadata = record.trajectory.metadata.model_copy(update={"model": "gpt-reported"})
+    trajectory = record.trajectory.model_copy(update={"metadata": metadata})
+    Driver(MarkdownReporter()).run(
+        make_run(tmp_path, 1), [record.model_copy(update={"trajectory": trajectory})]
+    )
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert any(line.startswith("| add-test | gpt-reported |") for line in text.splitlines())

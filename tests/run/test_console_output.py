@@ -58,12 +58,12 @@ def test_piped_eval_prints_each_trial_as_it_finishes(project: Path) -> None:
     assert still_running, "the first trial's line only arrived when the run had ended"
     assert proc.returncode == 0
     assert "slow/second #0" in rest and "slow/third #0" in rest
-    assert rest.index("slow/third #0") < rest.index("━━━ first ━━━")
+    assert rest.index("slow/third #0") < rest.index("Summary")
 
 
 def test_report_follows_the_spec_order_and_ends_with_how_it_went(project: Path) -> None:
     spec = write_spec(project, MIXED)
-    run = run_vally(["-e", str(spec)], project)
+    run = run_vally(["-e", str(spec), "-v"], project)
     assert run.code == 0, run.stderr
     blocks = [run.stdout.index(f"━━━ {name} ━━━") for name in ("zeta", "alpha", "mid")]
     assert blocks == sorted(blocks), run.stdout

@@ -270,7 +270,8 @@ def test_quickstart_passes_offline(tmp_path: Path) -> None:
     assert all(r["gradeResult"]["passed"] for r in records)
     artifacts = run.run_dir / "quickstart" / "create-file" / "default" / "trial-0" / "artifacts"
     assert (artifacts / "hello.txt").read_text() == "hello world\n"
-    assert "All graders passed." in run.stdout
+    assert "verdict: PASS" in run.stdout
+    assert "Failures" not in run.stdout
 
 
 def test_project_default_backend_and_workers(project: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vally.errors import ParamError
+from vally.errors import ConfigError, ParamError
 from vally.models.project import ProjectConfig
 from vally.specs.loading import load_eval_file, load_project
 from vally.specs.params import eval_param_files
@@ -134,3 +134,13 @@ def test_unresolved_param_in_block_prompt_points_at_its_line(tmp_path: Path) -> 
     assert info.value.location.line == 5
     resolved = load_eval_file(spec, cli_params={"TOOL": "grep"}, project=ProjectConfig())
     assert resolved.spec.stimuli[0].prompt == "First line.\nUse grep here.\n"
+
+
+def test_an_eval_named_params_yaml_is_refused_with_the_reason(tmp_path: Path) -> None:
+    spec = _write(tmp_path / "eval.yaml", SPEC)
+    _write(tmp_path / "params.yaml", "stimuli:\n  - {name: t, prompt: hi}\n")
+    with pytest.raises(ConfigError) as info:
+        load_eval_file(spec)
+    text = info.value.render()
+    assert "params.yaml is read as a param file" in text and "has 'stimuli'" in text
+    assert "rename it (e.g. params.eval.yaml)" in text

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "vally.cli.compare",
     "vally.cli.experiment",
     "vally.cli.new",
+    "vally.cli.init",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 

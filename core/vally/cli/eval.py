@@ -19,11 +19,14 @@ from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from vally.engine.evals import EvalRequest
     from vally.engine.run import PreparedRun
     from vally.engine.runner import RunResult
+    from vally.models.records import TrialResultRecord
+    from vally.models.spec import EvalSpec
 
 
 def _echo(message: str) -> None:
@@ -34,8 +37,19 @@ def _nothing_to_run(prepared: PreparedRun) -> int:
     for planned in prepared.plan.evals:
         reason = "runs: 0 (lint only)" if planned.runs == 0 else "no stimulus matched the filters"
         _echo(f"{planned.name}: nothing to run, {reason}.")
+        if planned.runs != 0:
+            tags = existing_tags(planned.loaded.spec)
+            _echo(f"  tags in {planned.name}: {', '.join(tags) if tags else 'none'}")
     _echo("Specs are valid; nothing was executed.")
     return EXIT_OK
+
+
+def existing_tags(spec: EvalSpec) -> list[str]:
+    """Every ``key=value`` tag the eval's stimuli carry (the eval's own included), sorted."""
+    from vally.specs.loading import stimulus_tags
+
+    found = {f"{k}={v}" for s in spec.stimuli for k, v in stimulus_tags(spec, s).items()}
+    return sorted(found)
 
 
 def report_observer_failures(prepared: PreparedRun) -> None:
@@ -46,6 +60,21 @@ def report_observer_failures(prepared: PreparedRun) -> None:
                 f"warning: reporter {failure.observer!r} failed in {failure.hook}: "
                 f"{type(failure.error).__name__}: {failure.error}"
             )
+
+
+def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
+    """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
+    how to see them."""
+    crashed = [r for r in records if r.error is not None and r.error.traceback]
+    if not crashed:
+        return
+    if not debug_enabled():
+        _echo(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
+        return
+    for record in crashed:
+        assert record.error is not None and record.error.traceback is not None
+        _echo(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
+        _echo(record.error.traceback)
 
 
 def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
@@ -59,6 +88,7 @@ def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
         fail(result.error)
     errored = [r for r in result.records if r.status == "error"]
     if errored:
+        report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}")
         return EXIT_FAILURE
     if result.failures:
@@ -162,6 +192,7 @@ def eval_command(
     keep_executor_session_logs: KeepSessionLogs = False,
     otlp_endpoint: o.OtlpEndpoint = None,
     verbose: o.Verbose = False,
+    quiet: o.Quiet = False,
 ) -> None:
     """Run stimuli through an agent, grade them and write the results."""
     from vally.engine.evals import EvalRequest

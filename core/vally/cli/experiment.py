@@ -98,6 +98,7 @@ def run_command(
     require_pass: o.RequirePass = False,
     otlp_endpoint: o.OtlpEndpoint = None,
     verbose: o.Verbose = False,
+    quiet: o.Quiet = False,
     compare: Compare = False,
     judge_model: JudgeModel = None,
     judge_timeout: JudgeTimeout = None,

@@ -110,7 +110,7 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
 def _exit_code(
     opts: ExperimentRequest, setup: ExperimentSetup, result: RunResult, run_dir: Path
 ) -> int:
-    from vally.cli.eval import report_observer_failures
+    from vally.cli.eval import report_observer_failures, report_tracebacks
 
     report_observer_failures(setup.prepared)
     _echo(f"Results: {run_dir}")
@@ -126,6 +126,7 @@ def _exit_code(
     code = EXIT_FAILURE if result.errored else EXIT_OK
     errored = [r for r in result.records if r.status == "error"]
     if errored:
+        report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}", err=True)
     failed = _failed_verdicts(result.summaries)
     if opts.require_pass and failed:

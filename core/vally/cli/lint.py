@@ -18,8 +18,10 @@ Root = Annotated[
     typer.Argument(
         metavar="PATH",
         show_default=False,
-        help="Root scanned for SKILL.md files and, without --eval-spec, for eval files "
-        "(through .vally.yaml when there is one). Default: the current folder.",
+        help="Folder scanned for SKILL.md files and, without --eval-spec, for eval files "
+        "(through .vally.yaml when there is one; default: the current folder). Skills are "
+        "also read from paths.skills of .vally.yaml and from each eval file's folder and "
+        "its skills/ folder.",
     ),
 ]
 EvalSpecs = Annotated[

@@ -68,5 +68,11 @@ ReporterPlugins = Annotated[
 OtlpEndpoint = Annotated[str | None, opt("URL", "Export traces to this OTLP/HTTP endpoint.")]
 Workers = Annotated[int | None, opt("N", "Parallel trials (default 5).")]
 RequirePass = Annotated[bool, switch("--require-pass", "Exit 1 when a verdict fails.")]
-Verbose = Annotated[bool, switch("--verbose", "Show agent output and full evidence.")]
+Verbose = Annotated[
+    bool,
+    switch("--verbose", "Show each stimulus in full: metrics, graders, agent output.", "-v"),
+]
+Quiet = Annotated[
+    bool, switch("--quiet", "Print only failed trials and the closing verdict.", "-q")
+]
 EvalPlugin = Annotated[str | None, opt("SPEC", "Eval provider reading the eval files.")]

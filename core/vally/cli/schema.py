@@ -1,76 +1,95 @@
-"""``vally schema eval|experiment|project``: the JSON Schema of vally's files (for editors)."""
+"""``vally schema [KIND]``: the JSON Schema of vally's files, for editors.
+
+``vally schema eval`` prints one schema; ``--output`` writes it to a file; ``--write``
+writes all three (eval, experiment, project) into the project's ``.vally/schemas/`` (or
+``--output``) for an editor's settings to point at. The schemas include the config of
+every plugin the project can load (see :mod:`vally.tools.schema`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-SCHEMA_KINDS = ("eval", "experiment", "project")
-
-
-def json_schema(kind: str) -> dict[str, Any]:
-    """The JSON Schema of one file kind: ``eval`` (eval.yaml), ``experiment`` or ``project``
-    (.vally.yaml)."""
-    from pydantic import BaseModel
-
-    from vally.models.experiment import ExperimentFile
-    from vally.models.project import ProjectConfig
-    from vally.models.spec import EvalSpec
-
-    models: dict[str, type[BaseModel]] = {
-        "eval": EvalSpec,
-        "experiment": ExperimentFile,
-        "project": ProjectConfig,
-    }
-    titles = {
-        "eval": "vally eval spec (eval.yaml)",
-        "experiment": "vally experiment file",
-        "project": "vally project file (.vally.yaml)",
-    }
-    schema = models[kind].model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = titles[kind]
-    return schema
+DEFAULT_SCHEMA_DIR = Path(".vally") / "schemas"
+"""Where ``--write`` puts the schemas, below the project's root (or the current folder)."""
 
 
 def schema_command(
     kind: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            metavar="KIND", help="Which file: eval, experiment or project.", show_default=False
+            metavar="KIND",
+            help="Which file: eval, experiment or project (all three with --write).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", metavar="PATH", help="Write the schema to this file."),
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="Write the schema to this file (with --write: into this folder).",
+        ),
     ] = None,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Write every schema into .vally/schemas/ of the project, for editors.",
+        ),
+    ] = False,
 ) -> None:
-    """Print the JSON Schema of eval.yaml, experiment files or .vally.yaml."""
+    """Print or write the JSON Schema of eval.yaml, experiment files or .vally.yaml."""
     import json
 
     from vally.cli.common import user_errors
-    from vally.errors import OutputError
+    from vally.tools.schema import SCHEMA_KINDS, PluginConfigs, json_schema, write_schemas
 
-    if kind not in SCHEMA_KINDS:
+    if kind is not None and kind not in SCHEMA_KINDS:
         raise typer.BadParameter(
             f"unknown kind {kind!r}; expected one of {', '.join(SCHEMA_KINDS)}",
             param_hint="KIND",
         )
-    text = json.dumps(json_schema(kind), indent=2) + "\n"
+    plugins = PluginConfigs.from_project(Path.cwd())
+    if write:
+        with user_errors():
+            written = write_schemas(output or _schema_dir(), plugins)
+        for path in written:
+            typer.echo(f"wrote {path}", err=True)
+        typer.echo("Point your editor at them: see docs/editors.md.", err=True)
+        return
+    if kind is None:
+        raise typer.BadParameter("name a KIND, or pass --write for all three", param_hint="KIND")
+    text = json.dumps(json_schema(kind, plugins), indent=2) + "\n"
     if output is None:
         typer.echo(text, nl=False)
         return
     with user_errors():
-        try:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            tmp = output.with_name(output.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(output)
-        except OSError as exc:
-            raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from None
+        _write_one(output, text)
     typer.echo(f"wrote {output}", err=True)
+
+
+def _schema_dir() -> Path:
+    from vally.specs.loading import find_project
+
+    _, root = find_project(Path.cwd())
+    return (root or Path.cwd()) / DEFAULT_SCHEMA_DIR
+
+
+def _write_one(output: Path, text: str) -> None:
+    from vally.errors import OutputError
+
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(output)
+    except OSError as exc:
+        raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
 def register(app: typer.Typer) -> None:

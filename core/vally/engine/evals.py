@@ -190,7 +190,10 @@ def _reporters(opts: EvalRequest) -> list[ReporterChoice]:
     if opts.console:
         stream = "stderr" if to_stdout else "stdout"
         chosen.append(
-            ReporterChoice(defaults.CONSOLE_REPORTER, {"verbose": opts.verbose, "stream": stream})
+            ReporterChoice(
+                defaults.CONSOLE_REPORTER,
+                {"verbose": opts.verbose, "quiet": opts.quiet, "stream": stream},
+            )
         )
     chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
     if opts.junit:
@@ -261,6 +264,7 @@ def eval_run_request(opts: EvalRequest) -> tuple[RunRequest, Path]:
 def _run_options(opts: EvalRequest) -> dict[str, Any]:
     return {
         "verbose": opts.verbose,
+        "quiet": opts.quiet,
         "require_pass": opts.require_pass,
         "skip_grade": opts.skip_grade,
         "output": opts.output,

@@ -171,7 +171,13 @@ def _override_patch(override: VariantOverride) -> dict[str, Any]:
 
 
 def diff_pointers(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Pointers of every leaf where ``a`` and ``b`` differ (maps compared key by key)."""
+    """Pointers of every leaf where ``a`` and ``b`` differ (maps compared key by key; a
+    map on one side and nothing on the other compares as the map and an empty one, so a
+    variant adding ``environment.env.MODE`` differs at ``/environment/env/MODE``)."""
+    if a is _MISSING and isinstance(b, Mapping):
+        a = {}
+    if b is _MISSING and isinstance(a, Mapping):
+        b = {}
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         out: list[str] = []
         for key in sorted(set(a) | set(b), key=str):
@@ -254,10 +260,12 @@ def resolve_experiment(
             f"  {where} differs between {', '.join(sorted(v))}"
             for where, v in sorted(drift.items())
         ]
+        pointers = sorted({where.split(": ", 1)[1] for where in drift})
         raise ConfigError(
             "variants drift outside 'vary':\n" + "\n".join(lines),
-            hint="add the pointer to 'vary' if the difference is intended, "
-            "or make the variants agree there",
+            hint="if the difference is intended, list it under 'vary' ("
+            + ", ".join(pointers)
+            + "); otherwise make the variants agree there",
         )
     kept = tuple(n for n in names if only_variant is None or n == only_variant)
     return ResolvedExperiment(experiment.name, baseline, kept, tuple(vary), tuple(resolved))

@@ -203,7 +203,10 @@ def _reporters(opts: ExperimentRequest) -> list[ReporterChoice]:
     chosen = [ReporterChoice(defaults.RESULTS_REPORTER, {"per_variant": True})]
     if opts.console:
         chosen.append(
-            ReporterChoice(defaults.CONSOLE_REPORTER, {"verbose": opts.verbose, "style": "lines"})
+            ReporterChoice(
+                defaults.CONSOLE_REPORTER,
+                {"verbose": opts.verbose, "quiet": opts.quiet, "style": "lines"},
+            )
         )
     chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
     chosen.append(
@@ -255,7 +258,11 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         workers=opts.workers or (experiment.execution.workers if experiment.execution else None),
         select=select,
         run_id=run_id,
-        options={"verbose": opts.verbose, "require_pass": opts.require_pass},
+        options={
+            "verbose": opts.verbose,
+            "quiet": opts.quiet,
+            "require_pass": opts.require_pass,
+        },
     )
     plan = plan_request(request)
     label = shard.label if shard is not None else None

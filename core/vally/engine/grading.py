@@ -37,6 +37,7 @@ import regex
 from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
 from vally.engine.isolation import IsolatedTimeout, bridge, run_isolated
 from vally.engine.scoring import trial_verdict
+from vally.engine.tracebacks import format_traceback, plugin_location
 from vally.errors import ConfigError, GradingError, VallyError
 from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig, Stimulus
@@ -96,7 +97,19 @@ def _describe_exception(config: GraderConfig, exc: BaseException) -> str:
     if isinstance(exc, VallyError):
         return f"grader '{config.label}' ({config.type}): {exc.render()}"
     message = str(exc) or "(no message)"
-    return f"grader '{config.label}' ({config.type}) raised {type(exc).__name__}: {message}"
+    location = plugin_location(exc)
+    where = f" (at {location})" if location else ""
+    return f"grader '{config.label}' ({config.type}) raised {type(exc).__name__}: {message}{where}"
+
+
+def _crash_result(config: GraderConfig, exc: Exception, weight: float) -> GraderResult:
+    """The error result of a grader that raised; an unexpected exception (not a vally
+    error) keeps its traceback and the plugin's ``location`` in ``metadata``."""
+    result = error_result(config, _describe_exception(config, exc), weight)
+    if isinstance(exc, VallyError):
+        return result
+    crash = {"location": plugin_location(exc), "traceback": format_traceback(exc)}
+    return result.model_copy(update={"metadata": crash})
 
 
 def _label(result: GraderResult, config: GraderConfig, weight: float) -> GraderResult:
@@ -303,7 +316,7 @@ async def _run_one(
     except IsolatedTimeout as exc:
         return error_result(config, _timed_out(config, exc.timeout), weight)
     except Exception as exc:
-        return error_result(config, _describe_exception(config, exc), weight)
+        return _crash_result(config, exc, weight)
     return _label(result, config, weight)
 
 

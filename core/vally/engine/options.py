@@ -68,6 +68,8 @@ class RunOptions:
     Attributes:
         stimuli: ``--stimulus`` globs selecting stimuli by name (see
             :attr:`~vally.engine.planner.PlanOptions.stimulus_patterns`).
+        verbose: The console shows each stimulus in full (``-v``).
+        quiet: The console shows only failed trials and the closing verdict (``-q``).
         console: Print progress and results on the terminal (off for library use).
     """
 
@@ -85,6 +87,7 @@ class RunOptions:
     require_pass: bool = False
     otlp_endpoint: str | None = None
     verbose: bool = False
+    quiet: bool = False
     console: bool = True
 
     def check_common(self) -> None:
@@ -97,6 +100,11 @@ class RunOptions:
             raise ConfigError(
                 "--backend-args needs --backend (the arguments belong to one backend)",
                 hint="add e.g. --backend local",
+            )
+        if self.quiet and self.verbose:
+            raise ConfigError(
+                "--quiet and --verbose cannot be combined",
+                hint="keep one: --quiet prints only failures, --verbose prints everything",
             )
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")

@@ -53,6 +53,7 @@ from vally.engine.rundir import (
 )
 from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
 from vally.engine.summaries import RunSummaries
+from vally.engine.tracebacks import format_traceback, plugin_location
 from vally.errors import CleanupError, OutputError, SetupError, TrialTimeoutError, VallyError
 from vally.models.records import (
     ExperimentBlock,
@@ -159,7 +160,16 @@ def _error(phase: Phase, exc: BaseException) -> TrialError:
         return TrialError(phase=phase, code="VALLY_TIMEOUT", message=str(exc) or "timed out")
     text = str(exc).strip()
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return TrialError(phase=phase, code="VALLY_INTERNAL", message=message)
+    location = plugin_location(exc)
+    if location is not None:
+        message += f" (at {location})"
+    return TrialError(
+        phase=phase,
+        code="VALLY_INTERNAL",
+        message=message,
+        location=location,
+        traceback=format_traceback(exc),
+    )
 
 
 class TrialRunner:
@@ -192,11 +202,7 @@ class TrialRunner:
             await self._phases(trial, trial_dir, state)
             grade = state.grade
             if grade is not None and grade.errored:
-                state.fail(
-                    TrialError(
-                        phase="grade", code="VALLY_GRADING", message=_grader_errors(grade.details)
-                    )
-                )
+                state.fail(_grading_error(grade.details))
         except _TrialFailed as failed:
             state.fail(failed.error)
         except asyncio.CancelledError:
@@ -604,9 +610,19 @@ async def _stop_agent(sandbox: Sandbox) -> None:
         raise _TrialFailed(error.model_copy(update={"message": message})) from exc
 
 
-def _grader_errors(details: Sequence[GraderResult]) -> str:
-    errors = [f"{d.name}: {d.evidence}" for d in details if d.status == "error"]
-    return "; ".join(errors) or "a grader failed to produce a result"
+def _grading_error(details: Sequence[GraderResult]) -> TrialError:
+    """The trial's error when graders failed: their messages, and where the first one that
+    crashed did (see :mod:`vally.engine.tracebacks`)."""
+    broken = [d for d in details if d.status == "error"]
+    message = "; ".join(f"{d.name}: {d.evidence}" for d in broken)
+    crashed = next((d for d in broken if d.metadata.get("traceback")), None)
+    return TrialError(
+        phase="grade",
+        code="VALLY_GRADING",
+        message=message or "a grader failed to produce a result",
+        location=crashed.metadata.get("location") if crashed else None,
+        traceback=crashed.metadata.get("traceback") if crashed else None,
+    )
 
 
 def _timed_out(trial: PlannedTrial, detail: str | None = None) -> TrialTimeoutError:

@@ -22,7 +22,9 @@ class GraderResult(RecordModel):
     """One grader's verdict on one trial.
 
     ``status`` is ``error`` when the grader itself failed (operational); then ``passed`` is
-    false and ``score`` 0, but the trial is reported as errored, never as a low score.
+    false and ``score`` 0, but the trial is reported as errored, never as a low score. When
+    the grader raised an unexpected exception, ``metadata`` holds ``location`` (``path:line``
+    of the grader's frame) and ``traceback``; the trial's ``error`` repeats them.
     """
 
     name: str
@@ -57,11 +59,18 @@ class GradeResult(RecordModel):
 
 
 class TrialError(RecordModel):
-    """An operational error of one trial: which phase, which code, what happened."""
+    """An operational error of one trial: which phase, which code, what happened.
+
+    When a plugin raised an unexpected exception (not a vally error), ``location`` is the
+    ``path:line`` of the plugin's own frame where it happened and ``traceback`` the
+    Python traceback (``vally --debug`` prints it); both are null otherwise.
+    """
 
     phase: Literal["setup", "execute", "grade", "cleanup", "plan"]
     code: str
     message: str
+    location: str | None = None
+    traceback: str | None = None
 
 
 class OffloadedText(RecordModel):

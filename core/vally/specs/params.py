@@ -181,8 +181,20 @@ def read_param_file(path: Path) -> dict[str, str]:
     """Read an eval param file: a YAML (or JSON) mapping of ``NAME: value``.
 
     Params inside a param file are not resolved.
+
+    Raises:
+        ConfigError: The file is not a ``NAME: scalar`` map; for a file that looks like an
+            eval spec (it has ``stimuli``), the message says that the name is reserved.
     """
     doc = load_yaml(path)
+    if isinstance(doc.data, Mapping) and "stimuli" in doc.data:
+        raise ConfigError(
+            f"{path.name} is read as a param file (NAME: value pairs for the evals in its "
+            "folder), but it looks like an eval spec: it has 'stimuli'",
+            location=SourceLocation(str(path)),
+            hint=f"rename it (e.g. {path.stem}.eval.yaml); the names params.yaml, params.yml "
+            "and <eval>.params.yaml are reserved for param files",
+        )
     return params_from_mapping(doc.data, file=str(path), where=f"param file {path.name}")
 
 

@@ -57,7 +57,7 @@ from vally.specs.loading import (
     source_root,
 )
 from vally.specs.partial import load_valid_parts
-from vally.specs.skills import find_skills, read_skill
+from vally.specs.skills import SKILL_FILE, find_skills, read_skill
 from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
 
 if TYPE_CHECKING:
@@ -545,10 +545,14 @@ def _check_weights(out: _Collector, spec: EvalSpec, used_types: set[str]) -> Non
             )
 
 
-def lint_skills(root: Path) -> tuple[list[Path], list[Diagnostic]]:
-    """Check every SKILL.md below ``root``: frontmatter present, ``name`` and
-    ``description`` not empty."""
-    skills = find_skills(root) if root.is_dir() else []
+def lint_skills(
+    *roots: Path, folders: Sequence[Path] = ()
+) -> tuple[list[Path], list[Diagnostic]]:
+    """Check every SKILL.md below each of ``roots`` and in each of ``folders`` (not below
+    them), each skill once: frontmatter present, ``name`` and ``description`` not empty."""
+    found = {s for root in roots if root.is_dir() for s in find_skills(root)}
+    found |= {f for f in folders if (f / SKILL_FILE).is_file()}
+    skills = sorted(found)
     diagnostics: list[Diagnostic] = []
     for folder in skills:
         try:
@@ -572,9 +576,11 @@ def run_lint(
     project: ProjectConfig | None = None,
     cli_params: Mapping[str, str] | None = None,
     executors: GraderCatalog | None = None,
+    skill_roots: Sequence[Path] = (),
+    skill_folders: Sequence[Path] = (),
 ) -> LintResult:
-    """Lint eval files and the skills below ``skills_root``; never stops at the first bad
-    file."""
+    """Lint eval files, the skills below ``skills_root`` and ``skill_roots``, and those of
+    ``skill_folders`` themselves; never stops at the first bad file."""
     result = LintResult(eval_files=list(eval_files))
     for path in eval_files:
         result.diagnostics.extend(
@@ -582,11 +588,33 @@ def run_lint(
                 path, catalog, project=project, cli_params=cli_params, executors=executors
             )
         )
-    if skills_root is not None:
-        skills, diagnostics = lint_skills(skills_root)
+    roots = [*([skills_root] if skills_root is not None else []), *skill_roots]
+    if roots or skill_folders:
+        skills, diagnostics = lint_skills(*roots, folders=skill_folders)
         result.skills = skills
         result.diagnostics.extend(diagnostics)
     return result
+
+
+def skill_roots(
+    path: Path | None,
+    eval_files: Sequence[Path],
+    project: ProjectConfig,
+    project_root: Path | None,
+) -> list[Path]:
+    """The folders ``vally lint`` searches for SKILL.md files: the ``PATH`` argument when
+    one was given (a folder), the project's ``paths.skills`` (with a project file) and each
+    eval file's ``skills/`` sub-folder (each eval file's own folder is checked too, without
+    its sub-folders). Never the working directory's whole tree: run from a shared folder,
+    lint stays on its specs."""
+    roots: list[Path] = []
+    if path is not None and path.is_dir():
+        roots.append(path)
+    if project_root is not None:
+        roots += [project_root / entry for entry in project.paths.skills]
+    for file in eval_files:
+        roots.append(file.parent / "skills")
+    return [r for r in dict.fromkeys(r.absolute() for r in roots) if r.is_dir()]
 
 
 def select_eval_files(
@@ -655,7 +683,8 @@ def lint_path(
     return run_lint(
         files,
         SessionGraderCatalog(session),
-        skills_root=root if root.is_dir() else None,
+        skill_roots=skill_roots(path, files, project, project_root),
+        skill_folders=[f.parent for f in files],
         project=project,
         cli_params=params,
         executors=SessionGraderCatalog(session, "executor"),

@@ -72,6 +72,15 @@ class GroupKey:
         return self.model or "default"
 
 
+def reported_model_label(key: GroupKey, trials: Sequence[TrialResultRecord]) -> str:
+    """The model of a report row: the one asked for, else the one(s) the agent reported in
+    its trajectories, else ``default``."""
+    if key.model:
+        return key.model
+    reported = {r.trajectory.metadata.model or "" for r in trials if r.trajectory} - {""}
+    return ", ".join(sorted(reported)) or key.model_label
+
+
 def record_sort_key(record: TrialResultRecord) -> tuple[str, str, str, str, int, str]:
     """Sort records by eval, variant, stimulus, model, trial index (then trial id)."""
     return (

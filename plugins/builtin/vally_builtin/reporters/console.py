@@ -1,41 +1,50 @@
-"""The ``console`` reporter: progress while trials run, then one block per stimulus and a
-summary table.
+"""The ``console`` reporter: progress while trials run, then the results and how the run
+went.
 
-Per stimulus it prints a header (``━━━ <stimulus> ━━━``), the prompt cut to one line, a
+While trials run: on a terminal, a live display (finished/planned trials, pass/fail counts
+per eval, elapsed time, ETA) redrawn in place on standard error; when the stream is not a
+terminal (CI logs, a pipe), one line per finished trial as it finishes and, every
+``heartbeat`` (30s by default), a line with the same counts, so a long run is never silent.
+
+At the end, by default: one line per failed or errored trial with the failing grader's
+evidence, a summary table (one row per eval, stimulus and model) and the saved artifact
+paths. With ``verbose`` (``-v``), or when the run has a single trial, each stimulus gets
+its full block instead: a header (``━━━ <stimulus> ━━━``), the prompt cut to one line, a
 Metrics block (Tokens, Turns, Tool calls, Wall time, Errors, Skills used, Model), the
-``Graders (n/m)`` list with ✔/✘ and evidence, and the verdict; with several trials, the
-pass rate, pass@k, pass^k and whether the stimulus is flaky. A summary table and the saved
-artifact paths close the output. Colours are used only on a terminal and never when
-``NO_COLOR`` is set; the text reads the same without them.
+``Graders (n/m)`` list with ✔/✘ and evidence, the verdict and, with several trials, the
+pass rate, pass@k, pass^k and flakiness. With ``quiet`` (``--quiet``) only the failure
+lines and the closing block are printed.
 
-With ``style: lines`` (experiment runs and merges) it prints one line per finished trial
-instead, and at the end the comparison of the variants with the baseline. When its stream
-is not a terminal (CI logs, a pipe), the ``report`` style also prints each trial's line as
-the trial finishes, so a long run is never silent. Either style ends with one line saying
-how the run went: trial totals, elapsed time and the overall verdict.
+With ``style: lines`` (experiment runs and merges) it prints one line per finished trial,
+and at the end the comparison of the variants with the baseline. Either style ends with
+the closing block: trial totals, elapsed time, the overall verdict and, when a verdict
+failed without ``--require-pass``, why the exit code is still 0. Colours are used only on
+a terminal and never when ``NO_COLOR`` is set; the text reads the same without them.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from vally import (
     BaseReporter,
+    Duration,
     GraderResult,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
     StrictConfig,
+    TrialKey,
     TrialResultRecord,
     hookimpl,
 )
@@ -43,15 +52,18 @@ from vally_builtin.reporters import (
     GroupKey,
     StimulusStats,
     cap,
+    failed_graders,
     format_count,
     format_ms,
     format_rate,
     format_score,
     group_records,
     one_line,
+    reported_model_label,
     stimulus_stats,
     trial_outcome,
 )
+from vally_builtin.reporters.console_live import Heartbeat, LiveDisplay, Tally, format_seconds
 
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
@@ -71,16 +83,23 @@ class ConsoleConfig(StrictConfig):
     """Options of the ``console`` reporter.
 
     Attributes:
-        verbose: Also print the agent's output and full grader evidence (still capped).
+        verbose: Print each stimulus's full block, the agent's output and full grader
+            evidence (still capped).
+        quiet: Print only the failed trials and the closing block (no progress, no
+            heartbeat, no summary table).
         stream: Where the report goes; ``stderr`` when records stream to stdout.
-        progress: Show a progress bar while trials run (only ever on a terminal).
-        style: ``report`` (per-stimulus blocks and a summary at the end) or ``lines`` (a
-            line per finished trial, then the comparison with the baseline).
+        progress: Show the live display while trials run (only ever on a terminal).
+        heartbeat: When the stream is not a terminal, print a progress line this often
+            (``0s`` turns it off).
+        style: ``report`` (failures and a summary at the end) or ``lines`` (a line per
+            finished trial, then the comparison with the baseline).
     """
 
     verbose: bool = False
+    quiet: bool = False
     stream: Literal["stdout", "stderr"] = "stdout"
     progress: bool = True
+    heartbeat: Duration = 30.0
     style: Literal["report", "lines"] = "report"
 
 
@@ -112,15 +131,17 @@ def make_console(file: Any) -> Console:
 
 
 class ConsoleReporter(BaseReporter[ConsoleConfig]):
-    """Prints a progress bar while the run goes, then the results per stimulus."""
+    """Shows the run's progress while it goes, then the results and how the run went."""
 
     metadata = ReporterMetadata(
         name="console",
-        description="Progress while trials run; per-stimulus results and a summary after.",
+        description="Progress while trials run; failures, a summary and the verdict after.",
     )
 
-    _progress: Progress | None = None
-    _task: Any = None
+    _tally: Tally | None = None
+    _live: LiveDisplay | None = None
+    _heartbeat: Heartbeat | None = None
+    _print_lock: threading.Lock | None = None
 
     # ------------------------------------------------------------------ hooks
 
@@ -129,60 +150,88 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         """Where the report goes."""
         return sys.stderr if self.config.stream == "stderr" else sys.stdout
 
+    def _verbose(self, run: RunInfo) -> bool:
+        return self.config.verbose or bool(run.options.get("verbose", False))
+
+    def _quiet(self, run: RunInfo) -> bool:
+        return self.config.quiet or bool(run.options.get("quiet", False))
+
+    def _print(self, line: str) -> None:
+        lock = self._print_lock or threading.Lock()
+        with lock:
+            print(line, file=self.stream, flush=True)
+
     @hookimpl
     def vally_run_start(self, run: RunInfo) -> None:
-        """Start the progress bar (stderr, terminal only; not in the ``lines`` style)."""
-        if self.config.style == "lines":
+        """Start the live display (terminal) or the heartbeat (not a terminal)."""
+        self._tally = Tally(run.planned_trials, list(run.evals))
+        self._print_lock = threading.Lock()
+        if self._quiet(run) or run.planned_trials <= 0:
             return
-        if not self.config.progress or run.planned_trials <= 0 or not sys.stderr.isatty():
-            return
-        progress = Progress(
-            TextColumn("[bold]vally {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            console=make_console(sys.stderr),
-            transient=True,
-        )
-        self._task = progress.add_task(run.command, total=run.planned_trials, status="")
-        progress.start()
-        self._progress = progress
+        if not _is_terminal(self.stream) and self.config.heartbeat > 0:
+            self._heartbeat = Heartbeat(self._tally, self.config.heartbeat, self._print)
+            self._heartbeat.start()
+        if self.config.style == "report" and self.config.progress and sys.stderr.isatty():
+            self._live = LiveDisplay(run, self._tally, make_console(sys.stderr))
+            self._live.start()
+
+    @hookimpl
+    def vally_trial_start(self, run: RunInfo, key: TrialKey) -> None:
+        """Count the trial as running."""
+        if self._tally is not None:
+            self._tally.start()
 
     @hookimpl
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
-        """Print the trial's line (``lines`` style, or any style when the stream is not a
-        terminal) and advance the progress bar."""
-        if self.config.style == "lines" or not _is_terminal(self.stream):
-            verbose = self.config.verbose or bool(run.options.get("verbose", False))
-            for line in trial_lines(record, verbose=verbose):
-                print(line, file=self.stream, flush=True)
-        if self._progress is not None:
-            status = f"{record.stimulus_name}: {trial_outcome(record)}"
-            self._progress.update(self._task, advance=1, status=status)
+        """Count the trial, print its line (``lines`` style, or any style when the stream
+        is not a terminal; never when quiet) and update the live display."""
+        if self._tally is not None:
+            self._tally.finish(record)
+        if not self._quiet(run) and (self.config.style == "lines" or not _is_terminal(self.stream)):
+            for line in trial_lines(record, verbose=self._verbose(run)):
+                self._print(line)
+        if self._live is not None:
+            self._live.update()
 
     @hookimpl(trylast=True)
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
-        """Stop the progress bar and print the report (after the file writers ran)."""
+        """Stop the live display and heartbeat, and print the report (after the file
+        writers ran)."""
         self._stop_progress()
         stream = self.stream
+        verbose, quiet = self._verbose(run), self._quiet(run)
         if self.config.style == "lines":
             print(file=stream)
+            for line in failure_lines(run, outcome.records) if quiet else []:
+                print(line, file=stream)
             for line in comparison_lines(run, outcome.records):
                 print(line, file=stream)
+        elif quiet:
+            for line in failure_lines(run, outcome.records):
+                print(line, file=stream)
         else:
-            verbose = self.config.verbose or bool(run.options.get("verbose", False))
             console = make_console(stream)
-            render_run(console, run, outcome.records, verbose=verbose, cancelled=outcome.cancelled)
+            full = verbose or len(outcome.records) == 1
+            render_run(
+                console,
+                run,
+                outcome.records,
+                verbose=verbose,
+                full=full,
+                cancelled=outcome.cancelled,
+            )
         print(file=stream)
         for line in closing_lines(run, outcome):
             print(line, file=stream)
         stream.flush()
 
     def _stop_progress(self) -> None:
-        if self._progress is not None:
-            progress, self._progress = self._progress, None
-            progress.stop()
+        if self._heartbeat is not None:
+            heartbeat, self._heartbeat = self._heartbeat, None
+            heartbeat.stop()
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
 
 
 # ---------------------------------------------------------------------- rendering
@@ -198,6 +247,10 @@ def trial_lines(record: TrialResultRecord, *, verbose: bool = False) -> list[str
     else:
         mark = "✔" if grade.passed else "✘"
         text = f"score {grade.score:.2f}"
+        failing = [] if grade.passed or verbose else failed_graders(record)
+        if failing:
+            evidence = f": {failing[0].evidence}" if failing[0].evidence else ""
+            text += one_line(f" · {failing[0].name}{evidence}", EVIDENCE_LIMIT)
     model = f" [{record.model}]" if record.model else ""
     variant = f"{record.variant} · " if record.variant else ""
     lines = [
@@ -224,6 +277,9 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
         if outcome_name in counts:
             counts[outcome_name] += 1
     verdicts = {s.verdict for s in outcome.summaries}
+    if not outcome.summaries:  # re-grading: no summaries, the trials decide
+        verdicts = {"fail"} if counts["failed"] or counts["errored"] else set()
+        verdicts |= {"pass"} if counts["passed"] else set()
     verdict = "FAIL" if "fail" in verdicts else "PASS" if "pass" in verdicts else "NONE"
     if outcome.cancelled:
         verdict = "INTERRUPTED"
@@ -233,11 +289,27 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
         f"{counts['failed']} failed, {counts['errored']} errored in {_elapsed(run)} · "
         f"verdict: {verdict}"
     )
-    lines = [line]
+    lines = [*_per_eval_lines(outcome), line]
     if verdict == "FAIL" and run.options.get("require_pass") is False:
         lines.append(
             "  The exit code is still 0 because --require-pass was not given; "
             "with --require-pass a failed verdict exits 1."
+        )
+    return lines
+
+
+def _per_eval_lines(outcome: RunOutcome) -> list[str]:
+    """One line per eval (and variant) when the run has several: its passed trials and
+    verdict, so the closing block says which eval failed."""
+    if len(outcome.summaries) < 2:
+        return []
+    lines = []
+    for summary in outcome.summaries:
+        name = f"{summary.variant} · {summary.eval_name}" if summary.variant else summary.eval_name
+        graded = summary.passed + summary.failed
+        errored = f", {summary.errored} errored" if summary.errored else ""
+        lines.append(
+            f"  {name}: {summary.passed}/{graded} passed{errored} · {summary.verdict.upper()}"
         )
     return lines
 
@@ -250,11 +322,53 @@ def _elapsed(run: RunInfo) -> str:
         return "?"
     if started.tzinfo is None:
         started = started.replace(tzinfo=UTC)
-    seconds = max(0.0, (datetime.now(UTC) - started).total_seconds())
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes}m {rest:02d}s"
+    return format_seconds(max(0.0, (datetime.now(UTC) - started).total_seconds()))
+
+
+def failure_line(record: TrialResultRecord) -> str | None:
+    """One line for a failed or errored trial (its first failing grader's evidence, or its
+    error); None for any other trial."""
+    outcome = trial_outcome(record)
+    model = f" [{record.model}]" if record.model else ""
+    variant = f"{record.variant} · " if record.variant else ""
+    where = f"{variant}{record.eval_name}/{record.stimulus_name}{model} #{record.trial_index}"
+    if outcome == "errored":
+        if record.error is not None:
+            text = f"errored ({record.error.phase}): [{record.error.code}] {record.error.message}"
+        else:
+            broken = [d.name for d in failed_graders(record) if d.status == "error"]
+            text = "grader error in " + (", ".join(broken) or "grading")
+        return f"  ! {where}: {one_line(text, EVIDENCE_LIMIT)}"
+    if outcome != "failed":
+        return None
+    failing = failed_graders(record)
+    if failing:
+        first = failing[0]
+        text = first.name + (f": {first.evidence}" if first.evidence else "")
+        if len(failing) > 1:
+            text += f" (+{len(failing) - 1} more failed)"
+    else:
+        grade = record.grade_result
+        violations = grade.constraint_violations if grade else []
+        text = "constraints violated: " + "; ".join(violations) if violations else "below threshold"
+    return f"  ✘ {where}: {one_line(text, EVIDENCE_LIMIT)}"
+
+
+def failure_lines(run: RunInfo, records: Sequence[TrialResultRecord]) -> list[str]:
+    """A heading and one line per failed or errored trial, in the report's order; nothing
+    when every trial passed."""
+    grouped = group_records(records)
+    lines = [
+        line
+        for key in report_order(grouped, run)
+        for record in grouped[key]
+        if (line := failure_line(record)) is not None
+    ]
+    if not lines:
+        return []
+    where = "report.md" if run.run_dir and (run.run_dir / "report.md").exists() else ""
+    more = f"details in {where}, or run with -v" if where else "details with -v"
+    return [f"Failures ({len(lines)} of {len(records)} trials; {more})", *lines]
 
 
 def report_order(
@@ -290,24 +404,33 @@ def render_run(
     records: Sequence[TrialResultRecord],
     *,
     verbose: bool = False,
+    full: bool = True,
     cancelled: bool = False,
 ) -> None:
-    """Print the per-stimulus blocks, the summary table and the saved artifacts."""
+    """Print the per-stimulus blocks (``full``) or one line per failure, the summary table
+    and the saved artifacts."""
     grouped = group_records(records)
     groups = {key: grouped[key] for key in report_order(grouped, run)}
     evals = {k.eval_name for k in groups}
     models = {k.model for k in groups}
     variants = {k.variant for k in groups}
-    stats: dict[GroupKey, StimulusStats] = {}
+    stats = {key: stimulus_stats(trials) for key, trials in groups.items()}
+    if not full:
+        failures = failure_lines(run, records)
+        if failures:
+            console.print()
+        for line in failures:
+            console.print(Text(line), soft_wrap=True)
     for key, trials in groups.items():
-        stats[key] = stimulus_stats(trials)
+        if not full:
+            break
         title = key.stimulus
         if len(evals) > 1:
             title = f"{key.eval_name} / {title}"
         if len(variants) > 1 and key.variant:
             title = f"{key.variant} · {title}"
         if len(models) > 1:
-            title = f"{title} [{key.model_label}]"
+            title = f"{title} [{reported_model_label(key, trials)}]"
         render_stimulus(console, title, trials, stats[key], verbose=verbose)
     if not groups:
         console.print("No trials were run.")
@@ -533,7 +656,7 @@ def render_summary(
         table.add_column(name)
     for name in ("trials", "passed", "pass rate", "mean score"):
         table.add_column(name, justify="right")
-    for key in groups:
+    for key, trials in groups.items():
         s = stats[key]
         passed = f"{s.passed}/{s.graded}"
         if s.errored:
@@ -541,7 +664,7 @@ def render_summary(
         row = [
             key.eval_name,
             key.stimulus,
-            key.model_label,
+            reported_model_label(key, trials),
             str(s.trials),
             passed,
             format_rate(s.pass_rate),

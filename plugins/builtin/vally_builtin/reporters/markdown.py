@@ -31,6 +31,7 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
+    reported_model_label,
     stimulus_stats,
     summary_threshold,
     trial_outcome,
@@ -144,7 +145,7 @@ def render_report(
                 + " | ".join(
                     [
                         _cell(key.stimulus),
-                        _cell(key.model_label),
+                        _cell(reported_model_label(key, trials)),
                         str(s.trials),
                         f"{s.passed}/{s.graded}",
                         format_rate(s.pass_rate),
