@@ -369,22 +369,32 @@ def _pid_recording_server() -> McpServerConfig:
 def test_servers_are_stopped_when_the_trial_is_cut_short(
     chat_server: ChatServer, tmp_path: Path, how: str
 ) -> None:
-    chat_server.default = Reply(body=completion("late").body, delay=5.0)
+    # The model never answers in time: the trial is cut short while the MCP server runs.
+    chat_server.default = Reply(body=completion("late").body, delay=60.0)
+
+    async def model_was_asked() -> None:
+        while not chat_server.requests:
+            await asyncio.sleep(0.02)
 
     async def go() -> tuple[str, int]:
         sandbox = await open_sandbox(tmp_path)
         try:
-            agent = run_agent(
-                make_provider(chat_server, timeout=30.0),
-                sandbox,
-                {"notes": _pid_recording_server()},
-                timeout=1.5 if how == "trial-timeout" else 60.0,
+            agent = asyncio.ensure_future(
+                run_agent(
+                    make_provider(chat_server, timeout=120.0),
+                    sandbox,
+                    {"notes": _pid_recording_server()},
+                    timeout=8.0 if how == "trial-timeout" else 120.0,
+                )
             )
+            # The server is up once the model is asked (the tools are listed first).
+            await asyncio.wait_for(model_was_asked(), 60.0)
             if how == "trial-timeout":
                 outcome = (await agent).end_reason
             else:
-                with pytest.raises(TimeoutError):
-                    await asyncio.wait_for(agent, 1.5)
+                agent.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await agent
                 outcome = "cancelled"
             pid = int((await sandbox.read_file("server.pid")).decode())
             # Stopped by the executor itself, before the sandbox closes.
@@ -394,9 +404,7 @@ def test_servers_are_stopped_when_the_trial_is_cut_short(
         finally:
             await sandbox.close()
 
-    started = time.monotonic()
     outcome, pid = run(go())
-    assert time.monotonic() - started < 15
     assert outcome == ("timeout" if how == "trial-timeout" else "cancelled")
     assert len(chat_server.requests) == 1  # the server was up and the model was being asked
     assert pid > 0
