@@ -106,3 +106,12 @@ def lower_bound(reps: int, alpha: float, confidence: float = 0.999) -> float:
     from scipy import stats as sps
 
     return float(sps.binom.ppf(1 - confidence, reps, alpha)) / reps
+
+
+def content_judge(rng: np.random.Generator, shape: tuple[int, ...], latent: Any, *, first: bool):
+    """Reads the content with noise; "much" when the difference it sees is large."""
+    seen = latent + rng.normal(0.0, 0.7, shape)
+    treatment_letter = B if first else A
+    baseline_letter = A if first else B
+    answers = np.where(seen > 0.4, treatment_letter, np.where(seen < -0.4, baseline_letter, TIE))
+    return answers, np.abs(seen) > 1.5

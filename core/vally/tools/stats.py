@@ -249,8 +249,9 @@ def tested_mean(
     level: float = CONFIDENCE,
 ) -> Estimate:
     """:func:`clustered_mean` with the sign-flip test of the per-stimulus means and the
-    smallest detectable mean; with ``bounds`` the interval and the spread behind the MDE
-    come from the bounded (padded) form, so that neither is zero by accident."""
+    smallest detectable mean; with ``bounds`` the interval comes from the bounded (padded)
+    form, and so does the spread behind the MDE when the values are all equal, so that
+    neither is zero by accident."""
     base = clustered_mean(pairs, level)
     if base.mean is None:
         return base
@@ -258,7 +259,8 @@ def tested_mean(
     ci, spread = base.ci, base.std
     if bounds is not None and len(means) >= 2:
         ci = bounded_interval(means, bounds, level)
-        spread = _sd([*means, *bounds])
+        if not spread:  # identical values: the padded spread, never a zero MDE
+            spread = _sd([*means, *bounds])
     mde = smallest_detectable(spread, len(means)) if spread is not None else None
     return replace(base, ci=ci, test=sign_flip_test(means), mde=mde)
 
