@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from vally.tools.signflip import min_two_sided_p
 
@@ -36,6 +37,13 @@ POWER = 0.8
 """Power at which the smallest detectable effect is given."""
 MAX_PLAN = 100_000
 """Plans needing more stimuli than this say so instead of a number."""
+
+
+def scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use (and untyped: scipy ships no stubs)."""
+    import importlib
+
+    return importlib.import_module("scipy.stats")
 
 
 def min_stimuli(alpha: float = ALPHA) -> int:
@@ -52,8 +60,7 @@ def smallest_detectable(
     """The MDE (see the module docstring); None below :func:`min_stimuli`."""
     if n < max(2, min_stimuli(alpha)):
         return None
-    from scipy import stats as sps
-
+    sps = scipy_stats()
     factor = float(sps.t.ppf(1 - alpha / 2, n - 1) + sps.t.ppf(power, n - 1))
     return factor * sd / math.sqrt(n)
 

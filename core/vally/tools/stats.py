@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from vally.tools.power import ALPHA, smallest_detectable
+from vally.tools.power import ALPHA, scipy_stats, smallest_detectable
 from vally.tools.signflip import SignFlipResult, sign_flip_test
 
 CONFIDENCE = 0.95
@@ -192,7 +192,7 @@ def t_interval(values: Sequence[float], level: float = CONFIDENCE) -> Interval |
     n = len(values)
     if n < 2:
         return None
-    from scipy import stats as sps
+    sps = scipy_stats()
 
     mean = math.fsum(values) / n
     sd = _sd(values)
@@ -285,7 +285,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    from scipy import stats as sps
+    sps = scipy_stats()
 
     return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), n, 0.5)))
 
