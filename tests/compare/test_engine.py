@@ -195,7 +195,7 @@ def test_fail_on_regression_gate() -> None:
     )
     assert three.score.mean == -1.0 and not three.significant_regression
     assert three.decision == "no detectable difference"
-    assert any("only 3 stimuli" in w for w in compare.warnings(three))
+    assert any("only 3 stimuli" in w for w in compare.caveats(three))
     assert compare.exit_code([three], fail_on_regression=True) == 0
 
 

@@ -41,7 +41,7 @@ def test_a_judge_that_always_answers_a_is_flagged() -> None:
     agreement = result.overall_agreement
     assert agreement.rate == 0.0 and agreement.no_better_than_chance
     assert result.score.mean == 0.0 and result.decision == "no detectable difference"
-    notes = compare.warnings(result)
+    notes = compare.caveats(result)
     assert any("agreed on 0% of pairs" in n and "answered A in 100%" in n for n in notes)
     text = "\n".join(comparison_lines(result, verbose=False))
     assert "Judge order agreement: 0% of 8 pairs" in text
@@ -58,7 +58,7 @@ def test_a_judge_that_reads_the_content_is_not_flagged() -> None:
     )
     assert result.overall_agreement.rate == 1.0
     assert result.overall_agreement.kappa == pytest.approx(1.0)
-    assert compare.warnings(result) == []
+    assert compare.caveats(result) == []
     assert result.decision == "better" and result.score.p_value == pytest.approx(2 / 256)
     text = "\n".join(comparison_lines(result, verbose=False))
     assert "Verdict: better; sign-flip test (exact) p = 0.008" in text
@@ -90,7 +90,7 @@ def test_panel_takes_the_majority_and_reports_alpha() -> None:
     record_json = compare.to_record(result)
     assert record_json["trials"][0]["votes"][2] == {"judgeModel": "m3", "score": 0.0}
     assert {p["judgeModel"] for p in record_json["trials"][0]["passes"]} == {"m1", "m2", "m3"}
-    assert any("m3" in n for n in compare.warnings(result))
+    assert any("m3" in n for n in compare.caveats(result))
     assert compare.score_label(0.7) == "slightly better"
     assert compare.score_label(-1.0) == "much worse"
 

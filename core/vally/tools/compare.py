@@ -728,7 +728,7 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
         "significantRegression": result.significant_regression,
         "decision": result.decision,
         "judging": _judging_json(result),
-        "warnings": warnings(result),
+        "warnings": caveats(result),
         "mcnemar": None
         if mc is None
         else {
@@ -757,7 +757,7 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
     }
 
 
-def warnings(result: ComparisonResult) -> list[str]:
+def caveats(result: ComparisonResult) -> list[str]:
     """What a reader must know before trusting the figures: too few stimuli for the test, a
     judge no better than chance, a panel that disagrees."""
     from vally.tools.power import min_stimuli

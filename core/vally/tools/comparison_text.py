@@ -8,7 +8,7 @@ standard error.
 
 from __future__ import annotations
 
-from vally.tools.compare import ComparisonResult, PairKey, PairResult, warnings
+from vally.tools.compare import ComparisonResult, PairKey, PairResult, caveats
 from vally.tools.stats import Estimate, Interval, McNemarResult
 
 
@@ -97,6 +97,9 @@ def _decision_line(result: ComparisonResult) -> str:
         else "too few stimuli to detect any difference"
     )
     decision = result.decision
+    if decision == "n/a":
+        status = result.status
+        return f"Verdict: withheld (the comparison is {status}); sign-flip test {_p_text(score)}"
     if decision == "no detectable difference":
         return (
             f"Verdict: no detectable difference ({mde}); sign-flip test ({kind}) {_p_text(score)}"
@@ -171,7 +174,7 @@ def _statistics_lines(result: ComparisonResult) -> list[str]:
         lines.append(
             f"  {delta.metric:<13} {fmt(est.mean, digits=1)}{relative}  {ci}{p}{flag}{missing}"
         )
-    lines += [f"⚠ {note}" for note in warnings(result)]
+    lines += [f"⚠ {note}" for note in caveats(result)]
     return lines
 
 
