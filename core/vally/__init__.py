@@ -93,6 +93,11 @@ _EXPORTS: dict[str, str] = {
     "order_records": "vally.engine.shards",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
+    # stimulus-level comparison statistics, for reporters
+    "Estimate": "vally.tools.stats",
+    "stimulus_pass_rates": "vally.tools.pass_rates",
+    "pass_rate_deltas": "vally.tools.pass_rates",
+    "mean_rate": "vally.tools.pass_rates",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     # the run API, for Python scripts and notebooks
@@ -282,4 +287,12 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.specs.skills import (
         SkillInfo as SkillInfo,
         read_skill as read_skill,
+    )
+    from vally.tools.pass_rates import (
+        mean_rate as mean_rate,
+        pass_rate_deltas as pass_rate_deltas,
+        stimulus_pass_rates as stimulus_pass_rates,
+    )
+    from vally.tools.stats import (
+        Estimate as Estimate,
     )

@@ -145,7 +145,7 @@ def test_every_pair_failing_prints_no_statistics(server: ChatServer, tmp_path: P
 
 def test_fail_on_regression(server: ChatServer, tmp_path: Path) -> None:
     server.default = judge(treatment_worse)
-    base, treat = runs(tmp_path)
+    base, treat = runs(tmp_path, "abcdef")
     assert compare_pair(server, base, treat, "--judge-model", "j", cwd=tmp_path).returncode == 0
     gated = compare_pair(
         server, base, treat, "--judge-model", "j", "--fail-on-regression", cwd=tmp_path

@@ -183,12 +183,36 @@ def test_pending_judge_keeps_evidence_until_it_settles(tmp_path: Path) -> None:
 
 
 def test_fail_on_regression_gate() -> None:
-    base = [record(s, output="a much longer answer") for s in "abc"]
-    treat = [record(s, output="x") for s in "abc"]
+    base = [record(s, output="a much longer answer") for s in "abcdef"]
+    treat = [record(s, output="x") for s in "abcdef"]
     result = run(compare.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options()))
-    assert result.significant_regression
+    assert result.significant_regression and result.decision == "worse"
+    assert result.score.p_value == pytest.approx(2 / 64)
     assert compare.exit_code([result], fail_on_regression=False) == 0
     assert compare.exit_code([result], fail_on_regression=True) == 1
+    three = run(
+        compare.compare_runs("b", base[:3], "t", treat[:3], ScriptedJudge(longer_wins), options())
+    )
+    assert three.score.mean == -1.0 and not three.significant_regression
+    assert three.decision == "no detectable difference"
+    assert any("only 3 stimuli" in w for w in compare.caveats(three))
+    assert compare.exit_code([three], fail_on_regression=True) == 0
+
+
+def test_holm_across_treatments_holds_back_a_borderline_gate() -> None:
+    base = [record(s, output="a much longer answer") for s in "abcdef"]
+    treat = [record(s, output="x") for s in "abcdef"]
+    judge = ScriptedJudge(longer_wins)
+    worse = run(compare.compare_runs("b", base, "t1", treat, judge, options()))
+    same = run(compare.compare_runs("b", base, "t2", base, judge, options()))
+    alone = compare.adjust([worse])
+    assert alone[0].significant_regression
+    family = compare.adjust([worse, worse, same])
+    # p = 1/32 twice and 1.0: Holm gives 3/32 and 3/32 (> 0.05), so no gate fires.
+    assert family[0].score.p_adjusted == pytest.approx(3 / 32)
+    assert not family[0].significant_regression
+    assert compare.exit_code(family, fail_on_regression=True) == 0
+    assert compare.to_record(family[0])["meanScore"]["pValueAdjusted"] == pytest.approx(3 / 32)
 
 
 def test_mcnemar_and_deltas_from_grades() -> None:

@@ -38,8 +38,11 @@ def test_layout_records_summaries_and_report(project: Path) -> None:
     assert hashes["base"][0] == hashes["quiet"][0]  # same eval
     assert hashes["base"][1] != hashes["quiet"][1]  # different resolved config
     report = (run_dir / "report.md").read_text()
-    assert "# Experiment report: greet" in report and "regression" in report
-    assert "Regression: quiet" in res.stdout
+    assert "# Experiment report: greet" in report
+    # Every trial of quiet fails, but two stimuli cannot support a label: no test rejects.
+    assert "no detectable difference (too few stimuli to detect any)" in report
+    assert "No detectable difference from the baseline: quiet." in res.stdout
+    assert "-100.0 pts" in res.stdout
     context = json.loads((run_dir / "otel-context.json").read_text())
     spans = read_jsonl(run_dir / "otel-spans.jsonl")
     root = [s for s in spans if s["name"] == "vally.experiment"]

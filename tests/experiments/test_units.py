@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.compare.records import record
@@ -74,19 +75,51 @@ def recs(variant: str, outcomes: dict[str, bool]) -> list:
     return out
 
 
-def test_all_tie_only_when_every_variant_matches() -> None:
+def test_tie_only_when_every_variant_matches_per_stimulus() -> None:
     base = recs("base", {"x": True, "y": False})
-    tie = recs("t1", {"x": True, "y": False}) + recs("t2", {"x": False, "y": True})
-    result = compare_variants(["base", "t1", "t2"], "base", base + tie)
+    same = recs("t1", {"x": True, "y": False}) + recs("t2", {"x": True, "y": False})
+    result = compare_variants(["base", "t1", "t2"], "base", base + same)
     assert result.headline == "Tie: every variant matches the baseline."
-    worse = recs("t1", {"x": True, "y": False}) + recs("t2", {"x": False, "y": False})
-    result = compare_variants(["base", "t1", "t2"], "base", base + worse)
-    assert result.labels == {"t1": "tie", "t2": "regression"}
+    # Same pooled pass rate, different stimuli: no tie, and no label without a test.
+    swapped = recs("t1", {"x": True, "y": False}) + recs("t2", {"x": False, "y": True})
+    result = compare_variants(["base", "t1", "t2"], "base", base + swapped)
     assert "Tie:" not in result.headline
-    assert "Regression: t2" in result.headline and "partial tie): t1" in result.headline
-    better = recs("t1", {"x": True, "y": True})
-    result = compare_variants(["base", "t1"], "base", base + better)
+    assert result.labels == {"t1": "no detectable difference", "t2": "no detectable difference"}
+    assert result.result_text("t2") == "no detectable difference (too few stimuli to detect any)"
+
+
+def test_labels_need_the_test_to_reject() -> None:
+    names = [f"s{i}" for i in range(8)]
+    base = recs("base", dict.fromkeys(names, True))
+    worse = recs("t1", {n: i >= 7 for i, n in enumerate(names)})  # 7 of 8 stimuli flip
+    result = compare_variants(["base", "t1"], "base", base + worse)
+    assert result.labels == {"t1": "regression"}
+    assert "Regression: t1" in result.headline
+    assert result.deltas["t1"] == pytest.approx(-7 / 8)
+    one_flip = recs("t1", {n: i != 0 for i, n in enumerate(names)})
+    result = compare_variants(["base", "t1"], "base", base + one_flip)
+    assert result.labels == {"t1": "no detectable difference"}
+    assert result.result_text("t1").startswith("no detectable difference (smallest detectable: ±")
+    better_base = recs("base", dict.fromkeys(names, False))
+    better = recs("t1", dict.fromkeys(names, True))
+    result = compare_variants(["base", "t1"], "base", better_base + better)
     assert result.labels == {"t1": "better"} and "Best: t1." in result.headline
+
+
+def test_errored_trials_are_left_out_of_pass_rates() -> None:
+    # Same per-stimulus pass rates; the treatment has two errored trials on a passing stimulus.
+    base = recs("base", {"x": True, "y": False})
+    treat = recs("t1", {"x": True, "y": False})
+    for index in (1, 2):
+        errored = record("x", passed=None).model_copy(
+            update={"variant": "t1", "trial_index": index, "status": "error"}
+        )
+        treat.append(errored)
+    result = compare_variants(["base", "t1"], "base", base + treat)
+    assert result.deltas["t1"] == 0.0
+    stats = {s.name: s for s in result.variants}
+    assert stats["t1"].pass_rate == stats["base"].pass_rate == 0.5
+    assert stats["t1"].errored == 2
 
 
 def test_unavailable_and_partial_comparisons() -> None:

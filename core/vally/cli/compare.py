@@ -73,7 +73,10 @@ def compare_command(
         Path | None,
         opt("PATH", "Eval spec whose rubrics override the records'.", "--eval-spec", "-e"),
     ] = None,
-    judge_model: Annotated[str | None, opt("MODEL", "Model of the comparison judge.")] = None,
+    judge_model: Annotated[
+        str | None,
+        opt("MODEL[,MODEL]", "Model of the comparison judge; a comma list judges as a panel."),
+    ] = None,
     judge_timeout: Annotated[
         str | None, opt("DURATION", "Timeout of one judge turn, e.g. 90s (default 2m).")
     ] = None,
@@ -90,6 +93,13 @@ def compare_command(
     fail_on_regression: Annotated[
         bool, switch("--fail-on-regression", "Exit 1 when the treatment regresses.")
     ] = False,
+    rejudge: Annotated[
+        int, opt("N", "Judge N sampled pairs again to measure self-consistency.", min=0)
+    ] = 0,
+    plan: Annotated[
+        float | None,
+        opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
+    ] = None,
     params: o.Params = None,
     verbose: Annotated[bool, switch("--verbose", "Show the judge's full reasoning.")] = False,
 ) -> None:
@@ -108,6 +118,11 @@ def compare_command(
 
         if judge_reasoning_effort is not None and not judge_reasoning_effort.strip():
             raise ConfigError("--judge-reasoning-effort must not be empty")
+        if plan is not None and not 0 < plan <= 2:
+            raise ConfigError(
+                f"--plan must be an effect on the score scale in (0, 2], got {plan}",
+                hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
+            )
         flags = {
             **locals(),
             "judge_timeout": _judge_timeout(judge_timeout),

@@ -70,6 +70,13 @@ DryRun = Annotated[bool, switch("--dry-run", "Print the resolved plan without ex
 Compare = Annotated[bool, switch("--compare", "Compare each variant with the baseline afterwards.")]
 JudgeModel = Annotated[str | None, opt("MODEL", "Comparison judge model (needs --compare).")]
 JudgeTimeout = Annotated[str | None, opt("DURATION", "Comparison judge timeout (needs --compare).")]
+UntilDecided = Annotated[
+    bool,
+    switch(
+        "--until-decided",
+        "Stop each variant's trials once an anytime-valid test decides it against the baseline.",
+    ),
+]
 JudgeEffort = Annotated[
     str | None, opt("LEVEL", "Comparison judge reasoning effort (needs --compare).")
 ]
@@ -103,6 +110,7 @@ def run_command(
     judge_model: JudgeModel = None,
     judge_timeout: JudgeTimeout = None,
     judge_reasoning_effort: JudgeEffort = None,
+    until_decided: UntilDecided = False,
 ) -> None:
     """Run the declared eval set across every variant of the experiment file."""
     from vally.cli.experiment_run import run_experiment_command

@@ -161,12 +161,20 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
         return EXIT_OK
     run_dir = experiment_run_dir(opts, setup)
     prepared = setup.prepared
+    gate = None
+    if opts.until_decided:
+        from vally.tools.sequential_gate import SequentialGate
+
+        gate = SequentialGate(setup.resolved.baseline, prepared.trials)
+        prepared.request.gate = gate
     shard = f", shard {setup.shard.label} ({setup.strategy})" if setup.shard else ""
     _echo(
         f"Experiment {setup.resolved.name}: {len(setup.resolved.variants)} variant(s), "
         f"{len(prepared.trials)} trial(s), {prepared.workers} worker(s){shard}"
     )
     result = execute_experiment(setup, run_dir)
+    for line in gate.lines() if gate is not None else []:
+        _echo(line)
     return _exit_code(opts, setup, result, run_dir)
 
 

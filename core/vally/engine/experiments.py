@@ -60,6 +60,7 @@ class ExperimentRequest(RunOptions):
     judge_model: str | None = None
     judge_timeout: str | None = None
     judge_reasoning_effort: str | None = None
+    until_decided: bool = False
 
     def check(self) -> None:
         """Reject contradictory options before anything is loaded.
@@ -68,6 +69,12 @@ class ExperimentRequest(RunOptions):
             ConfigError: Naming the flag and what to do.
         """
         self.check_common()
+        if self.until_decided and self.shard is not None:
+            raise ConfigError(
+                "--until-decided cannot be combined with --shard: stopping a variant early "
+                "needs every trial's outcome in one process",
+                hint="drop --shard, or drop --until-decided and run every planned trial",
+            )
         if self.shard is not None and not self.run_id:
             raise ConfigError(
                 "--shard needs --run-id: every shard of a run must share one stable run id",

@@ -29,7 +29,14 @@ from vally.contracts.events import RunInfo
 from vally.contracts.protocols import Backend, Executor, LLMProvider, LoadedEval, TrialKey
 from vally.engine import components
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
-from vally.engine.runner import GraderFactory, RunContext, RunEngine, RunResult, new_run_id
+from vally.engine.runner import (
+    GraderFactory,
+    RunContext,
+    RunEngine,
+    RunResult,
+    TrialGate,
+    new_run_id,
+)
 from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
@@ -134,6 +141,8 @@ class RunRequest:
         experiment: Set for experiment runs.
         run_id: A stable run id (None: a new UUID).
         options: Presentation options given to reporters (``RunInfo.options``).
+        gate: Decides during the run which trials still start (sequential experiments);
+            None runs every selected trial.
     """
 
     session: Session
@@ -153,6 +162,7 @@ class RunRequest:
     experiment: ExperimentMode | None = None
     run_id: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    gate: TrialGate | None = None
 
     @property
     def project(self) -> ProjectConfig:
@@ -339,6 +349,7 @@ class PreparedRun:
             self.summaries(run, scrubber),
             workers=self.workers,
             max_retries=request.max_retries,
+            gate=request.gate,
         )
         return self.engine
 

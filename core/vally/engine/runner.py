@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pydantic_core
 
@@ -670,6 +670,28 @@ class RunResult:
         return any(s.verdict == "fail" for s in self.summaries)
 
 
+class TrialGate(Protocol):
+    """Decides, while a run goes on, which planned trials still need to run (sequential
+    experiments: ``vally experiment run --until-decided``)."""
+
+    def order(self, trials: Sequence[PlannedTrial]) -> list[PlannedTrial]:
+        """The order to schedule ``trials`` in (for example round by round)."""
+        ...
+
+    def admit(self, trial: PlannedTrial) -> bool:
+        """True when ``trial`` should still start; a trial refused is not run and leaves no
+        record."""
+        ...
+
+    def observe(self, record: TrialResultRecord) -> None:
+        """Take a finished trial into account."""
+        ...
+
+
+class _Skipped(Exception):
+    """Internal: the trial gate refused a trial; it is not run."""
+
+
 class RunEngine:
     """Runs a plan: start the backend, emit run events, schedule the trials, write the run
     summaries and shut everything down.
@@ -690,8 +712,11 @@ class RunEngine:
         *,
         workers: int = DEFAULT_WORKERS,
         max_retries: int = 0,
+        gate: TrialGate | None = None,
     ) -> None:
         self.context = context
+        self.gate = gate
+        self.skipped: list[PlannedTrial] = []
         self.summaries = summaries
         self.workers = workers
         self.max_retries = max_retries
@@ -738,7 +763,7 @@ class RunEngine:
             )
             if self.cancelled:
                 self.scheduler.stop()
-            await self.scheduler.run(trials)
+            await self.scheduler.run(self.gate.order(trials) if self.gate else trials)
         finally:
             await self._shutdown(backend_started)
         return self._finish(started_at)
@@ -778,6 +803,8 @@ class RunEngine:
         """Run ``trial``, again up to ``max_retries`` times while it fails in setup or
         execution. Earlier attempts' folders are kept next to the final one as
         ``trial-<n>.attempt-<k>``."""
+        if self.gate is not None and not self.gate.admit(trial):
+            raise _Skipped()
         attempt = 0
         while True:
             ATTEMPT.set(attempt)
@@ -799,6 +826,8 @@ class RunEngine:
 
     def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
         self.records.append(record)
+        if self.gate is not None:
+            self.gate.observe(record)
         try:
             self.context.emitter.emit("vally_trial_end", run=self.context.run, record=record)
         except Exception as exc:
@@ -806,6 +835,9 @@ class RunEngine:
             self._abort(exc)
 
     def _crashed(self, trial: PlannedTrial, exc: BaseException) -> None:
+        if isinstance(exc, _Skipped):
+            self.skipped.append(trial)
+            return
         self._abort(exc)
 
     def _abort(self, exc: BaseException) -> None:

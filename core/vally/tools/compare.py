@@ -20,7 +20,7 @@ import random
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,14 @@ from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContex
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
 from vally.tools import stats
+from vally.tools.agreement import (
+    OrderAgreement,
+    SelfConsistency,
+    krippendorff_alpha,
+    order_agreement,
+    self_consistency,
+)
+from vally.tools.multiplicity import holm
 
 SCORES = {("much", 1): 1.0, ("slightly", 1): 0.4, ("much", -1): -1.0, ("slightly", -1): -0.4}
 DEFAULT_RUBRIC = (
@@ -35,16 +43,18 @@ DEFAULT_RUBRIC = (
     "The response is clear, well organised and free of unnecessary content.",
     "The agent used its tools sensibly, without errors or wasted steps.",
 )
-METRICS: tuple[tuple[str, Callable[[TrialResultRecord], float]], ...] = (
+METRICS: tuple[tuple[str, Callable[[TrialResultRecord], float | None]], ...] = (
     (
         "tokens",
-        lambda r: float(r.trajectory.metrics.token_usage.total_tokens) if r.trajectory else 0.0,
+        lambda r: float(r.trajectory.metrics.token_usage.total_tokens) if r.trajectory else None,
     ),
-    ("turns", lambda r: float(r.trajectory.metrics.turn_count) if r.trajectory else 0.0),
-    ("tool_calls", lambda r: float(r.trajectory.metrics.tool_call_count) if r.trajectory else 0.0),
-    ("wall_time_ms", lambda r: float(r.trajectory.metrics.wall_time_ms) if r.trajectory else 0.0),
-    ("errors", lambda r: float(r.trajectory.metrics.error_count) if r.trajectory else 0.0),
+    ("turns", lambda r: float(r.trajectory.metrics.turn_count) if r.trajectory else None),
+    ("tool_calls", lambda r: float(r.trajectory.metrics.tool_call_count) if r.trajectory else None),
+    ("wall_time_ms", lambda r: float(r.trajectory.metrics.wall_time_ms) if r.trajectory else None),
+    ("errors", lambda r: float(r.trajectory.metrics.error_count) if r.trajectory else None),
 )
+"""Each metric and how to read it from a trial; None when the trial has no trajectory (it
+errored before running), so that the pair is left out of that metric instead of read as 0."""
 CLEANUP_PENDING = "VALLY_JUDGE_WORKSPACE_CLEANUP_PENDING"
 CLEANUP_FAILED = "VALLY_JUDGE_WORKSPACE_CLEANUP_FAILED"
 
@@ -105,6 +115,8 @@ class PairResult:
     passes: tuple[dict[str, Any], ...] = ()
     failure: Failure | None = None
     cleanup: tuple[str, ...] = ()
+    votes: tuple[tuple[str | None, float], ...] = ()
+    """Each panel member's (model, score) when a panel judged the pair; empty otherwise."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,13 @@ class ComparisonResult:
     deltas: list[stats.MetricDelta]
     judge_model: str | None
     error: str | None = None
+    agreement: dict[str | None, OrderAgreement] = field(default_factory=dict)
+    """Order agreement per judge model (one entry, or one per panel member)."""
+    panel_alpha: float | None = None
+    """Krippendorff's alpha (interval) between the panel members' scores; None without a
+    panel or without variation."""
+    consistency: SelfConsistency | None = None
+    """The re-judged sample's agreement with the first verdicts (``--rejudge``)."""
 
     @property
     def judged(self) -> list[PairResult]:
@@ -141,8 +160,28 @@ class ComparisonResult:
 
     @property
     def significant_regression(self) -> bool:
-        """A valid verdict whose mean is negative with the whole CI below zero."""
+        """A complete verdict whose mean is negative and whose sign-flip test (Holm-adjusted
+        across the treatments sharing the baseline) rejects at 5% two-sided."""
         return self.status == "complete" and stats.is_significant_regression(self.score)
+
+    @property
+    def decision(self) -> Literal["better", "worse", "no detectable difference", "n/a"]:
+        """The verdict the test supports (``n/a`` without a complete comparison)."""
+        if self.status != "complete":
+            return "n/a"
+        direction = self.score.direction
+        return (
+            "better"
+            if direction > 0
+            else "worse"
+            if direction < 0
+            else ("no detectable difference")
+        )
+
+    @property
+    def overall_agreement(self) -> OrderAgreement:
+        """Order agreement over every judge."""
+        return sum(self.agreement.values(), OrderAgreement(0, 0, 0, 0, 0))
 
 
 # ------------------------------------------------------------------------------------ input
@@ -224,6 +263,10 @@ class CompareOptions:
     judge_workers: int = 4
     pass_timeout: float | None = None
     temp_root: Path | None = None
+    panel: tuple[JudgeSettings, ...] = ()
+    """Judges of a panel (one settings per model); empty: ``judge`` alone."""
+    rejudge: int = 0
+    """Judged pairs to judge again, to measure the judge's self-consistency."""
 
 
 def combine(first: Any, second: Any) -> tuple[float, str]:
@@ -256,7 +299,7 @@ def _classify(exc: BaseException, model: str | None) -> tuple[str, bool, str, st
 
 
 def _contexts(
-    evidence: Path, task: str, rubric: list[str], options: CompareOptions
+    evidence: Path, task: str, rubric: list[str], options: CompareOptions, settings: JudgeSettings
 ) -> list[PairwiseContext]:
     """The two passes over one evidence folder: baseline as A, then treatment as A."""
     return [
@@ -266,7 +309,7 @@ def _contexts(
             b,
             task,
             rubric,
-            options.judge,
+            settings,
             options.llm,
             options.delivery,
             options.read_budget,
@@ -312,14 +355,25 @@ def _failure(errors: list[BaseException], attempts: int, model: str | None) -> F
     )
 
 
-async def judge_pair(
+@dataclass(frozen=True)
+class _Outcome:
+    """One judge's verdict on a pair (after retries), or its failure."""
+
+    score: float | None
+    label: str | None
+    passes: tuple[dict[str, Any], ...]
+    failure: Failure | None
+    cleanup: tuple[str, ...]
+
+
+async def _judge_member(
     pair: Pair,
     judge: PairwiseJudge,
     options: CompareOptions,
-    *,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> PairResult:
-    """Judge one pair in two position-swapped passes, with retries."""
+    settings: JudgeSettings,
+    sleep: Callable[[float], Awaitable[None]],
+) -> _Outcome:
+    """One judge's two position-swapped passes over a pair, with retries."""
     rubric = _rubric(pair, options)
     task = task_text(pair.treatment)
     cleanup_notes: list[str] = []
@@ -329,7 +383,7 @@ async def judge_pair(
         evidence = Path(tempfile.mkdtemp(prefix="vally-judge-", dir=options.temp_root))
         write_evidence(evidence / "run-1", pair.baseline)
         write_evidence(evidence / "run-2", pair.treatment)
-        contexts = _contexts(evidence, task, rubric, options)
+        contexts = _contexts(evidence, task, rubric, options, settings)
         outcomes, pending = await _run_passes(judge, contexts, options.pass_timeout)
         note = _release_evidence(evidence, pending)
         if note is not None:
@@ -344,16 +398,54 @@ async def judge_pair(
                     "winner": o.winner,
                     "magnitude": o.magnitude,
                     "reasoning": o.reasoning,
+                    "judgeModel": settings.model,
                 }
                 for c, o in zip(contexts, outcomes, strict=True)
             )
-            return PairResult(pair, score, label, passes, None, tuple(cleanup_notes))
-        failure = _failure(errors, attempts, options.judge.model)
+            return _Outcome(score, label, passes, None, tuple(cleanup_notes))
+        failure = _failure(errors, attempts, settings.model)
         if failure.retryable and attempts <= options.max_retries:
             delay = options.backoff_base * (2 ** (attempts - 1)) * (1 + random.random() * 0.25)
             await sleep(delay)
             continue
-        return PairResult(pair, None, None, (), failure, tuple(cleanup_notes))
+        return _Outcome(None, None, (), failure, tuple(cleanup_notes))
+
+
+def score_label(score: float) -> str:
+    """The verdict label of a (panel) score on the five-bucket scale."""
+    if score == 0:
+        return "tie"
+    return f"{'much' if abs(score) > 0.7 else 'slightly'} {'better' if score > 0 else 'worse'}"
+
+
+async def judge_pair(
+    pair: Pair,
+    judge: PairwiseJudge,
+    options: CompareOptions,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> PairResult:
+    """Judge one pair in two position-swapped passes (per panel member), with retries.
+
+    A panel's verdict is the median of its members' scores (the majority's side for an odd
+    panel); the pair fails when any member fails after its retries.
+    """
+    members = options.panel or (options.judge,)
+    outcomes = await asyncio.gather(
+        *(_judge_member(pair, judge, options, m, sleep) for m in members)
+    )
+    cleanup = tuple(note for o in outcomes for note in o.cleanup)
+    passes = tuple(p for o in outcomes for p in o.passes)
+    failed = next((o.failure for o in outcomes if o.failure is not None), None)
+    if failed is not None:
+        return PairResult(pair, None, None, (), failed, cleanup)
+    if len(members) == 1:
+        return PairResult(pair, outcomes[0].score, outcomes[0].label, passes, None, cleanup)
+    scores = sorted(o.score for o in outcomes if o.score is not None)
+    middle = len(scores) // 2
+    score = scores[middle] if len(scores) % 2 else (scores[middle - 1] + scores[middle]) / 2
+    votes = tuple((m.model, o.score or 0.0) for m, o in zip(members, outcomes, strict=True))
+    return PairResult(pair, score, score_label(score), passes, None, cleanup, votes)
 
 
 def _remove(folder: Path) -> str | None:
@@ -398,7 +490,8 @@ async def compare_runs(
     *,
     on_pair: Callable[[PairResult], None] | None = None,
 ) -> ComparisonResult:
-    """Compare one treatment with the baseline and compute every figure."""
+    """Compare one treatment with the baseline and compute every figure (unadjusted for
+    other treatments: see :func:`adjust`)."""
     pairing = pair_records(baseline, treatment)
     limit = asyncio.Semaphore(max(1, options.judge_workers))
 
@@ -410,7 +503,36 @@ async def compare_runs(
         return result
 
     results = list(await asyncio.gather(*(run(p) for p in pairing.pairs)))
-    return summarize(baseline_name, treatment_name, pairing, results, options.judge.model)
+    consistency = None
+    if options.rejudge > 0:
+        consistency = await _rejudge(results, judge, options, run)
+    model = options.judge.model
+    if options.panel:
+        model = ",".join(str(m.model) for m in options.panel)
+    summary = summarize(baseline_name, treatment_name, pairing, results, model)
+    return replace(summary, consistency=consistency)
+
+
+REJUDGE_SEED = 0
+"""Seed of the choice of pairs judged again for ``--rejudge``."""
+
+
+async def _rejudge(
+    results: list[PairResult],
+    judge: PairwiseJudge,
+    options: CompareOptions,
+    run: Callable[[Pair], Awaitable[PairResult]],
+) -> SelfConsistency:
+    """Judge a seeded sample of judged pairs again and compare the scores."""
+    judged = [r for r in results if r.score is not None]
+    sample = random.Random(REJUDGE_SEED).sample(judged, min(options.rejudge, len(judged)))
+    again = await asyncio.gather(*(run(r.pair) for r in sample))
+    scores = [
+        (first.score, second.score)
+        for first, second in zip(sample, again, strict=True)
+        if first.score is not None and second.score is not None
+    ]
+    return self_consistency(scores)
 
 
 def summarize(
@@ -424,42 +546,141 @@ def summarize(
     """Compute the figures over the judged pairs only."""
     judged = [r for r in results if r.score is not None]
     score_pairs = [(r.pair.key[:2], r.score) for r in judged if r.score is not None]
-    graded = [
-        (r.pair.key[:2], r.pair.baseline.grade_result.passed, r.pair.treatment.grade_result.passed)
+    return ComparisonResult(
+        baseline=baseline_name,
+        treatment=treatment_name,
+        pairing=pairing,
+        results=results,
+        win_rate=replace(
+            stats.win_tie_loss(s for _, s in score_pairs),
+            ci=stats.win_rate_interval(score_pairs),
+        ),
+        score=stats.tested_mean(score_pairs, stats.SCORE_BOUNDS),
+        mcnemar=_mcnemar(judged),
+        deltas=_deltas(judged),
+        judge_model=judge_model,
+        error=error,
+        agreement=_agreement(judged),
+        panel_alpha=_panel_alpha(judged),
+    )
+
+
+def _mcnemar(judged: list[PairResult]) -> stats.McNemarResult | None:
+    """McNemar over the graded pairs; a pair with an errored grade on either side is left
+    out and counted."""
+    from vally.engine.scoring import is_graded
+
+    with_grades = [
+        r
         for r in judged
         if r.pair.baseline.grade_result is not None and r.pair.treatment.grade_result is not None
     ]
-    mcnemar = stats.mcnemar_from_pairs(graded) if graded else None
+    if not with_grades:
+        return None
+    usable = [r for r in with_grades if is_graded(r.pair.baseline) and is_graded(r.pair.treatment)]
+    graded = [(r.pair.key[:2], _passed(r.pair.baseline), _passed(r.pair.treatment)) for r in usable]
+    return stats.mcnemar_from_pairs(graded, n_errored=len(with_grades) - len(usable))
+
+
+def _passed(record: TrialResultRecord) -> bool:
+    return record.grade_result is not None and record.grade_result.passed
+
+
+def _deltas(judged: list[PairResult]) -> list[stats.MetricDelta]:
+    """The metric deltas, Holm-adjusted across the metrics."""
     deltas = [
         stats.metric_delta(
             name, [(r.pair.key[:2], get(r.pair.baseline), get(r.pair.treatment)) for r in judged]
         )
         for name, get in METRICS
     ]
-    return ComparisonResult(
-        baseline=baseline_name,
-        treatment=treatment_name,
-        pairing=pairing,
-        results=results,
-        win_rate=stats.win_tie_loss(s for _, s in score_pairs),
-        score=stats.clustered_mean(score_pairs),
-        mcnemar=mcnemar,
-        deltas=deltas,
-        judge_model=judge_model,
-        error=error,
-    )
+    adjusted = holm([d.delta.p_value for d in deltas])
+    return [
+        replace(d, delta=replace(d.delta, p_adjusted=p))
+        for d, p in zip(deltas, adjusted, strict=True)
+    ]
+
+
+def _agreement(judged: list[PairResult]) -> dict[str | None, OrderAgreement]:
+    """Order agreement per judge model, from each pair's two passes."""
+    answers: dict[str | None, list[tuple[str, str]]] = {}
+    for result in judged:
+        passes = result.passes
+        for first, second in zip(passes[::2], passes[1::2], strict=True):
+            answers.setdefault(first.get("judgeModel"), []).append(
+                (str(first["winner"]), str(second["winner"]))
+            )
+    return {model: order_agreement(pairs) for model, pairs in answers.items()}
+
+
+def _panel_alpha(judged: list[PairResult]) -> float | None:
+    """Krippendorff's alpha between panel members' scores (None without a panel)."""
+    units = [[score for _, score in r.votes] for r in judged if r.votes]
+    return krippendorff_alpha(units) if units else None
+
+
+def adjust(results: Sequence[ComparisonResult]) -> list[ComparisonResult]:
+    """Holm-adjust the treatments sharing one baseline: the score tests form one family (the
+    regression gate and the labels), and every metric delta of every treatment another."""
+    score_p = holm([r.score.p_value if r.status == "complete" else None for r in results])
+    metric_p = holm([d.delta.p_value for r in results for d in r.deltas])
+    out: list[ComparisonResult] = []
+    position = 0
+    for result, p in zip(results, score_p, strict=True):
+        deltas = []
+        for delta in result.deltas:
+            deltas.append(replace(delta, delta=replace(delta.delta, p_adjusted=metric_p[position])))
+            position += 1
+        out.append(replace(result, score=replace(result.score, p_adjusted=p), deltas=deltas))
+    return out
 
 
 # ----------------------------------------------------------------------------------- output
 
 
 def _estimate_json(estimate: stats.Estimate) -> dict[str, Any]:
+    test = estimate.test
     return {
         "mean": estimate.mean,
         "ci95": None if estimate.ci is None else [estimate.ci.low, estimate.ci.high],
         "insufficientData": estimate.insufficient,
         "stimuli": estimate.n_stimuli,
         "pairs": estimate.n_pairs,
+        "pValue": estimate.p_value,
+        "pValueAdjusted": estimate.p_adjusted,
+        "test": None
+        if test is None
+        else ("sign-flip exact" if test.exact else "sign-flip monte-carlo"),
+        "significant": estimate.significant(),
+        "smallestDetectable": estimate.mde,
+    }
+
+
+def agreement_json(agreement: OrderAgreement) -> dict[str, Any]:
+    """The ``orderAgreement`` object of one judge (or of all judges together)."""
+    return {
+        "pairs": agreement.pairs,
+        "agreed": agreement.agreed,
+        "rate": agreement.rate,
+        "chance": agreement.chance,
+        "kappa": agreement.kappa,
+        "positionAShare": agreement.position_a_share,
+        "noBetterThanChance": agreement.no_better_than_chance,
+    }
+
+
+def _judging_json(result: ComparisonResult) -> dict[str, Any]:
+    """Judge reliability: order agreement overall and per model, panel alpha, re-judging."""
+    consistency = result.consistency
+    return {
+        "orderAgreement": agreement_json(result.overall_agreement),
+        "orderAgreementByModel": {
+            str(model): agreement_json(a) for model, a in result.agreement.items()
+        },
+        "panelAlpha": result.panel_alpha,
+        "selfConsistency": None
+        if consistency is None
+        else {"pairs": consistency.pairs, "same": consistency.same, "alpha": consistency.alpha},
     }
 
 
@@ -477,6 +698,7 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
             "verdict": r.verdict,
             "passes": list(r.passes),
             "failure": r.failure.to_json() if r.failure else None,
+            "votes": [{"judgeModel": model, "score": score} for model, score in r.votes],
         }
         trials.append(entry)
     mc = result.mcnemar
@@ -498,9 +720,15 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
             "ties": result.win_rate.ties,
             "losses": result.win_rate.losses,
             "rate": result.win_rate.win_rate,
+            "ci95": None
+            if result.win_rate.ci is None
+            else [result.win_rate.ci.low, result.win_rate.ci.high],
         },
         "meanScore": _estimate_json(result.score),
         "significantRegression": result.significant_regression,
+        "decision": result.decision,
+        "judging": _judging_json(result),
+        "warnings": caveats(result),
         "mcnemar": None
         if mc is None
         else {
@@ -509,6 +737,8 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
             "units": mc.n_units,
             "ties": mc.n_ties,
             "pValue": mc.p_value,
+            "minPValue": mc.min_p_value,
+            "erroredLeftOut": mc.n_errored,
         },
         "metricDeltas": [
             {
@@ -518,12 +748,42 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
                 "delta": _estimate_json(d.delta),
                 "relative": d.relative,
                 "highVariance": d.high_variance,
+                "missingPairs": d.missing,
             }
             for d in result.deltas
         ],
         "error": result.error,
         "trials": trials,
     }
+
+
+def caveats(result: ComparisonResult) -> list[str]:
+    """What a reader must know before trusting the figures: too few stimuli for the test, a
+    judge no better than chance, a panel that disagrees."""
+    from vally.tools.power import min_stimuli
+
+    notes = []
+    n = result.score.n_stimuli
+    if result.judged and n < min_stimuli():
+        notes.append(
+            f"only {n} stimuli: the sign-flip test cannot reach p <= 0.05 with fewer than "
+            f"{min_stimuli()}, so no difference can be declared; add stimuli"
+        )
+    for model, agreement in sorted(result.agreement.items(), key=lambda item: str(item[0])):
+        if agreement.no_better_than_chance:
+            notes.append(
+                f"judge {model or 'n/a'}: its two orders agreed on "
+                f"{(agreement.rate or 0) * 100:.0f}% of pairs, no better than a judge answering "
+                f"at random with the same answer frequencies ({(agreement.chance or 0) * 100:.0f}%"
+                f"; it answered A in {(agreement.position_a_share or 0) * 100:.0f}% of decided "
+                "passes): its verdicts carry no signal"
+            )
+    if result.panel_alpha is not None and result.panel_alpha < 0.4:
+        notes.append(
+            f"the panel's judges agree poorly (Krippendorff's alpha {result.panel_alpha:.2f} < "
+            "0.4): treat the verdict with caution"
+        )
+    return notes
 
 
 def exit_code(results: Sequence[ComparisonResult], *, fail_on_regression: bool) -> int:

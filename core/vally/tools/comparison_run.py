@@ -60,6 +60,8 @@ class CompareRequest:
     fail_on_regression: bool = False
     params: dict[str, str] = field(default_factory=dict)
     verbose: bool = False
+    rejudge: int = 0
+    plan: float | None = None
 
 
 def _print_out(text: str) -> None:
@@ -294,21 +296,25 @@ async def run_comparisons(
 
     spec = _load_spec(request, warn)
     settings = _judge_settings(request, session, spec)
+    panel = panel_settings(settings)
     judge, llm = _judge_and_llm(session, request)
     try:
-        await check_judge(
-            llm, str(settings.model), _llm_settings(session), timeout=request.judge_timeout
-        )
+        for member in panel:
+            await check_judge(
+                llm, str(member.model), _llm_settings(session), timeout=request.judge_timeout
+            )
     except BaseException:
         with contextlib.suppress(Exception):
             await llm.aclose()
         raise
     options = compare.CompareOptions(
-        judge=settings,
+        judge=panel[0],
         llm=llm,
         rubric_override=_rubrics(spec),
         delivery="inline" if request.judge_evidence == "inline" else "tools",
         judge_workers=request.judge_workers,
+        panel=panel if len(panel) > 1 else (),
+        rejudge=request.rejudge,
     )
     (baseline_name, baseline), *treatments = runs
     results = []
@@ -330,7 +336,24 @@ async def run_comparisons(
     finally:
         with contextlib.suppress(Exception):
             await llm.aclose()
-    return results
+    return compare.adjust(results)
+
+
+def panel_settings(settings: JudgeSettings) -> tuple[JudgeSettings, ...]:
+    """One judge's settings per model of a comma-separated ``--judge-model a,b,c``.
+
+    Raises:
+        ConfigError: The list names a model twice or has an empty entry.
+    """
+    from dataclasses import replace
+
+    models = [m.strip() for m in str(settings.model).split(",")]
+    if any(not m for m in models) or len(set(models)) != len(models):
+        raise ConfigError(
+            f"--judge-model {settings.model!r}: a panel lists distinct, non-empty models",
+            hint="write e.g. --judge-model model-a,model-b,model-c",
+        )
+    return tuple(replace(settings, model=m) for m in models)
 
 
 # --------------------------------------------------------------------------- output
@@ -405,6 +428,7 @@ def execute(
     from vally.specs.loading import find_project
     from vally.tools.compare import exit_code
     from vally.tools.comparison_text import cleanup_warnings, comparison_lines
+    from vally.tools.plan import plan_lines
 
     if session is None:
         project, root = find_project(Path.cwd())
@@ -416,6 +440,9 @@ def execute(
     for result in results:
         for line in comparison_lines(result, request.verbose):
             echo(line)
+        if request.plan is not None:
+            for line in plan_lines(result, request.plan):
+                echo(line)
         for note in cleanup_warnings(result):
             warn(note)
         echo("")

@@ -8,7 +8,8 @@ standard error.
 
 from __future__ import annotations
 
-from vally.tools.compare import ComparisonResult, PairKey, PairResult
+from vally.tools.compare import ComparisonResult, PairKey, PairResult, caveats
+from vally.tools.stats import Estimate, Interval, McNemarResult
 
 
 def fmt(value: float | None, signed: bool = True, digits: int = 2) -> str:
@@ -64,39 +65,116 @@ def _unmatched_lines(result: ComparisonResult, verbose: bool) -> list[str]:
     return lines
 
 
+def fmt_p(value: float | None) -> str:
+    """A p-value as printed: three decimals, ``< 0.001`` below that, ``n/a`` for None."""
+    if value is None:
+        return "n/a"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _interval(ci: Interval | None, digits: int = 2, scale: float = 1.0, signed: bool = True) -> str:
+    if ci is None:
+        return "insufficient data for a CI"
+    low, high = fmt(ci.low * scale, signed, digits), fmt(ci.high * scale, signed, digits)
+    return f"95% CI [{low}, {high}]"
+
+
+def _p_text(estimate: Estimate) -> str:
+    text = f"p = {fmt_p(estimate.p_value)}"
+    if estimate.p_adjusted is not None and estimate.p_adjusted != estimate.p_value:
+        text += f", Holm-adjusted {fmt_p(estimate.p_adjusted)}"
+    return text
+
+
+def _decision_line(result: ComparisonResult) -> str:
+    """The test behind the verdict, and what it could have detected."""
+    score = result.score
+    test = score.test
+    kind = "exact" if test is None or test.exact else "Monte Carlo, fixed seed"
+    mde = (
+        f"smallest detectable at 80% power: ±{score.mde:.2f}"
+        if score.mde is not None
+        else "too few stimuli to detect any difference"
+    )
+    decision = result.decision
+    if decision == "n/a":
+        status = result.status
+        return f"Verdict: withheld (the comparison is {status}); sign-flip test {_p_text(score)}"
+    if decision == "no detectable difference":
+        return (
+            f"Verdict: no detectable difference ({mde}); sign-flip test ({kind}) {_p_text(score)}"
+        )
+    return f"Verdict: {decision}; sign-flip test ({kind}) {_p_text(score)} ({mde})"
+
+
+def _agreement_lines(result: ComparisonResult) -> list[str]:
+    """Order agreement per judge (and the panel's alpha, the re-judged sample)."""
+    lines = []
+    disagreeing = sum(
+        1
+        for r in result.judged
+        if r.verdict == "tie" and any(p["winner"] != "tie" for p in r.passes)
+    )
+    for model, agreement in sorted(result.agreement.items(), key=lambda item: str(item[0])):
+        kappa = "n/a" if agreement.kappa is None else f"{agreement.kappa:.2f}"
+        lines.append(
+            f"Judge order agreement{'' if len(result.agreement) == 1 else f' ({model})'}: "
+            f"{fmt((agreement.rate or 0) * 100, False, 0)}% of {agreement.pairs} pairs "
+            f"(chance {fmt((agreement.chance or 0) * 100, False, 0)}%, kappa {kappa})"
+        )
+    if disagreeing:
+        lines.append(f"  {disagreeing} of the ties are pairs whose two orders disagreed")
+    if result.panel_alpha is not None:
+        lines.append(f"Panel agreement: Krippendorff's alpha {result.panel_alpha:.2f}")
+    if result.consistency is not None and result.consistency.pairs:
+        c = result.consistency
+        alpha = "n/a" if c.alpha is None else f"{c.alpha:.2f}"
+        lines.append(
+            f"Self-consistency: same verdict on {c.same} of {c.pairs} re-judged pairs "
+            f"(Krippendorff's alpha {alpha})"
+        )
+    return lines
+
+
+def _mcnemar_line(mc: McNemarResult) -> str:
+    ties = f", {mc.n_ties} tied stimuli left out" if mc.n_ties else ""
+    errored = f", {mc.n_errored} errored grades left out" if mc.n_errored else ""
+    line = (
+        f"McNemar: {mc.b} pass→fail, {mc.c} fail→pass, "
+        f"p = {fmt_p(mc.p_value)} ({mc.n_units} stimuli{ties}{errored})"
+    )
+    if mc.min_p_value > 0.05:
+        line += f"; with {mc.discordant} discordant stimuli p cannot fall below 0.05 (needs 6)"
+    return line
+
+
 def _statistics_lines(result: ComparisonResult) -> list[str]:
     rate, score = result.win_rate, result.score
-    interval = (
-        "insufficient data for a CI"
-        if score.ci is None
-        else f"95% CI [{fmt(score.ci.low)}, {fmt(score.ci.high)}]"
-    )
     lines = [
         f"Win rate: {rate.wins} W / {rate.ties} T / {rate.losses} L "
-        f"({fmt((rate.win_rate or 0) * 100, False, 0)}% wins over {rate.total} pairs)",
-        f"Mean score: {fmt(score.mean)}  {interval}  "
+        f"({fmt((rate.win_rate or 0) * 100, False, 0)}% wins over {rate.total} pairs)"
+        + ("" if rate.ci is None else f"  95% CI [{rate.ci.low:.0%}, {rate.ci.high:.0%}]"),
+        f"Mean score: {fmt(score.mean)}  {_interval(score.ci)}  "
         f"({score.n_stimuli} stimuli, {score.n_pairs} pairs)",
+        _decision_line(result),
     ]
     if result.significant_regression:
-        lines.append("Significant regression: the whole 95% CI is below zero.")
+        lines.append("Significant regression: the sign-flip test rejects at 5% (one-sided 2.5%).")
+    lines += _agreement_lines(result)
     if result.mcnemar is not None:
-        mc = result.mcnemar
-        ties = f", {mc.n_ties} tied stimuli left out" if mc.n_ties else ""
-        lines.append(
-            f"McNemar: {mc.b} pass→fail, {mc.c} fail→pass, "
-            f"p = {fmt(mc.p_value, False, 3)} ({mc.n_units} stimuli{ties})"
-        )
-    lines.append("Metric deltas (treatment - baseline):")
+        lines.append(_mcnemar_line(result.mcnemar))
+    lines.append("Metric deltas (treatment - baseline; p Holm-adjusted across metrics):")
     for delta in result.deltas:
         est = delta.delta
-        ci = (
-            "insufficient data"
-            if est.ci is None
-            else f"95% CI [{fmt(est.ci.low, digits=1)}, {fmt(est.ci.high, digits=1)}]"
-        )
+        ci = "insufficient data" if est.ci is None else _interval(est.ci, 1)
         relative = "" if delta.relative is None else f" ({delta.relative * 100:+.0f}%)"
+        p = "" if est.test is None else f"  p = {fmt_p(est.decision_p)}"
         flag = "  ⚠ high variance" if delta.high_variance else ""
-        lines.append(f"  {delta.metric:<13} {fmt(est.mean, digits=1)}{relative}  {ci}{flag}")
+        missing = f"  ({delta.missing} pairs without metrics left out)" if delta.missing else ""
+        lines.append(
+            f"  {delta.metric:<13} {fmt(est.mean, digits=1)}{relative}  {ci}{p}{flag}{missing}"
+        )
+    lines += [f"⚠ {note}" for note in caveats(result)]
     return lines
 
 

@@ -8,16 +8,23 @@ it rests on. With fewer than two stimuli there is no interval: the result says
 
 Formulas (see ``docs/statistics.md``):
 
+* decisions (labels, ``--fail-on-regression``): the exact sign-flip permutation test over
+  the per-stimulus values (:mod:`vally.tools.signflip`), Holm-adjusted across the family
+  (:mod:`vally.tools.multiplicity`); a difference is declared only when the adjusted
+  two-sided p-value is at most 0.05 (a one-sided 2.5% gate);
 * mean with a 95% CI: Student t interval over the m per-stimulus means,
-  ``mean ± t(0.975, m-1) · sd / sqrt(m)`` (sd with ddof=1);
+  ``mean ± t(0.975, m-1) · sd / sqrt(m)`` (sd with ddof=1); for values bounded in
+  ``[lo, hi]`` (judge scores, pass-rate differences, win shares) the interval is computed
+  with one pseudo-stimulus at each bound added (Agresti and Caffo's "add one success and one
+  failure"), so that it is never zero-width by accident, and clipped to ``[lo, hi]``;
 * McNemar exact test on pass/fail flips: two-sided binomial test of the discordant counts
   ``b`` (baseline passed, treatment failed) and ``c`` (the reverse) against p = 0.5,
   ``p = min(1, 2 · BinomCDF(min(b, c); b + c, 0.5))``; a stimulus with several trials
   passes when its mean pass rate is above 0.5, fails below, and exactly 0.5 is a tie that
   is left out (and counted);
 * metric deltas: per pair ``treatment - baseline``, averaged per stimulus, then the t
-  interval; ``high_variance`` when the per-stimulus deltas' standard deviation exceeds the
-  absolute mean delta (coefficient of variation above 1).
+  interval and the sign-flip test; ``high_variance`` when the interval reaches zero (the
+  sign of the delta is not established at this sample size).
 
 numpy and scipy are imported on first use.
 """
@@ -27,9 +34,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from vally.tools.power import ALPHA, scipy_stats, smallest_detectable
+from vally.tools.signflip import SignFlipResult, sign_flip_test
 
 CONFIDENCE = 0.95
+SCORE_BOUNDS = (-1.0, 1.0)
+"""The range of judge scores and of pass-rate differences."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,12 @@ class Estimate:
         std: Standard deviation (ddof=1) of the per-stimulus means; None below two.
         n_stimuli: How many stimuli the figure rests on.
         n_pairs: How many pairs (trials) the figure rests on.
+        test: The sign-flip test of the per-stimulus values against zero (None when not
+            tested).
+        p_adjusted: The Holm-adjusted two-sided p-value within its family (None until
+            adjusted).
+        mde: Smallest mean detectable with 80% power at this sample size and spread; None
+            when the test cannot reach 0.05 with so few stimuli.
     """
 
     mean: float | None
@@ -62,11 +80,36 @@ class Estimate:
     std: float | None
     n_stimuli: int
     n_pairs: int
+    test: SignFlipResult | None = None
+    p_adjusted: float | None = None
+    mde: float | None = None
 
     @property
     def insufficient(self) -> bool:
         """True when there are too few stimuli for an interval."""
         return self.ci is None
+
+    @property
+    def p_value(self) -> float | None:
+        """The unadjusted two-sided sign-flip p-value."""
+        return None if self.test is None else self.test.p_two_sided
+
+    @property
+    def decision_p(self) -> float | None:
+        """The p-value decisions use: adjusted when adjusted, else the raw one."""
+        return self.p_adjusted if self.p_adjusted is not None else self.p_value
+
+    def significant(self, alpha: float = ALPHA) -> bool:
+        """True when the (adjusted) two-sided p-value is at most ``alpha``."""
+        p = self.decision_p
+        return p is not None and p <= alpha and bool(self.mean)
+
+    @property
+    def direction(self) -> int:
+        """+1 or -1 when significant at :data:`ALPHA` in that direction, else 0."""
+        if not self.significant() or self.mean is None:
+            return 0
+        return 1 if self.mean > 0 else -1
 
 
 @dataclass(frozen=True)
@@ -76,6 +119,9 @@ class WinRate:
     wins: int
     ties: int
     losses: int
+    ci: Interval | None = None
+    """95% interval of the win rate over stimuli (per-stimulus win shares, bounded
+    interval in [0, 1]); None below two stimuli."""
 
     @property
     def total(self) -> int:
@@ -106,11 +152,19 @@ class McNemarResult:
     n_units: int
     n_ties: int
     p_value: float | None
+    n_errored: int = 0
+    """Pairs left out because a grade (or its trial) errored."""
 
     @property
     def discordant(self) -> int:
         """b + c."""
         return self.b + self.c
+
+    @property
+    def min_p_value(self) -> float:
+        """The smallest p-value reachable with this many discordant units,
+        ``min(1, 2 · 0.5^(b + c))``: below 6 discordant units p cannot fall below 0.05."""
+        return min(1.0, 2.0 * 0.5**self.discordant)
 
 
 @dataclass(frozen=True)
@@ -122,6 +176,8 @@ class MetricDelta:
     treatment_mean: float | None
     delta: Estimate
     high_variance: bool
+    missing: int = 0
+    """Pairs left out because a side had no value (an errored trial without metrics)."""
 
     @property
     def relative(self) -> float | None:
@@ -136,7 +192,7 @@ def t_interval(values: Sequence[float], level: float = CONFIDENCE) -> Interval |
     n = len(values)
     if n < 2:
         return None
-    from scipy import stats as sps
+    sps = scipy_stats()
 
     mean = math.fsum(values) / n
     sd = _sd(values)
@@ -148,6 +204,20 @@ def _sd(values: Sequence[float]) -> float:
     n = len(values)
     mean = math.fsum(values) / n
     return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+
+
+def bounded_interval(
+    values: Sequence[float], bounds: tuple[float, float], level: float = CONFIDENCE
+) -> Interval | None:
+    """The t interval of ``values`` with one pseudo-value at each bound added, clipped to
+    the bounds; None with fewer than two values. Never zero-width by accident: identical
+    values still leave the interval the width the pseudo-values give it."""
+    if len(values) < 2:
+        return None
+    low, high = bounds
+    padded = t_interval([*values, low, high], level)
+    assert padded is not None
+    return Interval(max(low, padded.low), min(high, padded.high), level)
 
 
 def group_means(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, float]:
@@ -173,6 +243,28 @@ def clustered_mean(pairs: Sequence[tuple[Hashable, float]], level: float = CONFI
     return Estimate(mean, t_interval(means, level), std, len(means), len(pairs))
 
 
+def tested_mean(
+    pairs: Sequence[tuple[Hashable, float]],
+    bounds: tuple[float, float] | None = None,
+    level: float = CONFIDENCE,
+) -> Estimate:
+    """:func:`clustered_mean` with the sign-flip test of the per-stimulus means and the
+    smallest detectable mean; with ``bounds`` the interval comes from the bounded (padded)
+    form, and so does the spread behind the MDE when the values are all equal, so that
+    neither is zero by accident."""
+    base = clustered_mean(pairs, level)
+    if base.mean is None:
+        return base
+    means = list(group_means(pairs).values())
+    ci, spread = base.ci, base.std
+    if bounds is not None and len(means) >= 2:
+        ci = bounded_interval(means, bounds, level)
+        if not spread:  # identical values: the padded spread, never a zero MDE
+            spread = _sd([*means, *bounds])
+    mde = smallest_detectable(spread, len(means)) if spread is not None else None
+    return replace(base, ci=ci, test=sign_flip_test(means), mde=mde)
+
+
 def win_tie_loss(scores: Iterable[float]) -> WinRate:
     """Count positive (win), zero (tie) and negative (loss) treatment-relative scores."""
     wins = ties = losses = 0
@@ -193,13 +285,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    from scipy import stats as sps
+    sps = scipy_stats()
 
     return float(min(1.0, 2.0 * sps.binom.cdf(min(b, c), n, 0.5)))
 
 
-def mcnemar_from_pairs(pairs: Sequence[tuple[Hashable, bool, bool]]) -> McNemarResult:
+def mcnemar_from_pairs(
+    pairs: Sequence[tuple[Hashable, bool, bool]], n_errored: int = 0
+) -> McNemarResult:
     """McNemar over stimuli from ``(stimulus, baseline_passed, treatment_passed)`` pairs.
+
+    Pairs whose grade errored must be left out by the caller and counted in ``n_errored``
+    (an errored grade is neither a pass nor a fail).
 
     Several trials of a stimulus collapse to one outcome per side: pass when the mean pass
     rate is above 0.5, fail below; a stimulus at exactly 0.5 on either side is a tie and is
@@ -208,7 +305,7 @@ def mcnemar_from_pairs(pairs: Sequence[tuple[Hashable, bool, bool]]) -> McNemarR
     base = group_means((key, 1.0 if b else 0.0) for key, b, _ in pairs)
     treat = group_means((key, 1.0 if t else 0.0) for key, _, t in pairs)
     if not base:
-        return McNemarResult(0, 0, 0, 0, None)
+        return McNemarResult(0, 0, 0, 0, None, n_errored)
     b_count = c_count = ties = 0
     for key in base:
         rb, rt = base[key], treat[key]
@@ -221,29 +318,40 @@ def mcnemar_from_pairs(pairs: Sequence[tuple[Hashable, bool, bool]]) -> McNemarR
             c_count += 1
     units = len(base) - ties
     p_value = mcnemar_exact(b_count, c_count) if units else None
-    return McNemarResult(b_count, c_count, units, ties, p_value)
+    return McNemarResult(b_count, c_count, units, ties, p_value, n_errored)
 
 
 def metric_delta(
-    metric: str, pairs: Sequence[tuple[Hashable, float, float]], level: float = CONFIDENCE
+    metric: str,
+    pairs: Sequence[tuple[Hashable, float | None, float | None]],
+    level: float = CONFIDENCE,
 ) -> MetricDelta:
-    """Delta of one metric from ``(stimulus, baseline_value, treatment_value)`` pairs."""
-    deltas = clustered_mean([(key, t - b) for key, b, t in pairs], level)
-    base = group_means((key, b) for key, b, _ in pairs)
-    treat = group_means((key, t) for key, _, t in pairs)
+    """Delta of one metric from ``(stimulus, baseline_value, treatment_value)`` pairs.
+
+    A pair with a missing value on either side (None: the trial errored before it had
+    metrics) is left out and counted in ``missing``, never read as zero.
+    """
+    complete = [(key, b, t) for key, b, t in pairs if b is not None and t is not None]
+    deltas = tested_mean([(key, t - b) for key, b, t in complete], level=level)
+    base = group_means((key, b) for key, b, _ in complete)
+    treat = group_means((key, t) for key, _, t in complete)
     base_mean = math.fsum(base.values()) / len(base) if base else None
     treat_mean = math.fsum(treat.values()) / len(treat) if treat else None
-    high_variance = False
-    if deltas.std is not None and deltas.mean is not None:
-        high_variance = deltas.std > abs(deltas.mean)
-    return MetricDelta(metric, base_mean, treat_mean, deltas, high_variance)
-
-
-def is_significant_regression(estimate: Estimate) -> bool:
-    """A negative mean whose whole interval lies below zero."""
-    return (
-        estimate.mean is not None
-        and estimate.ci is not None
-        and estimate.mean < 0
-        and estimate.ci.high < 0
+    high_variance = bool(deltas.mean) and (deltas.ci is None or not deltas.ci.excludes_zero())
+    return MetricDelta(
+        metric, base_mean, treat_mean, deltas, high_variance, len(pairs) - len(complete)
     )
+
+
+def win_rate_interval(
+    scores: Sequence[tuple[Hashable, float]], level: float = CONFIDENCE
+) -> Interval | None:
+    """95% interval of the win rate: per-stimulus win shares, bounded interval in [0, 1]."""
+    shares = list(group_means((key, 1.0 if s > 0 else 0.0) for key, s in scores).values())
+    return bounded_interval(shares, (0.0, 1.0), level)
+
+
+def is_significant_regression(estimate: Estimate, alpha: float = ALPHA) -> bool:
+    """A negative mean whose sign-flip test (Holm-adjusted when adjusted) rejects at
+    ``alpha`` two-sided, i.e. a one-sided ``alpha / 2`` gate."""
+    return estimate.mean is not None and estimate.mean < 0 and estimate.significant(alpha)

@@ -10,8 +10,11 @@ Comparison rules (shared by the console and the report):
 * only variants with observed results are shown;
 * when the baseline did not run, or variants observed different stimuli, the comparison is
   *unavailable* and no deltas are shown;
-* "tie" for all variants only when every variant matches the baseline; otherwise each
-  variant is labelled ``tie``, ``better`` or ``regression`` (partial ties are distinct);
+* pass rates are compared per stimulus (errored trials left out): a variant is labelled
+  ``better`` or ``regression`` only when the sign-flip test over stimuli rejects at 5%
+  (Holm-adjusted across the variants), otherwise ``no detectable difference`` with the
+  smallest difference the run could have detected; the headline says "Tie" when every
+  variant's per-stimulus pass rates equal the baseline's;
 * a sharded run shows observed counts only, labelled partial with the shard index and total,
   without winners or deltas.
 """
@@ -19,20 +22,25 @@ Comparison rules (shared by the console and the report):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vally import (
+    Estimate,
     RunInfo,
     RunSummaryRecord,
     TrialResultRecord,
     is_errored,
     is_graded,
+    mean_rate,
     order_records,
+    pass_rate_deltas,
+    stimulus_pass_rates,
     utc_now,
 )
 
 _EPSILON = 1e-9
+NO_DIFFERENCE = "no detectable difference"
 EVIDENCE_LIMIT = 300
 """Characters of grader evidence shown per failed grader in the report."""
 
@@ -49,11 +57,13 @@ class VariantStats:
     errored: int
     stimuli: frozenset[tuple[str, str, str | None]]
     """(eval, stimulus, model) observed."""
+    rates: Mapping[tuple[str, str, str | None], float] = field(default_factory=dict)
+    """Pass rate per stimulus over its graded trials (errored trials left out)."""
 
     @property
     def pass_rate(self) -> float | None:
-        """Passed / graded, None when nothing was graded."""
-        return self.passed / self.graded if self.graded else None
+        """Mean of the per-stimulus pass rates, None when nothing was graded."""
+        return mean_rate(self.rates)
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,21 @@ class Comparison:
     """``i/n`` for a sharded run, else None."""
     deltas: Mapping[str, float | None]
     labels: Mapping[str, str]
-    """``tie``, ``better``, ``regression`` or ``n/a`` per non-baseline variant."""
+    """``better``, ``regression``, ``no detectable difference`` or ``n/a`` per non-baseline
+    variant."""
     headline: str
+    estimates: Mapping[str, Estimate] = field(default_factory=dict)
+    """The tested per-stimulus pass-rate difference per non-baseline variant."""
+
+    def result_text(self, name: str) -> str:
+        """The Result cell of a non-baseline variant."""
+        label = self.labels.get(name, "n/a")
+        if label != NO_DIFFERENCE:
+            return label
+        estimate = self.estimates.get(name)
+        if estimate is None or estimate.mde is None:
+            return f"{label} (too few stimuli to detect any)"
+        return f"{label} (smallest detectable: ±{estimate.mde * 100:.1f} pts)"
 
 
 def variant_stats(
@@ -92,6 +115,7 @@ def variant_stats(
                 failed=len(graded) - passed,
                 errored=sum(1 for r in own if is_errored(r)),
                 stimuli=frozenset((r.eval_name, r.stimulus_name, r.model) for r in own),
+                rates=stimulus_pass_rates(own),
             )
         )
     return out
@@ -161,43 +185,64 @@ def compare_variants(
             "Comparison unavailable: variants observed different stimuli.",
         )
     base = next(s for s in stats if s.name == baseline)
+    rated = {s.name: s.rates for s in stats if s.name != baseline and s.rates}
+    estimates = pass_rate_deltas(base.rates, rated) if base.rates else {}
     for item in stats:
         if item.name == baseline:
             continue
-        if item.pass_rate is None or base.pass_rate is None:
+        estimate = estimates.get(item.name)
+        if estimate is None or estimate.mean is None:
             deltas[item.name] = None
             labels[item.name] = "n/a"
             continue
-        delta = item.pass_rate - base.pass_rate
-        deltas[item.name] = delta
+        deltas[item.name] = estimate.mean
+        direction = estimate.direction
         labels[item.name] = (
-            "tie" if abs(delta) < _EPSILON else "better" if delta > 0 else "regression"
+            "better" if direction > 0 else "regression" if direction < 0 else NO_DIFFERENCE
         )
-    values = list(labels.values())
-    if values and all(v == "tie" for v in values):
-        headline = "Tie: every variant matches the baseline."
-    else:
-        ties = [n for n, v in labels.items() if v == "tie"]
-        better = [n for n, v in labels.items() if v == "better"]
-        worse = [n for n, v in labels.items() if v == "regression"]
-        parts = []
-        if better:
-            parts.append("better than the baseline: " + ", ".join(better))
-        if worse:
-            parts.append("regression: " + ", ".join(worse))
-        if ties:
-            parts.append("tie with the baseline (partial tie): " + ", ".join(ties))
-        if not parts:
-            parts.append("no graded trials to compare")
-        text = "; ".join(parts)
-        headline = text[0].upper() + text[1:] + "."
-        rated = [s for s in stats if s.pass_rate is not None]
-        if rated:
-            best = max(s.pass_rate or 0.0 for s in rated)
-            leaders = [s.name for s in rated if abs((s.pass_rate or 0.0) - best) < _EPSILON]
-            if len(leaders) == 1:
-                headline += f" Best: {leaders[0]}."
-    return Comparison(stats, baseline, True, None, None, deltas, labels, headline)
+    headline = _headline(stats, base, labels, estimates)
+    return Comparison(stats, baseline, True, None, None, deltas, labels, headline, estimates)
+
+
+def _headline(
+    stats: Sequence[VariantStats],
+    base: VariantStats,
+    labels: Mapping[str, str],
+    estimates: Mapping[str, Estimate],
+) -> str:
+    """The one-line verdict under the table."""
+    same = all(s.rates == base.rates for s in stats)
+    if labels and same and all(v != "n/a" for v in labels.values()):
+        return "Tie: every variant matches the baseline."
+    better = [n for n, v in labels.items() if v == "better"]
+    worse = [n for n, v in labels.items() if v == "regression"]
+    unclear = [n for n, v in labels.items() if v == NO_DIFFERENCE]
+    parts = []
+    if better:
+        parts.append("better than the baseline: " + ", ".join(better))
+    if worse:
+        parts.append("regression: " + ", ".join(worse))
+    if unclear:
+        parts.append(f"{NO_DIFFERENCE} from the baseline: " + ", ".join(unclear))
+    if not parts:
+        parts.append("no graded trials to compare")
+    text = "; ".join(parts)
+    headline = text[0].upper() + text[1:] + "."
+    if better:
+        top = max(estimates[n].mean or 0.0 for n in better)
+        leaders = [n for n in better if abs((estimates[n].mean or 0.0) - top) < _EPSILON]
+        if len(leaders) == 1:
+            headline += f" Best: {leaders[0]}."
+    return headline
+
+
+def _test_text(estimate: Estimate | None) -> str:
+    """The interval and p-value behind a label, for the report."""
+    if estimate is None or estimate.ci is None:
+        return ""
+    ci = f"95% CI [{estimate.ci.low * 100:+.1f}, {estimate.ci.high * 100:+.1f}] pts"
+    p = estimate.decision_p
+    return f"; {ci}, p = {'n/a' if p is None else f'{p:.3f}'} (sign-flip over stimuli, Holm)"
 
 
 def _pct(value: float | None) -> str:
@@ -238,7 +283,7 @@ def comparison_table(comparison: Comparison) -> list[str]:
             else:
                 delta = comparison.deltas.get(s.name)
                 text = "n/a" if delta is None else f"{delta * 100:+.1f} pts"
-                row += f"  {text:>13}  {comparison.labels.get(s.name, 'n/a')}"
+                row += f"  {text:>13}  {comparison.result_text(s.name)}"
         lines.append(row)
     lines.append(comparison.headline)
     return lines
@@ -312,7 +357,7 @@ def render_report(
         elif comparison.available:
             value = comparison.deltas.get(s.name)
             delta = "n/a" if value is None else f"{value * 100:+.1f} pts"
-            label = comparison.labels.get(s.name, "n/a")
+            label = comparison.result_text(s.name) + _test_text(comparison.estimates.get(s.name))
         else:
             delta, label = "n/a", "n/a"
         lines.append(
