@@ -3,7 +3,7 @@
 # ruff, mypy (strict) on the three packages, the import-linter contracts and the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[dev,mcp]'
+python3 -m pip install -q -e '.[dev,mcp,serve]'
 for example in plugins/examples/*/; do
   if [ -f "$example/pyproject.toml" ]; then
     python3 -m pip install -q --no-deps -e "$example"

@@ -33,6 +33,8 @@ COMMAND_MODULES = (
     "vally.cli.compare",
     "vally.cli.experiment",
     "vally.cli.new",
+    "vally.cli.ingest",
+    "vally.cli.serve",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
