@@ -98,6 +98,11 @@ def synthetic_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh, empty database on the test PostgreSQL server, dropped afterwards."""
+    yield from postgres_database()
+
+
+def postgres_database() -> Iterator[str]:
+    """Create a database on the test server, yield its URL, drop it."""
     base = os.environ.get("VALLY_TEST_POSTGRES_URL")
     if not base:
         skip_or_fail("VALLY_TEST_POSTGRES_URL is not set (scripts/install-viewer-services.sh)")

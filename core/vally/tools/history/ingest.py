@@ -118,6 +118,7 @@ def ingest(
     paths: Iterable[Path],
     *,
     progress: Callable[[IngestReport], None] | None = None,
+    batch: int = BATCH,
 ) -> IngestReport:
     """Load every run folder at or below ``paths`` into ``store``.
 
@@ -126,6 +127,7 @@ def ingest(
         paths: Run folders, experiment folders, output folders holding many runs, or
             ``results.jsonl`` files.
         progress: Called after each batch with the report so far.
+        batch: Outcomes per transaction.
 
     Returns:
         The report; ``report.runs`` is empty when no run was found.
@@ -134,7 +136,7 @@ def ingest(
     folders, report.problems = find_run_folders(paths)
     for folder in folders:
         report.folders += 1
-        _ingest_folder(store, folder, report, progress)
+        _ingest_folder(store, folder, report, progress, batch)
     return report
 
 
@@ -143,6 +145,7 @@ def _ingest_folder(
     folder: RunFolder,
     report: IngestReport,
     progress: Callable[[IngestReport], None] | None,
+    size: int,
 ) -> None:
     runs: dict[str, RunInfo] = {}
     summaries: list[Row] = []
@@ -161,7 +164,7 @@ def _ingest_folder(
             if rows is None:
                 continue
             batch.append(rows)
-            if len(batch) >= BATCH:
+            if len(batch) >= size:
                 _write_batch(store, batch, runs, trials, report)
                 batch = []
                 if progress:
