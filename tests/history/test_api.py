@@ -13,11 +13,11 @@ import pytest
 from tests.history.conftest import postgres_database
 
 pytest.importorskip("starlette")
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from vally.tools.history.api import ENDPOINTS, create_app  # noqa: E402
-from vally.tools.history.ingest import ingest  # noqa: E402
-from vally.tools.history.store import Store, open_store  # noqa: E402
+from vally.tools.history.api import ENDPOINTS, create_app
+from vally.tools.history.ingest import ingest
+from vally.tools.history.store import Store, open_store
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
