@@ -45,9 +45,9 @@ def client(store: Store) -> TestClient:
     return TestClient(create_app(store))
 
 
-def get(client: TestClient, path: str, status: int = 200, **params: Any) -> Any:
+def get(client: TestClient, path: str, expect: int = 200, **params: Any) -> Any:
     response = client.get(path, params=params)
-    assert response.status_code == status, response.text
+    assert response.status_code == expect, response.text
     return response.json()
 
 
@@ -105,6 +105,15 @@ def test_run_outcomes_filter_and_paginate(client: TestClient) -> None:
     assert len(failed) == sum(o["verdict"] == "fail" for o in everything)
     model_b = walk(client, "/api/runs/run-a/outcomes", "outcomes", model="gpt-b")
     assert len(model_b) == 12 and {o["model"] for o in model_b} == {"gpt-b"}
+    errors = walk(client, "/api/runs/run-a/outcomes", "outcomes", status="error")
+    assert len(errors) == sum(o["status"] == "error" for o in everything)
+    for verdict in ("pass", "error", "ungraded"):  # totals summed from the running sums
+        body = get(client, "/api/runs/run-a/outcomes", verdict=verdict, model="gpt-a")
+        expected = [o for o in everything if o["verdict"] == verdict and o["model"] == "gpt-a"]
+        assert body["page"]["total"] == len(expected)
+    matched = walk(client, "/api/runs/run-a/outcomes", "outcomes", q="01", limit=4)
+    assert len(matched) == 6 and {o["stimulus"] for o in matched} == {"task-001"}
+    assert get(client, "/api/runs/run-a/outcomes", q="nothing-like-it")["outcomes"] == []
     one = get(client, "/api/runs/run-a/outcomes", stimulus="task-001", model="gpt-a")
     assert [o["trialIndex"] for o in one["outcomes"]] == [0, 1, 2]
 

@@ -86,7 +86,10 @@ def _check_store(target: str, reports: list[dict[str, int]]) -> None:
             .select_from(schema.outcomes)
             .where(schema.outcomes.c.verdict.in_(("pass", "fail")))
         ).scalar_one()
-        assert count(schema.graders) == graded  # one grader per graded trial, no more
+        results = connection.execute(select(func.sum(schema.grader_stats.c.results)))
+        assert results.scalar_one() == graded  # one grader per graded trial, no more
+        cells = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
+        assert cells == RUNS * PER_RUN  # the running sums count each outcome once
         per_run = dict(
             connection.execute(
                 select(schema.outcomes.c.run_id, func.count()).group_by(schema.outcomes.c.run_id)

@@ -29,7 +29,7 @@ def ingest_command(
     run_dirs: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RUN_DIR...",
+            metavar="RUN_DIR",
             help="Run folders, experiment folders, or folders holding many runs.",
             show_default=False,
         ),
@@ -42,7 +42,12 @@ def ingest_command(
         bool, switch("--json", "Print the result as one JSON object on stdout.")
     ] = False,
 ) -> None:
-    """Load run folders into a history store (SQLite or PostgreSQL)."""
+    """Load run folders into a history store.
+
+    The store is a SQLite file or a PostgreSQL database (a postgresql:// URL). Re-ingesting
+    a run adds nothing; unreadable lines are reported (file:line) and skipped. Exit 0 when
+    a run was found, 1 when none was or on an error.
+    """
     from vally.tools.history.service import ingest_runs
 
     with user_errors():
@@ -77,4 +82,4 @@ def ingest_command(
 
 def register(app: typer.Typer) -> None:
     """Add ``ingest`` to the ``vally`` application."""
-    app.command("ingest", help="Load run folders into a history store.")(ingest_command)
+    app.command("ingest")(ingest_command)

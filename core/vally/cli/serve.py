@@ -26,7 +26,7 @@ def serve_command(
     directory: Annotated[
         Path | None,
         typer.Argument(
-            metavar="[DIR]",
+            metavar="DIR",
             help="Results folder (run, experiment or output folder). Optional with --store.",
             show_default=False,
         ),
@@ -46,7 +46,13 @@ def serve_command(
     port: Annotated[int, opt("PORT", "Port to listen on (0: any free port).")] = 3200,
     cors: Annotated[bool, switch("--cors", "Allow cross-origin browser requests.")] = False,
 ) -> None:
-    """Serve the results dashboard and REST API."""
+    """Serve the results dashboard and REST API.
+
+    Three modes: a results folder (from memory), a --store, or both (the folder is ingested
+    into the store, then the store is served). Read-only; binds 127.0.0.1 unless --host
+    says otherwise. Exit 1 when no run is found, the port cannot be bound or the store
+    cannot be opened; 130 after Ctrl-C.
+    """
     from vally.tools.history.service import prepare_serve
 
     with user_errors():
@@ -66,4 +72,4 @@ def serve_command(
 
 def register(app: typer.Typer) -> None:
     """Add ``serve`` to the ``vally`` application."""
-    app.command("serve", help="Serve the results dashboard and REST API.")(serve_command)
+    app.command("serve")(serve_command)

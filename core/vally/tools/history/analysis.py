@@ -1,17 +1,17 @@
 """Aggregations over one run: the score matrix, the ranking, the grader failure analysis
-and the tool usage. Each is one GROUP BY in the database, so a run of 100,000 outcomes
-costs one scan, not a transfer."""
+and the tool usage. Each reads the running sums the ingest keeps (``cells``,
+``grader_stats``, ``tool_stats``): a few thousand rows for a run of 100,000 outcomes."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, func, or_, select, tuple_
+from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
-from vally.tools.history.metrics import BY_NAME, Counts, aggregate_columns, combine
+from vally.tools.history.metrics import BY_NAME, Counts, aggregate_columns
 from vally.tools.history.pagination import PageRequest, bad_request, not_found, page_of
-from vally.tools.history.schema import graders, outcomes, runs, tools
+from vally.tools.history.schema import cells, grader_stats, runs, tool_stats
 
 TOP_STIMULI = 5
 """Stimuli listed per failing grader."""
@@ -41,7 +41,7 @@ def axis_of(connection: Connection, run_id: str, requested: str | None) -> str:
             raise bad_request("axis must be model or variant")
         return requested
     variants = connection.execute(
-        select(func.count(func.distinct(outcomes.c.variant))).where(outcomes.c.run_id == run_id)
+        select(func.count(func.distinct(cells.c.variant))).where(cells.c.run_id == run_id)
     ).scalar_one()
     return "variant" if variants > 1 else "model"
 
@@ -66,7 +66,7 @@ def matrix(
     require_run(connection, run_id)
     metric = metric_of(params)
     axis = axis_of(connection, run_id, params.get("axis"))
-    o = outcomes.c
+    o = cells.c
     column = o.variant if axis == "variant" else o.model
     columns = [
         v
@@ -85,7 +85,7 @@ def matrix(
         keys.order_by(o.eval_name, o.stimulus).limit(page.limit + 1)
     ).all()
     shown, info = page_of(row_keys, page, total, lambda key: (key[0], key[1]))
-    cells: dict[tuple[str, str], dict[str, dict[str, Any]]] = {(e, s): {} for e, s in shown}
+    values: dict[tuple[str, str], dict[str, dict[str, Any]]] = {(e, s): {} for e, s in shown}
     if shown:
         for row in connection.execute(
             select(o.eval_name, o.stimulus, column.label("col"), *aggregate_columns())
@@ -93,7 +93,7 @@ def matrix(
             .group_by(o.eval_name, o.stimulus, column)
         ):
             counts = Counts.of(row)
-            cells[(row.eval_name, row.stimulus)][row.col] = {
+            values[(row.eval_name, row.stimulus)][row.col] = {
                 "value": counts.value(metric),
                 "trials": counts.trials,
                 "graded": counts.graded,
@@ -102,7 +102,7 @@ def matrix(
         "metric": BY_NAME[metric].to_json(),
         "axis": axis,
         "columns": columns,
-        "rows": [{"evalName": e, "stimulus": s, "cells": cells[(e, s)]} for e, s in shown],
+        "rows": [{"evalName": e, "stimulus": s, "cells": values[(e, s)]} for e, s in shown],
         "page": info,
     }
 
@@ -111,16 +111,16 @@ def ranking(connection: Connection, run_id: str, params: Mapping[str, str]) -> d
     """``GET /api/runs/{id}/ranking``: models (or variants) by pass rate, then mean score."""
     require_run(connection, run_id)
     axis = axis_of(connection, run_id, params.get("axis"))
-    o = outcomes.c
+    o = cells.c
     column = o.variant if axis == "variant" else o.model
-    groups: dict[str, list[Counts]] = {}
-    for row in connection.execute(
-        select(column.label("col"), *aggregate_columns())
-        .where(o.run_id == run_id)
-        .group_by(column, o.eval_name, o.stimulus)
-    ):
-        groups.setdefault(row.col, []).append(Counts.of(row))
-    entries = [{"name": name, **combine(cells).to_json()} for name, cells in groups.items()]
+    entries = [
+        {"name": row.col, **Counts.of(row).to_json()}
+        for row in connection.execute(
+            select(column.label("col"), *aggregate_columns())
+            .where(o.run_id == run_id)
+            .group_by(column)
+        )
+    ]
     entries.sort(key=lambda e: (-(e["passRate"] or -1), -(e["meanScore"] or -1), e["name"]))
     for rank, entry in enumerate(entries, 1):
         entry["rank"] = rank
@@ -131,51 +131,47 @@ def grader_failures(connection: Connection, run_id: str) -> dict[str, Any]:
     """``GET /api/runs/{id}/graders``: per grader, how often it failed or errored, most
     failing first, with the stimuli where it failed most."""
     require_run(connection, run_id)
-    g = graders.c
-    failed = case((and_(g.passed.is_(False), g.status == "success"), 1), else_=0)
-    errored = case((g.status == "error", 1), else_=0)
+    g = grader_stats.c
     entries: list[dict[str, Any]] = []
     for row in connection.execute(
         select(
             g.name,
             g.type,
-            func.count().label("n"),
-            func.sum(failed).label("failed"),
-            func.sum(errored).label("errored"),
-            func.avg(g.score).label("score"),
-            func.sum(case((g.required.is_(True), 1), else_=0)).label("required"),
+            func.sum(g.results).label("n"),
+            func.sum(g.failed).label("failed"),
+            func.sum(g.errored).label("errored"),
+            func.sum(g.score_sum).label("score"),
+            func.sum(g.required).label("required"),
         )
         .where(g.run_id == run_id)
         .group_by(g.name, g.type)
     ):
-        n, fails = int(row.n), int(row.failed or 0)
+        n, fails, errors = int(row.n), int(row.failed), int(row.errored)
         entries.append(
             {
                 "name": row.name,
                 "type": row.type,
                 "results": n,
                 "failed": fails,
-                "errored": int(row.errored or 0),
-                "passed": n - fails - int(row.errored or 0),
+                "errored": errors,
+                "passed": n - fails - errors,
                 "failRate": fails / n if n else None,
-                "meanScore": _round(row.score),
-                "required": int(row.required or 0) > 0,
+                "meanScore": round(float(row.score) / n, 6) if n else None,
+                "required": int(row.required) > 0,
                 "topFailingStimuli": [],
             }
         )
     entries.sort(key=lambda e: (-(e["failed"] + e["errored"]), e["name"]))
     by_name = {(e["name"], e["type"]): e for e in entries}
-    for row in connection.execute(
-        select(g.name, g.type, outcomes.c.stimulus, func.count().label("n"))
-        .join(outcomes, outcomes.c.id == g.outcome_id)
-        .where(g.run_id == run_id, g.passed.is_(False))
-        .group_by(g.name, g.type, outcomes.c.stimulus)
-        .order_by(func.count().desc(), outcomes.c.stimulus)
+    for top in connection.execute(
+        select(g.name, g.type, g.stimulus, g.failed)
+        .where(g.run_id == run_id, g.failed > 0)
+        .order_by(g.failed.desc(), g.stimulus)
         .limit(50 * TOP_STIMULI)
     ):
-        listed = by_name[(row.name, row.type)]["topFailingStimuli"]
+        listed = by_name[(top.name, top.type)]["topFailingStimuli"]
         if len(listed) < TOP_STIMULI:
-            listed.append({"stimulus": row.stimulus, "failed": int(row.n)})
+            listed.append({"stimulus": top.stimulus, "failed": int(top.failed)})
     return {"graders": entries}
 
 
@@ -183,34 +179,27 @@ def tool_usage(connection: Connection, run_id: str) -> dict[str, Any]:
     """``GET /api/runs/{id}/tools``: per tool, its calls, failed results and the trials
     that used it, most called first."""
     require_run(connection, run_id)
-    t = tools.c
+    t = tool_stats.c
     trials = connection.execute(
-        select(func.count()).select_from(outcomes).where(outcomes.c.run_id == run_id)
+        select(func.sum(cells.c.trials)).where(cells.c.run_id == run_id)
     ).scalar_one()
-    entries = [
-        {
-            "tool": row.tool,
-            "calls": int(row.calls),
-            "failures": int(row.failures),
-            "trials": int(row.trials),
-            "failureRate": int(row.failures) / int(row.calls) if int(row.calls) else None,
-            "callsPerTrial": int(row.calls) / int(row.trials) if int(row.trials) else None,
-            "share": int(row.trials) / trials if trials else None,
-        }
-        for row in connection.execute(
-            select(
-                t.tool,
-                func.sum(t.calls).label("calls"),
-                func.sum(t.failures).label("failures"),
-                func.count().label("trials"),
-            )
-            .where(t.run_id == run_id)
-            .group_by(t.tool)
-            .order_by(func.sum(t.calls).desc(), t.tool)
+    trials = int(trials or 0)
+    entries = []
+    for row in connection.execute(
+        select(t.tool, t.calls, t.failures, t.trials)
+        .where(t.run_id == run_id)
+        .order_by(t.calls.desc(), t.tool)
+    ):
+        calls, used = int(row.calls), int(row.trials)
+        entries.append(
+            {
+                "tool": row.tool,
+                "calls": calls,
+                "failures": int(row.failures),
+                "trials": used,
+                "failureRate": int(row.failures) / calls if calls else None,
+                "callsPerTrial": calls / used if used else None,
+                "share": used / trials if trials else None,
+            }
         )
-    ]
     return {"trials": trials, "tools": entries}
-
-
-def _round(value: Any) -> float | None:
-    return None if value is None else round(float(value), 6)

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
 from vally.tools.history.analysis import require_run
-from vally.tools.history.metrics import Counts, aggregate_columns, combine
+from vally.tools.history.metrics import Counts, aggregate_columns
 from vally.tools.history.pagination import PageRequest, bad_request, page_of
-from vally.tools.history.runqueries import cell_counts, run_json
-from vally.tools.history.schema import outcomes, runs
+from vally.tools.history.runqueries import run_json, run_totals
+from vally.tools.history.schema import cells, runs
 
 DELTA_METRICS = ("passRate", "meanScore", "durationMs", "tokens")
 """Metrics an experiment compares variant by variant."""
@@ -27,8 +27,8 @@ def compare_runs(
     if len(ids) < 2 or len(set(ids)) != len(ids):
         raise bad_request("runs must name two or more different runs: ?runs=<id>,<id>")
     rows = {row.run_id: row for row in (require_run(connection, r) for r in ids)}
-    cells = cell_counts(connection, ids)
-    o = outcomes.c
+    totals = run_totals(connection, ids)
+    o = cells.c
     keys = select(o.eval_name, o.stimulus, o.model).where(o.run_id.in_(ids)).distinct()
     total = connection.execute(select(func.count()).select_from(keys.subquery())).scalar_one()
     if page.after is not None:
@@ -69,7 +69,7 @@ def compare_runs(
             }
         )
     return {
-        "runs": [run_json(rows[r], combine(cells[r])) for r in ids],
+        "runs": [run_json(rows[r], totals[r]) for r in ids],
         "rows": out_rows,
         "page": info,
     }
@@ -88,26 +88,32 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     row = require_run(connection, run_id)
     if row.kind != "experiment":
         raise bad_request(f"run {run_id!r} is not an experiment")
-    o = outcomes.c
-    cells: dict[str, dict[tuple[str, str, str], Counts]] = {}
+    o = cells.c
+    by_variant: dict[str, dict[tuple[str, str, str], Counts]] = {}
     for cell in connection.execute(
         select(o.variant, o.eval_name, o.stimulus, o.model, *aggregate_columns())
         .where(o.run_id == run_id)
         .group_by(o.variant, o.eval_name, o.stimulus, o.model)
     ):
         key = (cell.eval_name, cell.stimulus, cell.model)
-        cells.setdefault(cell.variant, {})[key] = Counts.of(cell)
-    baseline = row.baseline if row.baseline in cells else next(iter(sorted(cells)), None)
+        by_variant.setdefault(cell.variant, {})[key] = Counts.of(cell)
+    per_variant = {
+        v.variant: Counts.of(v)
+        for v in connection.execute(
+            select(o.variant, *aggregate_columns()).where(o.run_id == run_id).group_by(o.variant)
+        )
+    }
+    baseline = row.baseline if row.baseline in by_variant else next(iter(sorted(by_variant)), None)
     variants = []
-    for name in sorted(cells, key=lambda v: (v != baseline, v)):
+    for name in sorted(by_variant, key=lambda v: (v != baseline, v)):
         entry: dict[str, Any] = {
             "name": name,
             "isBaseline": name == baseline,
-            **combine(list(cells[name].values())).to_json(),
+            **per_variant[name].to_json(),
             "deltas": {},
         }
         if baseline is not None and name != baseline:
-            base, treat = cells[baseline], cells[name]
+            base, treat = by_variant[baseline], by_variant[name]
             shared = sorted(set(base) & set(treat))
             for metric in DELTA_METRICS:
                 pairs = [
@@ -131,7 +137,7 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
             }
         variants.append(entry)
     return {
-        "run": run_json(row, combine([c for v in cells.values() for c in v.values()])),
+        "run": run_json(row, run_totals(connection, [run_id])[run_id]),
         "experiment": row.experiment,
         "baseline": baseline,
         "variants": variants,
@@ -158,7 +164,7 @@ def history(connection: Connection, params: Mapping[str, str], page: PageRequest
     stimulus = params.get("stimulus")
     if not stimulus:
         raise bad_request("history needs ?stimulus=<name>")
-    o, r = outcomes.c, runs.c
+    o, r = cells.c, runs.c
     where = [o.stimulus == stimulus]
     for name, column in (("eval", o.eval_name), ("model", o.model), ("variant", o.variant)):
         if name in params:
@@ -196,7 +202,7 @@ def history(connection: Connection, params: Mapping[str, str], page: PageRequest
 def stimuli(connection: Connection, params: Mapping[str, str], page: PageRequest) -> dict[str, Any]:
     """``GET /api/stimuli``: every (eval, stimulus) in the store with the runs that ran it
     (``q`` filters by a part of the name)."""
-    o = outcomes.c
+    o = cells.c
     query = select(o.eval_name, o.stimulus, func.count(func.distinct(o.run_id)).label("runs"))
     if params.get("q"):
         query = query.where(o.stimulus.contains(params["q"], autoescape=True))

@@ -11,6 +11,7 @@ neither lose nor duplicate a trial. Bad lines are reported and skipped.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,16 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Table, select
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from vally.engine.rundir import safe_name
 from vally.tools.history import schema
-from vally.tools.history.rows import OutcomeRows, RecordError, Row, outcome_rows
+from vally.tools.history.rows import OutcomeRows, RecordError, Row, outcome_rows, sums_of
 from vally.tools.history.runfiles import Line, Problem, RunFolder, find_run_folders, read_lines
 from vally.tools.history.store import Store
 from vally.tools.history.trialdirs import TrialFolders, list_artifacts, read_events
 
 BATCH = 1000
 """Outcomes per transaction."""
+RETRIES = 5
+"""Attempts of one batch that collides with a concurrent ingest."""
 
 
 @dataclass
@@ -240,18 +244,64 @@ def _write_batch(
     trials: TrialFolders,
     report: IngestReport,
 ) -> None:
-    if not batch:
+    """Insert the outcomes of ``batch`` not yet in the store, and add them to the sums, in
+    one transaction. Another ingest may insert the same outcomes at the same moment (a
+    PostgreSQL store shared by CI shards): the loser's transaction fails on the unique id
+    (or is chosen as a deadlock victim), is rolled back whole and retried, and then finds
+    them present."""
+    unique = list({b.outcome["id"]: b for b in batch}.values())
+    if not unique:
         return
-    with store.engine.begin() as connection:
-        _ensure_runs(connection, store, [runs[r] for r in {b.outcome["run_id"] for b in batch}])
-        added = set(_insert_new(connection, store, schema.outcomes, [b.outcome for b in batch]))
-        fresh = [b for b in batch if b.outcome["id"] in added]
-        for rows in fresh:
-            _attach_folder(rows, trials)
-        _insert_all(connection, schema.outcome_details, [b.detail for b in fresh])
-        _insert_all(connection, schema.graders, [g for b in fresh for g in b.graders])
-        _insert_all(connection, schema.tools, [t for b in fresh for t in b.tools])
-    report.added += len(added)
+    for attempt in range(RETRIES):
+        try:
+            with store.engine.begin() as connection:
+                report.added += _insert_batch(connection, store, unique, runs, trials)
+            return
+        except (IntegrityError, OperationalError):
+            if attempt == RETRIES - 1:
+                raise
+
+
+def _insert_batch(
+    connection: Connection,
+    store: Store,
+    batch: list[OutcomeRows],
+    runs: dict[str, RunInfo],
+    trials: TrialFolders,
+) -> int:
+    _ensure_runs(connection, store, [runs[r] for r in sorted({b.outcome["run_id"] for b in batch})])
+    ids = [b.outcome["id"] for b in batch]
+    present = set(
+        connection.execute(
+            select(schema.outcomes.c.id).where(schema.outcomes.c.id.in_(ids))
+        ).scalars()
+    )
+    fresh = [b for b in batch if b.outcome["id"] not in present]
+    if not fresh:
+        return 0
+    for rows in fresh:
+        _attach_folder(rows, trials)
+        rows.detail["record"] = zlib.compress(rows.detail["record"].encode(), 1)
+    connection.execute(schema.outcomes.insert(), [b.outcome for b in fresh])
+    connection.execute(schema.outcome_details.insert(), [b.detail for b in fresh])
+    for table, sums, additions in sums_of(fresh):
+        _add_sums(connection, store, table, sums, additions)
+    return len(fresh)
+
+
+def _add_sums(
+    connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
+) -> None:
+    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row)."""
+    if not rows:
+        return
+    statement = _insert(store)(table)
+    keys = [c.name for c in table.primary_key.columns]
+    statement = statement.on_conflict_do_update(
+        index_elements=keys,
+        set_={name: table.c[name] + statement.excluded[name] for name in sums},
+    )
+    connection.execute(statement, rows)
 
 
 def _attach_folder(rows: OutcomeRows, trials: TrialFolders) -> None:
@@ -261,20 +311,8 @@ def _attach_folder(rows: OutcomeRows, trials: TrialFolders) -> None:
     rows.detail["trial_dir"] = str(trial_dir)
     rows.detail["artifacts"] = list_artifacts(trial_dir)
     if rows.needs_folder_events:
-        rows.detail["events"] = read_events(trial_dir)
-
-
-def _insert_new(connection: Connection, store: Store, table: Table, rows: list[Row]) -> list[str]:
-    """Insert the rows not present yet (by any unique key); the ids of those inserted."""
-    if not rows:
-        return []
-    statement = _insert(store)(table).on_conflict_do_nothing().returning(table.c.id)
-    return list(connection.execute(statement, rows).scalars())
-
-
-def _insert_all(connection: Connection, table: Table, rows: list[Row]) -> None:
-    if rows:
-        connection.execute(table.insert(), rows)
+        events = read_events(trial_dir)
+        rows.detail["events"] = None if events is None else zlib.compress(events.encode(), 1)
 
 
 def _insert(store: Store) -> Any:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, func
+from sqlalchemy import ColumnElement, and_, case, func
 
-from vally.tools.history.schema import outcomes
+from vally.tools.history.schema import cells
 
 
 @dataclass(frozen=True)
@@ -74,19 +74,28 @@ BY_NAME = {m.name: m for m in METRICS}
 
 
 def aggregate_columns() -> list[ColumnElement[Any]]:
-    """The SELECT columns every group query computes (labelled as :class:`Counts` fields)."""
-    verdict = outcomes.c.verdict
-    graded = verdict.in_(("pass", "fail"))
+    """The SELECT columns every group query computes over ``cells`` (labelled as the fields
+    of :class:`Counts`). A row of ``cells`` is one stimulus group (eval, stimulus, model,
+    variant), the unit of pass@k and pass^k."""
+    c = cells.c
+
+    def mean(total: str, count: str) -> ColumnElement[Any]:
+        return func.sum(c[total]) / func.nullif(func.sum(c[count]), 0)
+
+    graded = c.graded > 0
     return [
-        func.count().label("trials"),
-        func.sum(case((graded, 1), else_=0)).label("graded"),
-        func.sum(case((verdict == "pass", 1), else_=0)).label("passed"),
-        func.sum(case((verdict == "error", 1), else_=0)).label("errored"),
-        func.sum(case((graded, outcomes.c.score), else_=None)).label("score_sum"),
-        func.avg(outcomes.c.duration_ms).label("duration_ms"),
-        func.avg(outcomes.c.tokens).label("tokens"),
-        func.avg(outcomes.c.tool_calls).label("tool_calls"),
-        func.avg(outcomes.c.turns).label("turns"),
+        func.sum(case((graded, 1), else_=0)).label("groups"),
+        func.sum(case((c.passed > 0, 1), else_=0)).label("any_passed"),
+        func.sum(case((and_(graded, c.passed == c.graded), 1), else_=0)).label("all_passed"),
+        func.sum(c.trials).label("trials"),
+        func.sum(c.graded).label("graded"),
+        func.sum(c.passed).label("passed"),
+        func.sum(c.errored).label("errored"),
+        func.sum(c.score_sum).label("score_sum"),
+        mean("duration_sum", "duration_n").label("duration_ms"),
+        mean("tokens_sum", "tokens_n").label("tokens"),
+        mean("tool_calls_sum", "tool_calls_n").label("tool_calls"),
+        mean("turns_sum", "turns_n").label("turns"),
     ]
 
 
@@ -122,10 +131,9 @@ class Counts:
             _num(m["tool_calls"]),
             _num(m["turns"]),
         )
-        if counts.graded:  # a single cell is one stimulus group
-            counts.groups = 1
-            counts.any_passed = int(counts.passed > 0)
-            counts.all_passed = int(counts.passed == counts.graded)
+        counts.groups = int(m["groups"] or 0)
+        counts.any_passed = int(m["any_passed"] or 0)
+        counts.all_passed = int(m["all_passed"] or 0)
         return counts
 
     def value(self, metric: str) -> float | None:
@@ -157,25 +165,6 @@ class Counts:
             "ungraded": self.trials - self.graded - self.errored,
             **{m.name: _round(self.value(m.name)) for m in METRICS},
         }
-
-
-def combine(cells: list[Counts]) -> Counts:
-    """The counts of the union of stimulus groups ``cells`` (means weighted by trials)."""
-    total = Counts()
-    for cell in cells:
-        total.trials += cell.trials
-        total.graded += cell.graded
-        total.passed += cell.passed
-        total.errored += cell.errored
-        total.score_sum += cell.score_sum
-        total.groups += cell.groups
-        total.any_passed += cell.any_passed
-        total.all_passed += cell.all_passed
-    for name in ("duration_ms", "tokens", "tool_calls", "turns"):
-        weighted = [(getattr(c, name), c.trials) for c in cells if getattr(c, name) is not None]
-        weight = sum(w for _, w in weighted)
-        setattr(total, name, sum(v * w for v, w in weighted) / weight if weight else None)
-    return total
 
 
 def _num(value: Any) -> float | None:

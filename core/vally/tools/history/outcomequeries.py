@@ -4,13 +4,14 @@ grader details and artifacts, and its trajectory."""
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, func, select, true
 
 from vally.tools.history.pagination import PageRequest, bad_request, not_found, page_of
-from vally.tools.history.schema import outcome_details, outcomes, runs
+from vally.tools.history.schema import cells, outcome_details, outcomes, runs
 
 FILTERS = {
     "run": outcomes.c.run_id,
@@ -24,6 +25,15 @@ FILTERS = {
 """Query parameters that filter outcomes by equality (``model=`` matches "no model")."""
 
 VERDICTS = ("pass", "fail", "error", "ungraded")
+
+CELL_COLUMNS = {
+    "run": "run_id",
+    "eval": "eval_name",
+    "stimulus": "stimulus",
+    "model": "model",
+    "variant": "variant",
+}
+"""Filters that are columns of ``cells`` too (so totals are sums, not counts)."""
 
 
 def outcome_json(row: Any) -> dict[str, Any]:
@@ -49,7 +59,7 @@ def outcome_json(row: Any) -> dict[str, Any]:
         "errorEvents": m["error_events"],
         "endReason": m["end_reason"],
         "errorCode": m["error_code"],
-        "tags": m["tags"] if isinstance(m["tags"], dict) else {},
+        "tags": json.loads(m["tags"]) if m["tags"] else {},
     }
 
 
@@ -65,15 +75,34 @@ def outcome_filter(params: Mapping[str, str]) -> ColumnElement[bool]:
             conditions.append(column == params[name])
     if params.get("verdict") and params["verdict"] not in VERDICTS:
         raise bad_request(f"verdict must be one of {', '.join(VERDICTS)}")
-    if params.get("q"):
-        text = params["q"]
-        conditions.append(
-            outcomes.c.stimulus.contains(text, autoescape=True)
-            | outcomes.c.trial_id.contains(text, autoescape=True)
+    if params.get("q"):  # matched against the (few) stimulus names, not every outcome
+        names = select(cells.c.stimulus).where(
+            cells.c.stimulus.contains(params["q"], autoescape=True)
         )
-    if params.get("minDurationMs", "").isdigit():
-        conditions.append(outcomes.c.duration_ms >= int(params["minDurationMs"]))
+        conditions.append(outcomes.c.stimulus.in_(names.distinct()))
     return and_(true(), *conditions)
+
+
+def _total(connection: Connection, params: Mapping[str, str], where: ColumnElement[bool]) -> int:
+    """How many outcomes match: summed from ``cells`` when every filter is one of its
+    columns (or the verdict), else counted."""
+    if "status" in params:
+        count = select(func.count()).select_from(outcomes).where(where)
+        return int(connection.execute(count).scalar_one())
+    c = cells.c
+    amount = {
+        "pass": c.passed,
+        "fail": c.graded - c.passed,
+        "error": c.errored,
+        "ungraded": c.trials - c.graded - c.errored,
+    }.get(params.get("verdict", ""), c.trials)
+    conditions = [
+        c[column] == params[name] for name, column in CELL_COLUMNS.items() if name in params
+    ]
+    if params.get("q"):
+        conditions.append(c.stimulus.contains(params["q"], autoescape=True))
+    total = connection.execute(select(func.sum(amount)).where(*conditions)).scalar_one()
+    return int(total or 0)
 
 
 def list_outcomes(
@@ -89,7 +118,7 @@ def list_outcomes(
     if order not in ("asc", "desc"):
         raise bad_request("order must be asc or desc")
     where = outcome_filter(params)
-    total = connection.execute(select(func.count()).select_from(outcomes).where(where)).scalar_one()
+    total = _total(connection, params, where)
     query = select(outcomes).where(where)
     seq = outcomes.c.seq
     if page.after is not None:
@@ -116,7 +145,7 @@ def _load(connection: Connection, outcome_id: str) -> tuple[Any, Any]:
     ).one_or_none()
     if row is None:
         raise not_found("outcome", outcome_id)
-    return row, json.loads(row.record)
+    return row, json.loads(zlib.decompress(row.record))
 
 
 def outcome_detail(connection: Connection, outcome_id: str) -> dict[str, Any]:
@@ -130,7 +159,7 @@ def outcome_detail(connection: Connection, outcome_id: str) -> dict[str, Any]:
     if isinstance(trajectory, dict):
         record["trajectory"] = {k: v for k, v in trajectory.items() if k != "events"}
     if not count and row.events:
-        count = len(json.loads(row.events))
+        count = len(json.loads(zlib.decompress(row.events)))
     return {
         "outcome": outcome_json(row),
         "runName": row.name,
@@ -149,7 +178,10 @@ def trajectory(connection: Connection, outcome_id: str, page: PageRequest) -> di
     events = trajectory.get("events") if isinstance(trajectory, dict) else None
     source = "record"
     if not isinstance(events, list) or not events:
-        events, source = (json.loads(row.events), "trial-folder") if row.events else ([], "none")
+        if row.events:
+            events, source = json.loads(zlib.decompress(row.events)), "trial-folder"
+        else:
+            events, source = [], "none"
     start = int(page.after[0]) if page.after is not None else 0
     window = [
         {"index": start + i, **event} if isinstance(event, dict) else {"index": start + i}

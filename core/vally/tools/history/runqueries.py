@@ -8,11 +8,16 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, true
 
-from vally.tools.history.metrics import Counts, aggregate_columns, combine
+from vally.tools.history.metrics import Counts, aggregate_columns
 from vally.tools.history.pagination import PageRequest, not_found, page_of
-from vally.tools.history.schema import outcomes, run_summaries, runs
-
-HISTOGRAM_BINS = 20
+from vally.tools.history.schema import (
+    BUCKETS_PER_DOUBLING,
+    cells,
+    durations,
+    outcomes,
+    run_summaries,
+    runs,
+)
 
 
 def run_json(row: Any, counts: Counts) -> dict[str, Any]:
@@ -33,18 +38,14 @@ def run_json(row: Any, counts: Counts) -> dict[str, Any]:
     }
 
 
-def cell_counts(connection: Connection, run_ids: list[str]) -> dict[str, list[Counts]]:
-    """Per run, the counts of each stimulus group (eval, stimulus, model, variant)."""
-    o = outcomes.c
+def run_totals(connection: Connection, run_ids: list[str]) -> dict[str, Counts]:
+    """The counts and metrics of each run (one aggregate over its cells)."""
+    c = cells.c
     rows = connection.execute(
-        select(o.run_id, *aggregate_columns())
-        .where(o.run_id.in_(run_ids))
-        .group_by(o.run_id, o.eval_name, o.stimulus, o.model, o.variant)
+        select(c.run_id, *aggregate_columns()).where(c.run_id.in_(run_ids)).group_by(c.run_id)
     )
-    cells: dict[str, list[Counts]] = {run_id: [] for run_id in run_ids}
-    for row in rows:
-        cells[row.run_id].append(Counts.of(row))
-    return cells
+    totals = {row.run_id: Counts.of(row) for row in rows}
+    return {run_id: totals.get(run_id, Counts()) for run_id in run_ids}
 
 
 def list_runs(
@@ -71,9 +72,9 @@ def list_runs(
         query.order_by(started.desc(), r.run_id.desc()).limit(page.limit + 1)
     ).all()
     shown, info = page_of(rows, page, total, lambda row: (row.sort, row.run_id))
-    cells = cell_counts(connection, [row.run_id for row in shown])
+    totals = run_totals(connection, [row.run_id for row in shown])
     return {
-        "runs": [run_json(row, combine(cells[row.run_id])) for row in shown],
+        "runs": [run_json(row, totals[row.run_id]) for row in shown],
         "page": info,
     }
 
@@ -84,20 +85,20 @@ def run_detail(connection: Connection, run_id: str) -> dict[str, Any]:
     row = connection.execute(select(runs).where(runs.c.run_id == run_id)).one_or_none()
     if row is None:
         raise not_found("run", run_id)
-    o = outcomes.c
-    cells = cell_counts(connection, [run_id])[run_id]
+    c = cells.c
+    total = run_totals(connection, [run_id])[run_id]
     distinct = {
         name: [
             v
             for (v,) in connection.execute(
-                select(column).where(o.run_id == run_id).distinct().order_by(column)
+                select(column).where(c.run_id == run_id).distinct().order_by(column)
             )
         ]
-        for name, column in (("evals", o.eval_name), ("models", o.model), ("variants", o.variant))
+        for name, column in (("evals", c.eval_name), ("models", c.model), ("variants", c.variant))
     }
     stimuli = connection.execute(
         select(func.count()).select_from(
-            select(o.eval_name, o.stimulus).where(o.run_id == run_id).distinct().subquery()
+            select(c.eval_name, c.stimulus).where(c.run_id == run_id).distinct().subquery()
         )
     ).scalar_one()
     summaries = [
@@ -109,7 +110,7 @@ def run_detail(connection: Connection, run_id: str) -> dict[str, Any]:
         )
     ]
     return {
-        "run": run_json(row, combine(cells)),
+        "run": run_json(row, total),
         **distinct,
         "stimulusCount": stimuli,
         "summaries": summaries,
@@ -118,29 +119,23 @@ def run_detail(connection: Connection, run_id: str) -> dict[str, Any]:
 
 
 def duration_histogram(connection: Connection, run_id: str) -> list[dict[str, Any]]:
-    """The trials' durations in :data:`HISTOGRAM_BINS` equal bins, counted by verdict."""
-    o = outcomes.c
-    in_run = and_(o.run_id == run_id, o.duration_ms.is_not(None))
-    low, high = connection.execute(
-        select(func.min(o.duration_ms), func.max(o.duration_ms)).where(in_run)
-    ).one()
-    if low is None:
-        return []
-    width = max(1, -(-(int(high) - int(low) + 1) // HISTOGRAM_BINS))
-    index = (o.duration_ms - int(low)) // width
+    """The trials' durations counted by verdict in logarithmic bins (four per doubling),
+    from the shortest to the longest bin that holds a trial."""
+    d = durations.c
     counts: dict[int, dict[str, int]] = {}
-    for bin_index, verdict, count in connection.execute(
-        select(index, o.verdict, func.count()).where(in_run).group_by(index, o.verdict)
+    for bucket, verdict, trials in connection.execute(
+        select(d.bucket, d.verdict, d.trials).where(d.run_id == run_id)
     ):
-        counts.setdefault(int(bin_index), {})[verdict] = int(count)
+        counts.setdefault(int(bucket), {})[verdict] = int(trials)
+    if not counts:
+        return []
+
+    def edge(bucket: int) -> int:
+        return round(2 ** (bucket / BUCKETS_PER_DOUBLING))
+
     return [
-        {
-            "lowMs": int(low) + i * width,
-            "highMs": int(low) + (i + 1) * width,
-            "counts": counts.get(i, {}),
-        }
-        for i in range(HISTOGRAM_BINS)
-        if int(low) + i * width <= int(high)
+        {"lowMs": edge(b), "highMs": edge(b + 1), "counts": counts.get(b, {})}
+        for b in range(min(counts), max(counts) + 1)
     ]
 
 

@@ -108,7 +108,7 @@ def open_store(target: str, *, create: bool = True) -> Store:
         if path.exists() and not path.is_file():
             raise StoreError(f"the store {path} is not a file", hint="pass a file path")
         path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
+        engine = create_engine(f"sqlite:///{path}", pool_size=8, max_overflow=8)
         _configure_sqlite(engine, wal=True)
         store = Store(engine, str(path), "sqlite")
     _prepare(store)

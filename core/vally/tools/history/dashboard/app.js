@@ -71,7 +71,7 @@ function table(headers, rows, attrs) {
 }
 
 function show(...nodes) {
-  app.replaceChildren(...nodes);
+  app.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
 }
 
 function setNav(name) {
@@ -113,7 +113,7 @@ function durationChart(bins) {
   const totals = bins.map((b) => order.reduce((s, k) => s + (b.counts[k] || 0), 0));
   const max = Math.max(1, ...totals);
   const bw = (W - pad * 2) / bins.length;
-  const svg = h("svg", { viewBox: `0 0 ${W} ${H + 24}`, width: "100%", role: "img", "aria-label": "Duration histogram", "data-testid": "duration-chart" });
+  const svg = h("svg", { viewBox: `0 0 ${W} ${H + 24}`, width: W, role: "img", "aria-label": "Duration histogram", "data-testid": "duration-chart" });
   svg.append(h("line", { x1: pad, y1: H, x2: W - pad, y2: H, stroke: "#d0d7de" }));
   const colors = { pass: "#1a7f37", fail: "#cf222e", error: "#9a6700", ungraded: "#8c959f" };
   bins.forEach((b, i) => {
@@ -136,7 +136,7 @@ function durationChart(bins) {
 
 function lineChart(points, label) {
   const W = 720, H = 180, pad = 34;
-  const svg = h("svg", { viewBox: `0 0 ${W} ${H + 24}`, width: "100%", role: "img", "aria-label": label, "data-testid": "history-chart" });
+  const svg = h("svg", { viewBox: `0 0 ${W} ${H + 24}`, width: W, role: "img", "aria-label": label, "data-testid": "history-chart" });
   svg.append(h("line", { x1: pad, y1: H, x2: W - pad, y2: H, stroke: "#d0d7de" }));
   svg.append(h("line", { x1: pad, y1: 10, x2: pad, y2: H, stroke: "#d0d7de" }));
   svg.append(h("text", { x: pad - 4, y: 14, "text-anchor": "end" }, "100%"));
@@ -157,7 +157,7 @@ function intervalChart(variants) {
   const lo = Math.min(-0.1, ...rows.map((v) => v.deltas.passRate.ciLow ?? v.deltas.passRate.delta ?? 0));
   const hi = Math.max(0.1, ...rows.map((v) => v.deltas.passRate.ciHigh ?? v.deltas.passRate.delta ?? 0));
   const x = (v) => pad + ((v - lo) / (hi - lo)) * (W - pad - 20);
-  const svg = h("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img", "aria-label": "Pass-rate deltas with 95% intervals", "data-testid": "delta-chart" });
+  const svg = h("svg", { viewBox: `0 0 ${W} ${H}`, width: W, role: "img", "aria-label": "Pass-rate deltas with 95% intervals", "data-testid": "delta-chart" });
   svg.append(h("line", { x1: x(0), y1: 4, x2: x(0), y2: H - 20, stroke: "#8c959f", "stroke-dasharray": "3,3" }));
   rows.forEach((v, i) => {
     const d = v.deltas.passRate, y = 18 + i * rowH;
