@@ -45,14 +45,17 @@ MODELS = ("model-a", "model-b", "model-c", "model-d")
 
 def _ingest(run: Path, target: str) -> dict[str, Any]:
     store = open_store(target)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = ingest(store, [run])
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     store.close()
     return {
-        "outcomes": report.added,
+        "added": report.added,
+        "read": report.read,
         "seconds": round(seconds, 2),
-        "perSecond": round(report.added / seconds),
+        "cpuSeconds": round(cpu, 2),
+        "perSecond": round(report.read / seconds),
+        "perCpuSecond": round(report.read / cpu) if cpu else None,
     }
 
 

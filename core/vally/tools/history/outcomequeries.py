@@ -63,8 +63,15 @@ def outcome_json(row: Any) -> dict[str, Any]:
     }
 
 
-def outcome_filter(params: Mapping[str, str]) -> ColumnElement[bool]:
+def outcome_filter(
+    params: Mapping[str, str], matching: list[str] | None = None
+) -> ColumnElement[bool]:
     """The WHERE clause of the outcome filters in ``params``.
+
+    Args:
+        params: The query parameters.
+        matching: The stimulus names that contain ``q``, when they are few: outcomes are
+            then found through the stimulus index instead of matching every name.
 
     Raises:
         ApiError: An unknown verdict.
@@ -75,12 +82,27 @@ def outcome_filter(params: Mapping[str, str]) -> ColumnElement[bool]:
             conditions.append(column == params[name])
     if params.get("verdict") and params["verdict"] not in VERDICTS:
         raise bad_request(f"verdict must be one of {', '.join(VERDICTS)}")
-    if params.get("q"):  # matched against the (few) stimulus names, not every outcome
-        names = select(cells.c.stimulus).where(
-            cells.c.stimulus.contains(params["q"], autoescape=True)
-        )
-        conditions.append(outcomes.c.stimulus.in_(names.distinct()))
+    if matching is not None:
+        conditions.append(outcomes.c.stimulus.in_(matching))
+    elif params.get("q"):
+        conditions.append(outcomes.c.stimulus.contains(params["q"], autoescape=True))
     return and_(true(), *conditions)
+
+
+FEW_STIMULI = 64
+"""Up to this many stimuli matching ``q`` are looked up by name; more are matched while
+scanning in order (then a page fills quickly)."""
+
+
+def _matching(connection: Connection, params: Mapping[str, str]) -> list[str] | None:
+    if not params.get("q"):
+        return None
+    c = cells.c
+    query = select(c.stimulus).where(c.stimulus.contains(params["q"], autoescape=True))
+    if "run" in params:
+        query = query.where(c.run_id == params["run"])
+    names = list(connection.execute(query.distinct().limit(FEW_STIMULI + 1)).scalars())
+    return names if len(names) <= FEW_STIMULI else None
 
 
 def _total(connection: Connection, params: Mapping[str, str], where: ColumnElement[bool]) -> int:
@@ -117,7 +139,7 @@ def list_outcomes(
     order = params.get("order", "asc")
     if order not in ("asc", "desc"):
         raise bad_request("order must be asc or desc")
-    where = outcome_filter(params)
+    where = outcome_filter(params, _matching(connection, params))
     total = _total(connection, params, where)
     query = select(outcomes).where(where)
     seq = outcomes.c.seq

@@ -34,9 +34,16 @@ class TrialFolders:
     def __init__(self, run_folder: Path) -> None:
         self.run_folder = run_folder
         self._index: dict[tuple[str, str], Path] | None = None
+        try:
+            with os.scandir(run_folder) as entries:
+                self._has_folders = any(e.is_dir() for e in entries)
+        except OSError:
+            self._has_folders = False
 
     def find(self, outcome: Row) -> Path | None:
         """The folder of the trial ``outcome`` (a row of ``outcomes``), or None."""
+        if not self._has_folders:  # results without trial folders: nothing to look up
+            return None
         variant = outcome["variant"]
         base = self.run_folder
         if variant and base.name == safe_name(variant):
@@ -48,9 +55,9 @@ class TrialFolders:
             outcome["model"],
             outcome["trial_index"],
         )
-        candidate = base / trial_relpath(key)
-        if candidate.is_dir():
-            return candidate
+        candidate = os.path.join(base, trial_relpath(key))
+        if os.path.isdir(candidate):
+            return Path(candidate)
         return self._indexed().get((outcome["run_id"], outcome["trial_id"]))
 
     def _indexed(self) -> dict[tuple[str, str], Path]:
