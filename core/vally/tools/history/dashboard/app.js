@@ -405,7 +405,7 @@ async function historyPage(params) {
     parts.push(h("div", { class: "sub" }, `Pass rate of ${stimulus}${params.get("eval") ? " (" + params.get("eval") + ")" : ""} in each run that ran it, oldest to newest.`),
       h("div", { class: "panel" }, lineChart(chronological, "Pass rate across runs")),
       h("div", { class: "panel" }, table(["Run", "Started", "Trials", "Pass rate", "Mean score", "Duration"], body.points.map((p) =>
-        h("tr", { "data-testid": "history-row" }, h("td", {}, link(runHref(p.runId), p.runName)), h("td", {}, when(p.startedAt)), h("td", { class: "num" }, num(p.trials)),
+        h("tr", { "data-testid": "history-row" }, h("td", {}, link(runHref(p.runId), p.runName), h("span", { class: "muted" }, " " + p.runId.slice(0, 8))), h("td", {}, when(p.startedAt)), h("td", { class: "num" }, num(p.trials)),
           h("td", { class: "num" }, bar(p.passRate), pct(p.passRate)), h("td", { class: "num" }, p.meanScore === null ? "–" : p.meanScore.toFixed(3)), h("td", { class: "num" }, ms(p.durationMs)))))));
   }
   parts.push(h("div", { class: "panel" }, h("h2", {}, "Stimuli"), h("div", { class: "filters" }, search), picker));
