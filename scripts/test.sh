@@ -24,7 +24,7 @@ else
 fi
 python="$venv/bin/python"
 export PATH="$venv/bin:$PATH"
-"$python" -m pip install -q -e '.[dev,mcp,copilot]'
+"$python" -m pip install -q -e '.[dev,mcp,copilot,serve]'
 for example in plugins/examples/*/; do
   if [ -f "$example/pyproject.toml" ]; then
     "$python" -m pip install -q --no-deps -e "$example"

@@ -34,6 +34,8 @@ COMMAND_MODULES = (
     "vally.cli.experiment",
     "vally.cli.new",
     "vally.cli.init",
+    "vally.cli.ingest",
+    "vally.cli.serve",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 

@@ -1,0 +1,272 @@
+"""One ``trial-result`` record as the rows of the store.
+
+Records are read as plain JSON, not validated against the current models: a record written
+by an older or newer vally (a new field, a trajectory moved to its trial folder) still
+ingests, and the full line is kept verbatim. Only the fields the tables index are checked;
+a record without a run id, trial id, eval or stimulus name is a :class:`RecordError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Table
+
+from vally.tools.history.schema import (
+    BUCKETS_PER_DOUBLING,
+    CELL_SUMS,
+    DURATION_SUMS,
+    GRADER_SUMS,
+    TOOL_SUMS,
+    cells,
+    durations,
+    grader_stats,
+    outcome_id,
+    tool_stats,
+)
+
+Row = dict[str, Any]
+
+_FAILED = re.compile(r'"success"\s*:\s*false')
+
+
+class RecordError(ValueError):
+    """A record lacks a field the store needs (the message names it)."""
+
+
+@dataclass
+class OutcomeRows:
+    """The rows of one trial: its outcome and details, and what it adds to the running sums
+    (its grader verdicts and its tools)."""
+
+    outcome: Row
+    detail: Row
+    graders: list[Row] = field(default_factory=list)
+    tools: list[Row] = field(default_factory=list)
+    needs_folder_events: bool = False
+
+
+def _text(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise RecordError(f"the record has no {key!r} string")
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def verdict(status: str, grade: Mapping[str, Any] | None) -> str:
+    """``pass``, ``fail``, ``error`` (operational or grader error) or ``ungraded``."""
+    if status != "success":
+        return "error"
+    if grade is None:
+        return "ungraded"
+    if grade.get("errored"):
+        return "error"
+    if grade.get("hasGraders") is False:
+        return "ungraded"
+    return "pass" if grade.get("passed") else "fail"
+
+
+def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
+    """The rows of the trial record ``data`` (whose line is ``raw``).
+
+    Raises:
+        RecordError: A field the store indexes is missing.
+    """
+    run_id, trial_id = _text(data, "runId"), _text(data, "trialId")
+    oid = outcome_id(run_id, trial_id)
+    status = data.get("status") if isinstance(data.get("status"), str) else "error"
+    grade = data.get("gradeResult") if isinstance(data.get("gradeResult"), dict) else None
+    trajectory = _dict(data.get("trajectory"))
+    metrics = _dict(trajectory.get("metrics"))
+    error = _dict(data.get("error"))
+    outcome: Row = {
+        "id": oid,
+        "run_id": run_id,
+        "trial_id": trial_id,
+        "eval_name": _text(data, "evalName"),
+        "stimulus": _text(data, "stimulusName"),
+        "model": data.get("model") if isinstance(data.get("model"), str) else "",
+        "variant": data.get("variant") if isinstance(data.get("variant"), str) else "",
+        "trial_index": _int(data.get("trialIndex")) or 0,
+        "status": str(status),
+        "verdict": verdict(str(status), grade),
+        "score": _float(grade.get("score")) if grade else None,
+        "started_at": data.get("startedAt") if isinstance(data.get("startedAt"), str) else None,
+        "duration_ms": _int(data.get("durationMs")),
+        "tokens": _int(_dict(metrics.get("tokenUsage")).get("totalTokens")) if metrics else None,
+        "tool_calls": _int(metrics.get("toolCallCount")) if metrics else None,
+        "turns": _int(metrics.get("turnCount")) if metrics else None,
+        "error_events": _int(metrics.get("errorCount")) if metrics else None,
+        "end_reason": trajectory.get("endReason") if trajectory else None,
+        "error_code": error.get("code") if isinstance(error.get("code"), str) else None,
+        "tags": json.dumps(_dict(data.get("tags"))),
+    }
+    detail: Row = {
+        "outcome_id": oid,
+        "record": raw,  # compressed when written
+        "events": None,
+        "artifacts": "[]",
+        "trial_dir": None,
+    }
+    events = trajectory.get("events")
+    rows = OutcomeRows(
+        outcome,
+        detail,
+        _grader_rows(grade),
+        _tool_rows(metrics, events, raw),
+        needs_folder_events=not events
+        or bool(data.get("truncated") or trajectory.get("truncated")),
+    )
+    return rows
+
+
+def _grader_rows(grade: Mapping[str, Any] | None) -> list[Row]:
+    details = grade.get("details") if grade else None
+    if not isinstance(details, list):
+        return []
+    rows: list[Row] = []
+    for position, item in enumerate(details):
+        if not isinstance(item, dict):
+            continue
+        name = item.get("name") or item.get("type") or f"grader-{position}"
+        rows.append(
+            {
+                "name": str(name),
+                "type": str(item.get("type") or name),
+                "passed": bool(item.get("passed")),
+                "score": _float(item.get("score")) or 0.0,
+                "status": "error" if item.get("status") == "error" else "success",
+                "required": bool(item.get("required")),
+            }
+        )
+    return rows
+
+
+def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str) -> list[Row]:
+    calls: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    breakdown = metrics.get("toolCallBreakdown")
+    if isinstance(breakdown, dict):
+        for tool, count in breakdown.items():
+            calls[str(tool)] += _int(count) or 0
+    # Failed tool results are counted from the events; a line without any failure (the
+    # common case) is not walked event by event.
+    if isinstance(events, list) and _FAILED.search(raw):
+        for event in events:
+            if isinstance(event, dict) and event.get("type") == "tool_result":
+                data = _dict(event.get("data"))
+                if data.get("success") is False:
+                    failures[str(data.get("toolName") or "unknown")] += 1
+    return [
+        {
+            "tool": tool,
+            "calls": calls[tool],
+            "failures": failures[tool],
+        }
+        for tool in sorted(set(calls) | set(failures))
+    ]
+
+
+CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
+
+
+def _cell_key(outcome: Row) -> tuple[str, str, str, str, str]:
+    return (
+        outcome["run_id"],
+        outcome["eval_name"],
+        outcome["stimulus"],
+        outcome["model"],
+        outcome["variant"],
+    )
+
+
+def _add(total: Row, name: str, value: float | None, count: str | None = None) -> None:
+    if value is not None:
+        total[name] += value
+        if count is not None:
+            total[count] += 1
+
+
+def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list[Row]]]:
+    """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats`` and
+    ``tool_stats`` (sorted by key, so concurrent writers lock rows in one order)."""
+    cell_rows: dict[tuple[str, ...], Row] = {}
+    grader_rows: dict[tuple[str, ...], Row] = {}
+    tool_rows: dict[tuple[str, ...], Row] = {}
+    duration_rows: dict[tuple[Any, ...], Row] = {}
+    for rows in batch:
+        o = rows.outcome
+        key = _cell_key(o)
+        cell = cell_rows.get(key)
+        if cell is None:
+            cell = cell_rows[key] = {
+                **dict(zip(CELL_KEY, key, strict=True)),
+                **dict.fromkeys(CELL_SUMS, 0),
+            }
+        graded = o["verdict"] in ("pass", "fail")
+        cell["trials"] += 1
+        cell["graded"] += graded
+        cell["passed"] += o["verdict"] == "pass"
+        cell["errored"] += o["verdict"] == "error"
+        _add(cell, "score_sum", o["score"] if graded else None)
+        _add(cell, "duration_sum", o["duration_ms"], "duration_n")
+        _add(cell, "tokens_sum", o["tokens"], "tokens_n")
+        _add(cell, "tool_calls_sum", o["tool_calls"], "tool_calls_n")
+        _add(cell, "turns_sum", o["turns"], "turns_n")
+        for g in rows.graders:
+            gkey = (o["run_id"], g["name"], g["type"], o["stimulus"])
+            stat = grader_rows.setdefault(
+                gkey,
+                {
+                    **dict(zip(("run_id", "name", "type", "stimulus"), gkey, strict=True)),
+                    **dict.fromkeys(GRADER_SUMS, 0),
+                },
+            )
+            stat["results"] += 1
+            stat["failed"] += not g["passed"] and g["status"] == "success"
+            stat["errored"] += g["status"] == "error"
+            stat["score_sum"] += g["score"]
+            stat["required"] += g["required"]
+        if o["duration_ms"] is not None:
+            dkey = (o["run_id"], duration_bucket(o["duration_ms"]), o["verdict"])
+            slot = duration_rows.setdefault(
+                dkey, {"run_id": dkey[0], "bucket": dkey[1], "verdict": dkey[2], "trials": 0}
+            )
+            slot["trials"] += 1
+        for t in rows.tools:
+            tkey = (o["run_id"], t["tool"])
+            usage = tool_rows.setdefault(
+                tkey, {"run_id": tkey[0], "tool": tkey[1], **dict.fromkeys(TOOL_SUMS, 0)}
+            )
+            usage["calls"] += t["calls"]
+            usage["failures"] += t["failures"]
+            usage["trials"] += 1
+    return [
+        (cells, CELL_SUMS, [cell_rows[k] for k in sorted(cell_rows)]),
+        (grader_stats, GRADER_SUMS, [grader_rows[k] for k in sorted(grader_rows)]),
+        (tool_stats, TOOL_SUMS, [tool_rows[k] for k in sorted(tool_rows)]),
+        (durations, DURATION_SUMS, [duration_rows[k] for k in sorted(duration_rows)]),
+    ]
+
+
+def duration_bucket(ms: int) -> int:
+    """The ``durations`` bucket of a duration in milliseconds."""
+    return math.floor(BUCKETS_PER_DOUBLING * math.log2(max(ms, 1)))

@@ -1,0 +1,152 @@
+"""``vally ingest`` and ``vally serve`` as library calls; the CLI only parses and prints.
+
+Every function here checks for the ``serve`` extra first, so a missing dependency is one
+clear error naming the extra, not an ImportError.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vally.errors import ConfigError
+from vally.tools.history.deps import require
+
+if TYPE_CHECKING:
+    from vally.tools.history.ingest import IngestReport
+    from vally.tools.history.store import Store
+
+
+class NoRunsError(ConfigError):
+    """No run was found where the user pointed (``ingest``/``serve`` exit 1)."""
+
+    code = "VALLY_NO_RUNS"
+
+
+def _require_store(target: str | None) -> None:
+    require("sqlalchemy", "the history store")
+    if target is not None and target.startswith(("postgresql://", "postgres://")):
+        require("psycopg", "a PostgreSQL history store")
+
+
+def ingest_runs(
+    paths: list[Path], store_target: str, progress: Callable[[Any], None] | None = None
+) -> IngestReport:
+    """Ingest the run folders at or below ``paths`` into the store at ``store_target``.
+
+    Raises:
+        NoRunsError: No run was found (nothing was written but the empty schema).
+        StoreError: The store cannot be opened or written.
+    """
+    _check_paths(paths)
+    _require_store(store_target)
+    from vally.tools.history.ingest import ingest
+    from vally.tools.history.store import open_store
+
+    store = open_store(store_target)
+    try:
+        report = ingest(store, paths, progress=progress)
+    finally:
+        store.close()
+    if not report.runs:
+        raise NoRunsError(_no_runs_message(paths), hint=_NO_RUNS_HINT)
+    return report
+
+
+def _check_paths(paths: list[Path]) -> None:
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise ConfigError(
+            f"no such file or folder: {', '.join(missing)}",
+            hint="pass run folders, experiment folders or the output folder holding them",
+        )
+
+
+_NO_RUNS_HINT = (
+    "point at a run folder (with results.jsonl or run-summary.jsonl), an experiment folder, "
+    "or the output folder holding them (vally-results/)"
+)
+
+
+def _no_runs_message(paths: list[Path]) -> str:
+    shown = ", ".join(str(p) for p in paths)
+    return f"no vally run found in {shown}"
+
+
+@dataclass
+class ServeSession:
+    """Everything ``vally serve`` prepared: the bound socket, the store, the app."""
+
+    sock: socket.socket
+    store: Store
+    app: Any
+    runs: int
+    outcomes: int
+    report: IngestReport | None
+
+    @property
+    def url(self) -> str:
+        """Where the dashboard is."""
+        from vally.tools.history.server import url_of
+
+        return url_of(self.sock)
+
+    def run(self) -> None:
+        """Serve until interrupted, then release the store."""
+        from vally.tools.history.server import run
+
+        try:
+            run(self.app, self.sock)
+        finally:
+            self.store.close()
+
+
+def prepare_serve(
+    directory: Path | None, store_target: str | None, *, host: str, port: int, cors: bool
+) -> ServeSession:
+    """Bind ``host:port``, open the store (in memory when ``store_target`` is None), ingest
+    ``directory`` into it when given, and build the app.
+
+    Raises:
+        ConfigError: Neither a directory nor a store, a bad port, a missing extra.
+        NoRunsError: Nothing to serve.
+        StoreError: The store cannot be opened.
+    """
+    if directory is None and store_target is None:
+        raise ConfigError(
+            "vally serve needs a results folder, a --store, or both",
+            hint="vally serve ./vally-results, or vally serve --store history.db",
+        )
+    if directory is not None:
+        _check_paths([directory])
+    _require_store(store_target)
+    require("starlette", "vally serve")
+    require("uvicorn", "vally serve")
+    from vally.tools.history.api import create_app
+    from vally.tools.history.ingest import ingest
+    from vally.tools.history.runqueries import totals
+    from vally.tools.history.server import bind
+    from vally.tools.history.store import memory_store, open_store
+
+    sock = bind(host, port)
+    store: Store | None = None
+    try:
+        if store_target is None:
+            store = memory_store()
+        else:
+            store = open_store(store_target, create=directory is not None)
+        report = ingest(store, [directory]) if directory is not None else None
+        with store.read() as connection:
+            runs, outcomes = totals(connection)
+        if runs == 0:
+            where = [directory] if directory is not None else [Path(store.target)]
+            raise NoRunsError(_no_runs_message(where), hint=_NO_RUNS_HINT)
+        return ServeSession(sock, store, create_app(store, cors=cors), runs, outcomes, report)
+    except BaseException:
+        sock.close()
+        if store is not None:
+            store.close()
+        raise

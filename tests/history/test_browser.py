@@ -1,0 +1,211 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` driven through its
+``chromedriver`` by Selenium) against a real ``vally serve``: open a run, filter outcomes,
+open a trajectory, open an experiment comparison, follow a stimulus's history, compare two
+runs. Screenshots are kept under ``<pytest basetemp>/screenshots/`` (or
+``$VALLY_SCREENSHOT_DIR``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.history.conftest import skip_or_fail, vally
+from tests.history.serving import Served
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT = 30  # seconds: an upper bound for a page to show; tests wait on conditions
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.select import Select  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(
+    synthetic_runs: Path, real_runs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    work = tmp_path_factory.mktemp("browser-store")
+    store = str(work / "history.db")
+    vally("ingest", str(synthetic_runs), str(real_runs), "--store", store, cwd=work)
+    with Served("--store", store, cwd=work) as served:
+        assert served.url, served.output
+        yield served.url
+        served.stop()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(
+        os.environ.get("VALLY_SCREENSHOT_DIR") or tmp_path_factory.getbasetemp() / "screenshots"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if not (shutil.which("chromium") or Path(CHROMIUM).exists()) or not Path(CHROMEDRIVER).exists():
+        skip_or_fail(
+            "chromium and chromedriver are not installed (scripts/install-viewer-services.sh)"
+        )
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+        "--window-size=1400,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(WAIT)
+    yield driver
+    driver.quit()
+
+
+def wait(browser: Any) -> Any:
+    return WebDriverWait(browser, WAIT)
+
+
+def rows(browser: Any, testid: str) -> list[Any]:
+    return browser.find_elements(By.CSS_SELECTOR, f'[data-testid="{testid}"]')
+
+
+def wait_rows(browser: Any, testid: str, count: int | None = None) -> list[Any]:
+    if count is None:
+        wait(browser).until(lambda b: rows(b, testid))
+    else:
+        wait(browser).until(lambda b: len(rows(b, testid)) == count)
+    return rows(browser, testid)
+
+
+def shot(browser: Any, folder: Path, name: str) -> None:
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1400, min(max(int(height), 900), 4000))
+    assert browser.save_screenshot(str(folder / f"{name}.png"))
+    browser.set_window_size(1400, 1000)
+
+
+def test_open_a_run(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server)
+    links = wait_rows(browser, "run-link")
+    assert len(links) == 5
+    next(
+        link for link in links if link.text == "suite" and "run-a" in link.get_attribute("href")
+    ).click()
+    wait(browser).until(
+        ec.text_to_be_present_in_element((By.CSS_SELECTOR, '[data-testid="run-title"]'), "suite")
+    )
+    api = httpx.get(server + "api/runs/run-a", timeout=30).json()["run"]
+    pass_rate = browser.find_element(By.CSS_SELECTOR, '[data-testid="stat-pass-rate"] .value')
+    assert pass_rate.text == f"{api['passRate'] * 100:.1f}%"
+    trials = browser.find_element(By.CSS_SELECTOR, '[data-testid="stat-trials"] .value')
+    assert trials.text == "24"
+    bars = browser.find_elements(By.CSS_SELECTOR, '[data-testid="duration-chart"] rect')
+    assert bars
+    assert len(wait_rows(browser, "matrix-row", 4)) == 4
+    assert wait_rows(browser, "grader-row") and wait_rows(browser, "tool-row")
+    assert len(wait_rows(browser, "ranking-row", 2)) == 2
+    wait_rows(browser, "outcome-row")
+    shot(browser, screenshots, "run")
+
+
+def test_filter_outcomes(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server + "#/runs/run-a")
+    wait_rows(browser, "outcome-row")
+    expected = httpx.get(
+        server + "api/runs/run-a/outcomes", params={"verdict": "fail", "model": "gpt-b"}, timeout=30
+    ).json()
+    Select(browser.find_element(By.CSS_SELECTOR, '[data-testid="verdict-filter"]')).select_by_value(
+        "fail"
+    )
+    Select(browser.find_element(By.CSS_SELECTOR, '[data-testid="column-filter"]')).select_by_value(
+        "gpt-b"
+    )
+    total = expected["page"]["total"]
+    wait(browser).until(
+        ec.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '[data-testid="outcomes-panel"] [data-testid="page-info"]'),
+            f"of {total}",
+        )
+    )
+    shown = rows(browser, "outcome-row")
+    assert len(shown) == min(total, 25)
+    assert {r.get_attribute("data-verdict") for r in shown} <= {"fail"}
+    shot(browser, screenshots, "outcomes-filtered")
+
+
+def test_open_a_trajectory(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server + "#/runs/run-a")
+    Select(
+        wait(browser).until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, '[data-testid="verdict-filter"]'))
+        )
+    ).select_by_value("fail")
+    wait(browser).until(
+        lambda b: (
+            rows(b, "outcome-row")
+            and all(r.get_attribute("data-verdict") == "fail" for r in rows(b, "outcome-row"))
+        )
+    )
+    rows(browser, "outcome-link")[0].click()
+    wait(browser).until(
+        ec.presence_of_element_located((By.CSS_SELECTOR, '[data-testid="outcome-title"]'))
+    )
+    events = wait_rows(browser, "event")
+    types = [e.get_attribute("data-type") for e in events]
+    assert types[0] == "user_message" and "tool_call" in types and "reasoning" in types
+    arguments = rows(browser, "tool-arguments")[0].text
+    assert '"path": "src/file0.py"' in arguments
+    evidence = rows(browser, "grader-detail")[0].text
+    assert "'done' not in the output" in evidence
+    assert "notes.txt" in browser.find_element(By.CSS_SELECTOR, '[data-testid="artifacts"]').text
+    shot(browser, screenshots, "trajectory")
+
+
+def test_open_an_experiment_comparison(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server + "#/runs/exp-1")
+    wait(browser).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, '[data-testid="experiment-link"]'))
+    ).click()
+    variants = wait_rows(browser, "variant-row", 3)
+    assert [v.get_attribute("data-variant") for v in variants] == ["baseline", "better", "worse"]
+    assert "baseline" in variants[0].text
+    api = httpx.get(server + "api/runs/exp-1/experiment", timeout=30).json()
+    worse = next(v for v in api["variants"] if v["name"] == "worse")
+    delta = worse["deltas"]["passRate"]["delta"]
+    assert f"{delta * 100:.1f}%" in variants[2].text
+    assert browser.find_elements(By.CSS_SELECTOR, '[data-testid="delta-chart"] circle')
+    shot(browser, screenshots, "experiment")
+
+
+def test_stimulus_history_and_run_comparison(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server + "#/history?stimulus=task-000&eval=suite")
+    assert len(wait_rows(browser, "history-row", 3)) == 3
+    assert len(browser.find_elements(By.CSS_SELECTOR, '[data-testid="history-chart"] circle')) == 3
+    shot(browser, screenshots, "history")
+    browser.get(server + "#/")
+    for row in wait_rows(browser, "run-row"):
+        if row.get_attribute("data-run-id") in ("run-a", "run-b"):
+            row.find_element(By.CSS_SELECTOR, "input[type=checkbox]").click()
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="compare-runs"]').click()
+    assert len(wait_rows(browser, "compare-row", 8)) == 8
+    shot(browser, screenshots, "compare")

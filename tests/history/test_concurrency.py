@@ -1,0 +1,110 @@
+"""Many processes ingesting different and identical runs into one store at once, on SQLite
+(one file) and on a real PostgreSQL server: nothing is lost, nothing is duplicated."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from tests.history.synth import RunSpec, write_run
+from vally.tools.history import schema
+from vally.tools.history.store import open_store
+
+PROCESSES = 6
+RUNS = 6
+PER_RUN = 3 * 2 * 4  # stimuli x models x trials
+
+WORKER = """
+import json, sys
+from pathlib import Path
+from vally.tools.history.ingest import ingest
+from vally.tools.history.store import open_store
+target, *paths = sys.argv[1:]
+sys.stdin.readline()  # start together: the parent writes one line to every worker
+store = open_store(target)
+report = ingest(store, [Path(p) for p in paths], batch=5)
+store.close()
+print(json.dumps({"read": report.read, "added": report.added, "problems": len(report.problems)}))
+"""
+
+
+def _runs(root: Path) -> list[Path]:
+    return [
+        write_run(
+            root / f"run-{i}",
+            RunSpec(run_id=f"run-{i}", seed=i, stimuli=3, trials=4, trial_dirs=False),
+        )
+        for i in range(RUNS)
+    ]
+
+
+def _ingest_concurrently(target: str, runs: list[Path]) -> list[dict[str, int]]:
+    workers = []
+    for i in range(PROCESSES):
+        # Each worker ingests run 0 (identical work for all), its own run and its neighbour's.
+        paths = sorted({runs[0], runs[i % RUNS], runs[(i + 1) % RUNS]})
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, target, *map(str, paths)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for worker in workers:  # every worker is started (and importing) before any begins
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    reports = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=240)
+        assert worker.returncode == 0, err
+        reports.append(json.loads(out))
+    return reports
+
+
+def _check_store(target: str, reports: list[dict[str, int]]) -> None:
+    assert sum(r["added"] for r in reports) == RUNS * PER_RUN  # each outcome added once
+    assert all(r["problems"] == 0 for r in reports)
+    store = open_store(target)
+    with store.read() as connection:
+
+        def count(table: schema.Table) -> int:
+            return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+
+        assert count(schema.outcomes) == RUNS * PER_RUN
+        assert count(schema.outcome_details) == RUNS * PER_RUN
+        assert count(schema.runs) == RUNS
+        assert count(schema.run_summaries) == RUNS
+        graded = connection.execute(
+            select(func.count())
+            .select_from(schema.outcomes)
+            .where(schema.outcomes.c.verdict.in_(("pass", "fail")))
+        ).scalar_one()
+        results = connection.execute(select(func.sum(schema.grader_stats.c.results)))
+        assert results.scalar_one() == graded  # one grader per graded trial, no more
+        cells = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
+        assert cells == RUNS * PER_RUN  # the running sums count each outcome once
+        per_run = dict(
+            connection.execute(
+                select(schema.outcomes.c.run_id, func.count()).group_by(schema.outcomes.c.run_id)
+            ).all()
+        )
+    store.close()
+    assert per_run == {f"run-{i}": PER_RUN for i in range(RUNS)}
+
+
+def test_concurrent_ingests_into_one_sqlite_file(tmp_path: Path) -> None:
+    target = str(tmp_path / "shared.db")
+    reports = _ingest_concurrently(target, _runs(tmp_path / "runs"))
+    _check_store(target, reports)
+
+
+def test_concurrent_ingests_into_one_postgresql_database(tmp_path: Path, postgres_url: str) -> None:
+    reports = _ingest_concurrently(postgres_url, _runs(tmp_path / "runs"))
+    _check_store(postgres_url, reports)

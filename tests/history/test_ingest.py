@@ -1,0 +1,191 @@
+"""``vally ingest``: real and synthetic run folders into SQLite and PostgreSQL stores;
+idempotence, torn and invalid lines, trial folders, errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from tests.history.conftest import vally
+from tests.history.synth import RunSpec, write_run
+from vally.models.records import TrialResultRecord
+from vally.tools.history import schema
+from vally.tools.history.ingest import ingest
+from vally.tools.history.store import StoreError, open_store
+
+
+def count(target: str, table: schema.Table) -> int:
+    store = open_store(target)
+    try:
+        with store.read() as connection:
+            return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
+    finally:
+        store.close()
+
+
+def test_synthetic_records_are_valid_trial_records(synthetic_runs: Path) -> None:
+    for line in (synthetic_runs / "run-a" / "results.jsonl").read_text().splitlines():
+        TrialResultRecord.model_validate_json(line)
+
+
+def test_real_runs_ingest_once_whatever_the_repeats(
+    real_runs: Path, store_target: str, tmp_path: Path
+) -> None:
+    first = json.loads(
+        vally("ingest", str(real_runs), "--store", store_target, "--json", cwd=tmp_path).stdout
+    )
+    lines = sum(
+        1 for f in real_runs.rglob("results.jsonl") for line in f.read_text().splitlines() if line
+    )
+    assert first["read"] == first["added"] == lines == 17  # 9 quickstart trials + 8 experiment
+    assert len(first["runs"]) == 2 and first["problems"] == []
+    again = json.loads(
+        vally("ingest", str(real_runs), "--store", store_target, "--json", cwd=tmp_path).stdout
+    )
+    assert again["added"] == 0 and again["duplicates"] == lines
+    assert count(store_target, schema.outcomes) == lines
+    assert count(store_target, schema.outcome_details) == lines
+    assert count(store_target, schema.runs) == 2
+    store = open_store(store_target)
+    with store.read() as connection:
+        rows = {r.kind: r for r in connection.execute(select(schema.runs))}
+        graders = connection.execute(select(func.sum(schema.grader_stats.c.results))).scalar_one()
+    store.close()
+    assert rows["experiment"].experiment == "demo-style"
+    assert rows["experiment"].baseline == "plain"
+    assert Path(rows["experiment"].source).parent == real_runs.resolve()
+    assert rows["eval"].name == "quickstart"
+    assert graders >= lines  # every quickstart and experiment stimulus has graders
+
+
+def test_cli_reports_counts_in_words(real_runs: Path, tmp_path: Path) -> None:
+    result = vally("ingest", str(real_runs), "--store", str(tmp_path / "h.db"), cwd=tmp_path)
+    assert "Ingested 2 runs from 3 folders: 17 outcomes added, 0 already in the store" in (
+        result.stdout
+    )
+
+
+def test_torn_and_invalid_lines_are_reported_and_the_rest_kept(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", RunSpec(run_id="torn", stimuli=2, models=("m",), trials=2))
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines()
+    assert len(lines) == 4
+    lines.insert(1, "{not json")
+    lines.insert(3, "[1, 2]")
+    lines.insert(4, json.dumps({"type": "trial-result", "runId": "torn"}))  # no trialId
+    lines.insert(5, json.dumps({"type": "surprise"}))
+    results.write_text("\n".join(lines) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    result = vally("ingest", str(run), "--store", str(tmp_path / "h.db"), cwd=tmp_path)
+    assert "4 outcomes added" in result.stdout and "5 lines skipped" in result.stdout
+    warnings = result.stderr
+    assert f"{results}:2: not JSON" in warnings
+    assert f"{results}:4: a JSON list, not a record" in warnings
+    assert f"{results}:5: the record has no 'trialId' string; skipped" in warnings
+    assert f"{results}:6: not a trial-result record (type 'surprise')" in warnings
+    assert f"{results}:9: not JSON" in warnings and "torn last line" in warnings
+
+
+def test_no_run_found_exits_1_and_names_the_folder(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing-here"
+    (empty / "sub").mkdir(parents=True)
+    result = vally(
+        "ingest", str(empty), "--store", str(tmp_path / "h.db"), cwd=tmp_path, check=False
+    )
+    assert result.returncode == 1
+    assert f"no vally run found in {empty}" in result.stderr
+    missing = vally(
+        "ingest",
+        str(tmp_path / "absent"),
+        "--store",
+        str(tmp_path / "h.db"),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert missing.returncode == 1
+    assert f"no such file or folder: {tmp_path / 'absent'}" in missing.stderr
+
+
+def test_events_come_from_the_trial_folder_when_the_record_has_none(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", RunSpec(run_id="moved", stimuli=1, models=("m",), trials=1))
+    record = json.loads((run / "results.jsonl").read_text())
+    events = record["trajectory"]["events"]
+    record["trajectory"]["events"] = []
+    record["trajectory"]["truncated"] = True  # a field a newer vally may add
+    (run / "results.jsonl").write_text(json.dumps(record) + "\n")
+    trial = run / "suite" / "task-000" / "m" / "trial-0"
+    (trial / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events) + '{"tor')
+    store = open_store(str(tmp_path / "h.db"))
+    report = ingest(store, [run])
+    assert report.added == 1
+    with store.read() as connection:
+        detail = connection.execute(select(schema.outcome_details)).one()
+    store.close()
+    assert json.loads(zlib.decompress(detail.events)) == events
+    record_stored = json.loads(zlib.decompress(detail.record))
+    assert record_stored["trajectory"]["truncated"] is True  # kept verbatim
+    assert Path(detail.trial_dir) == trial
+    assert json.loads(detail.artifacts) == [
+        {
+            "path": "notes.txt",
+            "size": len("notes of suite/task-000/m/0\n"),
+            "text": "notes of suite/task-000/m/0\n",
+        }
+    ]
+
+
+def test_trial_folders_under_other_names_are_found_by_their_metadata(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", RunSpec(run_id="hashed", stimuli=1, models=("m",), trials=1))
+    trial = run / "suite" / "task-000" / "m" / "trial-0"
+    trial.rename(trial.with_name("trial-0-1a2b3c"))  # a layout with a hash suffix
+    store = open_store(str(tmp_path / "h.db"))
+    ingest(store, [run])
+    with store.read() as connection:
+        detail = connection.execute(select(schema.outcome_details)).one()
+    store.close()
+    assert detail.trial_dir.endswith("trial-0-1a2b3c")
+
+
+def test_a_file_that_is_no_store_is_refused_and_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("my notes\n" * 200)
+    with pytest.raises(StoreError, match="cannot open the history store"):
+        open_store(str(target))
+    assert target.read_text() == "my notes\n" * 200
+
+
+def test_a_store_from_a_newer_vally_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "h.db"
+    open_store(str(target)).close()
+    with sqlite3.connect(target) as connection:
+        connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 99, newer than"):
+        open_store(str(target))
+
+
+def test_sqlite_store_uses_wal(tmp_path: Path) -> None:
+    target = tmp_path / "h.db"
+    open_store(str(target)).close()
+    with sqlite3.connect(target) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_missing_extra_is_one_clear_error(tmp_path: Path) -> None:
+    code = "import sys; sys.modules['sqlalchemy'] = None\nfrom vally.cli.app import main; main()"
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", code, "ingest", str(tmp_path), "--store", "x.db"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "needs the Python package 'sqlalchemy'" in result.stderr
+    assert "pip install 'vally[serve]'" in result.stderr
