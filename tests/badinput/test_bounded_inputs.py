@@ -1,0 +1,110 @@
+"""Hostile specs and lines: alias bombs, deep nesting, huge ``runs``. Each ends in a located
+error naming the limit and how to raise it, within a bounded time and memory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.badinput.conftest import EVAL_YAML
+
+OUT = ("--output-dir", "out")
+
+MEMORY_CAP = 1024 * 1024 * 1024
+"""Address space of each vally process here: far below what the attacks used to take."""
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def capped_vally(*args: str | Path, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m vally ARGS`` under a 1 GiB memory cap and a 60 s timeout; no traceback."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "vally", *map(str, args)],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_capped,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
+    return proc
+
+
+ALIAS_BOMB = """\
+name: bomb
+defaults: {runs: 1, executor: {name: mock}}
+x-a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+x-b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+x-c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+x-d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+x-e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+x-f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+x-g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+x-h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+x-i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+stimuli: [{name: s, prompt: hi}]
+"""
+
+
+@pytest.mark.parametrize("command", ["lint", "eval"])
+def test_an_alias_bomb_is_refused_at_the_alias_that_passes_the_limit(
+    tmp_path: Path, command: str
+) -> None:
+    (tmp_path / "bomb.eval.yaml").write_text(ALIAS_BOMB, encoding="utf-8")
+    args = ["bomb.eval.yaml"] if command == "lint" else ["-e", "bomb.eval.yaml", *OUT]
+    result = capped_vally(command, *args, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    # 9**6 > 200,000: the sixth level (x-f, line 8) is the first to pass the default limit
+    assert "bomb.eval.yaml:8:" in output
+    assert "more than 200000 nodes through aliases" in output
+    assert "VALLY_MAX_YAML_NODES" in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_alias_limit_can_be_raised(tmp_path: Path) -> None:
+    five_levels = "\n".join([*ALIAS_BOMB.splitlines()[:7], "stimuli: [{name: s, prompt: hi}]"])
+    (tmp_path / "b.eval.yaml").write_text(five_levels + "\n", encoding="utf-8")
+    # 9**5 nodes: over a limit of 50,000, under one of 100,000
+    low = capped_vally("lint", "b.eval.yaml", cwd=tmp_path, VALLY_MAX_YAML_NODES="50000")
+    assert low.returncode == 1 and "more than 50000 nodes" in low.stdout + low.stderr
+    high = capped_vally("lint", "b.eval.yaml", cwd=tmp_path, VALLY_MAX_YAML_NODES="100_000")
+    assert "nodes through aliases" not in high.stdout + high.stderr
+
+
+def test_a_self_referencing_alias_is_refused(tmp_path: Path) -> None:
+    text = "name: loop\nx: &a [1, *a]\nstimuli: [{name: s, prompt: hi}]\n"
+    (tmp_path / "loop.eval.yaml").write_text(text, encoding="utf-8")
+    result = capped_vally("lint", "loop.eval.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "loop.eval.yaml:2:" in result.stdout + result.stderr
+    assert "refers to a node that contains it" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", ["lint", "eval"])
+def test_5000_deep_yaml_is_refused_with_its_location(tmp_path: Path, command: str) -> None:
+    text = "name: deep\nx: " + "[" * 5000 + "]" * 5000 + "\nstimuli: [{name: s, prompt: hi}]\n"
+    (tmp_path / "deep.eval.yaml").write_text(text, encoding="utf-8")
+    args = ["deep.eval.yaml"] if command == "lint" else ["-e", "deep.eval.yaml", *OUT]
+    result = capped_vally(command, *args, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    # the document's mapping is level 1, so the 100th '[' (column 103 of line 2) is the 101st
+    assert "deep.eval.yaml:2:103" in output
+    assert "nested deeper than 100 levels" in output and "VALLY_MAX_YAML_DEPTH" in output
+
+
+def test_a_bad_limit_value_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "eval.yaml").write_text(EVAL_YAML, encoding="utf-8")
+    result = capped_vally("lint", "eval.yaml", cwd=tmp_path, VALLY_MAX_YAML_DEPTH="lots")
+    assert result.returncode == 1
+    assert "VALLY_MAX_YAML_DEPTH='lots' is not a positive integer" in result.stdout
