@@ -108,3 +108,31 @@ def test_a_bad_limit_value_is_a_clear_error(tmp_path: Path) -> None:
     result = capped_vally("lint", "eval.yaml", cwd=tmp_path, VALLY_MAX_YAML_DEPTH="lots")
     assert result.returncode == 1
     assert "VALLY_MAX_YAML_DEPTH='lots' is not a positive integer" in result.stdout
+
+
+HUGE_RUNS = """\
+name: huge
+defaults: {runs: 99999999999999999999999, executor: {name: mock}}
+stimuli: [{name: s, prompt: hi}]
+"""
+
+
+@pytest.mark.parametrize("command", ["lint", "eval"])
+def test_huge_runs_in_a_spec_are_refused_at_the_field(tmp_path: Path, command: str) -> None:
+    (tmp_path / "huge.eval.yaml").write_text(HUGE_RUNS, encoding="utf-8")
+    args = ["huge.eval.yaml"] if command == "lint" else ["-e", "huge.eval.yaml", *OUT]
+    result = capped_vally(command, *args, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "huge.eval.yaml:2:18" in output and "defaults.runs" in output
+    assert "more than the limit of 100000 trials" in output and "VALLY_MAX_TRIALS" in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_million_runs_flag_is_refused_before_any_trial(tmp_path: Path) -> None:
+    (tmp_path / "eval.yaml").write_text(EVAL_YAML, encoding="utf-8")
+    result = capped_vally("eval", "-e", "eval.yaml", "--runs", "1000000", *OUT, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "the run would plan 1000000 trials, more than the limit of 100000" in result.stderr
+    assert "VALLY_MAX_TRIALS" in result.stderr
+    assert not (tmp_path / "out").exists()
