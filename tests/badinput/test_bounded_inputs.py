@@ -3,6 +3,7 @@ error naming the limit and how to raise it, within a bounded time and memory."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -136,3 +137,87 @@ def test_a_million_runs_flag_is_refused_before_any_trial(tmp_path: Path) -> None
     assert "the run would plan 1000000 trials, more than the limit of 100000" in result.stderr
     assert "VALLY_MAX_TRIALS" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+DEEP_LINE = "[" * 100_000 + "]" * 100_000
+"""A JSON line 100,000 levels deep: ``json.loads`` alone raises ``RecursionError``."""
+
+
+def _one_record(project: Path) -> str:
+    """The results.jsonl text of a finished one-trial mock run in ``project``."""
+    (project / "eval.yaml").write_text(EVAL_YAML, encoding="utf-8")
+    result = capped_vally("eval", "-e", "eval.yaml", "--output-dir", "runs", cwd=project)
+    assert result.returncode == 0, result.stderr
+    (run,) = (project / "runs").iterdir()
+    return (run / "results.jsonl").read_text(encoding="utf-8")
+
+
+def test_a_100000_deep_line_into_grade_is_a_located_error(tmp_path: Path) -> None:
+    stdin = _one_record(tmp_path) + DEEP_LINE + "\n"
+    proc = subprocess.run(
+        [sys.executable, "-m", "vally", "grade", "-e", "eval.yaml"],
+        cwd=tmp_path,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 1
+    assert "line 2: JSON nested deeper than 164 levels" in proc.stderr
+    assert "VALLY_MAX_JSON_DEPTH" in proc.stderr
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_a_100000_deep_line_into_compare_is_a_located_error(tmp_path: Path, where: str) -> None:
+    record = _one_record(tmp_path)
+    lines = [DEEP_LINE + "\n", record] if where == "first" else [record, DEEP_LINE + "\n"]
+    (tmp_path / "deep.jsonl").write_text("".join(lines), encoding="utf-8")
+    result = capped_vally(
+        "compare", "--baseline", "deep.jsonl", "--treatment", "deep.jsonl", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    number = 1 if where == "first" else 2
+    assert f"deep.jsonl:{number}: JSON nested deeper than 164 levels" in result.stderr
+
+
+AGENT = """\
+#!/bin/sh
+# A hostile agent: one event line 100,000 levels deep, then a normal answer.
+printf '{"type": "tool_call", "data": {"toolName": "x", "input": '
+printf '%100000s' '' | tr ' ' '['
+printf '%100000s' '' | tr ' ' ']'
+printf '}}\\n'
+printf '{"type": "assistant_message", "data": {"content": "Done: all good"}}\\n'
+"""
+
+DEEP_EVENTS_EVAL = """\
+name: deep-events
+defaults:
+  runs: 2
+  executor:
+    name: command
+    config: {command: ["sh", "{agent}"], events: vally}
+stimuli:
+  - name: s1
+    prompt: hello
+    graders:
+      - {type: output-contains, config: {substring: "all good"}}
+"""
+
+
+def test_a_100000_deep_event_line_is_one_error_event_not_a_failed_trial(tmp_path: Path) -> None:
+    (tmp_path / "agent.sh").write_text(AGENT, encoding="utf-8")
+    spec = DEEP_EVENTS_EVAL.replace("{agent}", str(tmp_path / "agent.sh"))
+    (tmp_path / "eval.yaml").write_text(spec, encoding="utf-8")
+    result = capped_vally("eval", "-e", "eval.yaml", *OUT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = (tmp_path / "out").iterdir()
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        assert record["status"] == "success" and record["error"] is None
+        assert record["gradeResult"]["passed"] is True
+        errors = [e["data"] for e in record["trajectory"]["events"] if e["type"] == "error"]
+        assert any("line 1" in e["message"] and "deeper than 100" in e["message"] for e in errors)

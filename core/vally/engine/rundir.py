@@ -32,6 +32,8 @@ from typing import Any, TypeVar
 from vally.contracts.protocols import TrialKey
 from vally.errors import ConfigError, OutputError, VallyError
 from vally.models.base import RecordModel
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
+from vally.models.limits import record_depth
 from vally.models.records import TrialResultRecord
 
 RESULTS_FILE = "results.jsonl"
@@ -250,6 +252,7 @@ def load_records(path: Path) -> list[TrialResultRecord]:
         what = f"no results at {path}" if file == path else f"no results in {path}"
         raise ConfigError(f"{what}: {file} {problem}", hint=hint)
     records: list[TrialResultRecord] = []
+    depth = record_depth()
     bad_line_hint = "each line must be one JSON trial record as written by vally eval"
     try:
         with file.open(encoding="utf-8") as handle:
@@ -257,7 +260,12 @@ def load_records(path: Path) -> list[TrialResultRecord]:
                 if not line.strip():
                     continue
                 try:
-                    data = json.loads(line)
+                    data = loads_bounded(line, max_depth=depth)
+                except JsonTooDeepError as exc:
+                    raise ConfigError(
+                        f"{file}:{number}: {exc}",
+                        hint=f"{bad_line_hint}; remove that line, or raise the limit",
+                    ) from None
                 except json.JSONDecodeError as exc:
                     raise ConfigError(
                         f"{file}:{number}: not JSON: {exc.msg}",

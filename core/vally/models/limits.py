@@ -79,6 +79,12 @@ RECORD_DEPTH_MARGIN = 64
 """Extra nesting allowed in record lines (``results.jsonl``) over :data:`JSON_DEPTH`: the
 levels of the record around an event's data."""
 
+def record_depth() -> int:
+    """The deepest nesting allowed in a record line: :data:`JSON_DEPTH` plus
+    :data:`RECORD_DEPTH_MARGIN`."""
+    return JSON_DEPTH.value() + RECORD_DEPTH_MARGIN
+
+
 PLAN_TRIALS = Limit(
     "VALLY_MAX_TRIALS", 100_000, "trials of one run (stimuli x models x runs x variants)"
 )

@@ -26,6 +26,8 @@ from typing import Any, Literal, TextIO
 from pydantic import ValidationError
 
 from vally.errors import ConfigError, SourceLocation
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
+from vally.models.limits import record_depth
 from vally.models.records import TrialResultRecord
 from vally.models.spec import Stimulus
 from vally.models.trajectory import (
@@ -128,8 +130,11 @@ def _split_documents(text: str, source: str) -> list[tuple[int, Any]]:
         return []
     first_line = next(i for i, line in enumerate(text.splitlines(), 1) if line.strip())
     whole_error: json.JSONDecodeError | None = None
+    depth = record_depth()
     try:
-        document = json.loads(text)
+        document = loads_bounded(text, max_depth=depth)
+    except JsonTooDeepError:
+        pass  # find the line that is too deep below
     except json.JSONDecodeError as exc:
         whole_error = exc
     else:
@@ -142,7 +147,14 @@ def _split_documents(text: str, source: str) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            documents.append((line_no, json.loads(line)))
+            documents.append((line_no, loads_bounded(line, max_depth=depth)))
+        except JsonTooDeepError as exc:
+            raise ConfigError(
+                f"line {line_no}: {exc}",
+                location=_location(source, line_no),
+                hint="expected records as vally writes them; remove that line, or raise "
+                "the limit",
+            ) from None
         except json.JSONDecodeError as exc:
             if not documents and whole_error is not None and whole_error.msg != "Extra data":
                 # One JSON document spread over lines, broken somewhere inside.

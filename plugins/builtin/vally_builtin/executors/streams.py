@@ -38,6 +38,7 @@ from vally import (
     TrajectoryEvent,
     TrajectoryRecorder,
     last_assistant_text,
+    loads_bounded,
 )
 
 STREAM_FORMATS = ("vally", "claude-code", "codex")
@@ -87,9 +88,9 @@ def _lines(text: str) -> Iterable[tuple[int, dict[str, Any] | None, str]]:
         if not line:
             continue
         try:
-            value = json.loads(line)
-        except ValueError:
-            yield number, None, line
+            value = loads_bounded(line)
+        except ValueError as exc:  # not JSON, or nested deeper than VALLY_MAX_JSON_DEPTH
+            yield number, None, line if isinstance(exc, json.JSONDecodeError) else f"{exc}"
             continue
         yield number, value if isinstance(value, dict) else None, line
 
