@@ -221,3 +221,51 @@ def test_a_100000_deep_event_line_is_one_error_event_not_a_failed_trial(tmp_path
         assert record["gradeResult"]["passed"] is True
         errors = [e["data"] for e in record["trajectory"]["events"] if e["type"] == "error"]
         assert any("line 1" in e["message"] and "deeper than 100" in e["message"] for e in errors)
+
+
+SIMILAR_NAMES = """\
+name: names
+defaults:
+  runs: 1
+  executor: {name: mock, config: {output: "Done: {prompt}"}}
+stimuli:
+  - {name: "a b", prompt: first}
+  - {name: "a?b", prompt: second}
+  - {name: "a_b", prompt: third}
+"""
+
+
+def test_names_differing_only_in_unsafe_characters_keep_their_own_trial_folders(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "eval.yaml").write_text(SIMILAR_NAMES, encoding="utf-8")
+    result = capped_vally("eval", "-e", "eval.yaml", *OUT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = (tmp_path / "out").iterdir()
+    metadata = [json.loads(p.read_text()) for p in run.rglob("metadata.json")]
+    assert sorted(m["stimulus"] for m in metadata) == ["a b", "a?b", "a_b"]
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    by_name = {r["stimulusName"]: r["trajectory"]["output"] for r in records}
+    assert by_name == {"a b": "Done: first", "a?b": "Done: second", "a_b": "Done: third"}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("x" * 300, "stimulus name is 300 characters long, more than 200"),
+        ('"a\\0b"', "holds the control character U+0000"),
+        ('"tab\\there"', "holds the control character U+0009"),
+    ],
+)
+@pytest.mark.parametrize("command", ["lint", "eval"])
+def test_bad_stimulus_names_are_refused_by_lint_and_before_the_run(
+    tmp_path: Path, name: str, expected: str, command: str
+) -> None:
+    spec = f"name: n\ndefaults: {{runs: 1, executor: mock}}\nstimuli:\n  - name: {name}\n"
+    (tmp_path / "n.eval.yaml").write_text(spec + "    prompt: hi\n", encoding="utf-8")
+    args = ["n.eval.yaml"] if command == "lint" else ["-e", "n.eval.yaml", *OUT]
+    result = capped_vally(command, *args, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "n.eval.yaml:4:" in output and expected in output
+    assert not (tmp_path / "out").exists()

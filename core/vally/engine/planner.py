@@ -360,17 +360,18 @@ def _with_extra_skills(env: EnvironmentConfig, extra: Sequence[str]) -> Environm
 def workspace_path(root: Path, key: TrialKey, *, many_evals: bool, many_models: bool) -> Path:
     """Where ``--workspace`` keeps a trial's workspace:
     ``<root>/[<variant>/][<eval>/]<stimulus>/[<model>/]trial-<n>`` (the eval and model levels
-    appear only when the run has several evals or models)."""
-    from vally.engine.rundir import safe_name
+    appear only when the run has several evals or models), named like trial folders
+    (:func:`~vally.engine.rundir.name_folder`)."""
+    from vally.engine.rundir import name_folder, safe_name
 
     parts: list[str] = []
     if key.variant:
         parts.append(safe_name(key.variant))
     if many_evals:
-        parts.append(safe_name(key.eval_name))
-    parts.append(safe_name(key.stimulus))
+        parts.append(name_folder(key.eval_name))
+    parts.append(name_folder(key.stimulus))
     if many_models:
-        parts.append(safe_name(key.model))
+        parts.append(name_folder(key.model))
     return root.joinpath(*parts, f"trial-{key.trial}")
 
 
