@@ -231,8 +231,10 @@ def compose(text: str, file: str) -> yaml.Node | None:
         YamlSyntaxError: With ``file:line:column`` of the problem; a
             :class:`YamlLimitError` when the document passes a limit.
     """
-    loader = _BoundedLoader(text, file=file, max_depth=YAML_DEPTH.value())
+    max_depth = YAML_DEPTH.value()
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text, file=file, max_depth=max_depth)  # checks characters
         root = loader.get_single_node()
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, file, text) from None
@@ -243,7 +245,8 @@ def compose(text: str, file: str) -> yaml.Node | None:
             hint=f"flatten the document, or lower {YAML_DEPTH.env}",
         ) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is not None:
         check_expansion(root, file)
     return root

@@ -159,7 +159,7 @@ def parse_vally_stream(text: str, *, turn: int = 0) -> StreamResult:
             if sid:
                 result.session_id = str(sid)
             continue
-        if kind not in _EVENT_TYPES:
+        if not isinstance(kind, str) or kind not in _EVENT_TYPES:
             continue
         try:
             recorder.add(_EVENT_ADAPTER.validate_python({**obj, "turn": turn}))
@@ -332,7 +332,7 @@ def _codex_result(
     recorder: TrajectoryRecorder, item: dict[str, Any], kind: str, call: ToolCallEvent
 ) -> None:
     status = item.get("status")
-    success = status not in {"failed", "declined"}
+    success = status not in ("failed", "declined")  # a tuple: status may be unhashable
     value: Any
     if kind == "command_execution":
         exit_code = item.get("exit_code")
@@ -405,6 +405,8 @@ def parse_codex_stream(text: str, *, turn: int = 0) -> StreamResult:
     calls: dict[str, ToolCallEvent] = {}
     for number, obj in _objects(text, recorder):
         kind = obj.get("type")
+        if not isinstance(kind, str):
+            continue
         if kind in {"thread.started", "thread.resumed"}:
             if obj.get("thread_id"):
                 result.session_id = str(obj["thread_id"])
