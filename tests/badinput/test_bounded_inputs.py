@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.badinput.conftest import EVAL_YAML
+from tests.badinput.conftest import EVAL_YAML, EXPERIMENT_YAML
 
 OUT = ("--output-dir", "out")
 
@@ -268,4 +268,28 @@ def test_bad_stimulus_names_are_refused_by_lint_and_before_the_run(
     output = result.stdout + result.stderr
     assert result.returncode == 1
     assert "n.eval.yaml:4:" in output and expected in output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("variants", "expected"),
+    [
+        (("a b", "a?b"), "variants 'a b' and 'a?b' would share the run folder 'a_b'"),
+        (("Fast", "fast"), "variants 'Fast' and 'fast' would share the run folder"),
+        (("ok", "bad\u0000"), "holds the control character U+0000"),
+    ],
+)
+def test_variants_that_would_share_a_folder_or_hold_controls_are_refused(
+    tmp_path: Path, variants: tuple[str, str], expected: str
+) -> None:
+    (tmp_path / "one.eval.yaml").write_text(EVAL_YAML, encoding="utf-8")
+    first, second = (json.dumps(v) for v in variants)
+    experiment = EXPERIMENT_YAML.replace("baseline: a", f"baseline: {first}")
+    experiment = experiment.replace("\n  a:\n", f"\n  {first}:\n").replace(
+        "\n  b:\n", f"\n  {second}:\n"
+    )
+    (tmp_path / "experiment.yaml").write_text(experiment, encoding="utf-8")
+    result = capped_vally("experiment", "run", "experiment.yaml", *OUT, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout
+    assert expected in result.stderr
     assert not (tmp_path / "out").exists()
