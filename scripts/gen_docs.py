@@ -1109,7 +1109,7 @@ def render_records() -> str:
         " their own folders, and no name is too long for the file system. The variant folder"
         " is the variant name made safe the same way, without the hash. Runs written by"
         " earlier versions used the plain safe names (`demo/auth_login/openai_gpt-4o/"
-        "trial-0`); vally's readers find both (`vally.engine.rundir.find_trial_dir`). The"
+        "trial-0`); vally's readers find both (`vally.find_trial_dir`). The"
         " record's `trialId` keeps the real names.\n",
         "## results.jsonl\n",
         "One [TrialResultRecord](#trialresultrecord) per finished trial, appended and flushed"

@@ -90,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "load_eval_file": "vally.specs.loading",
     "pass_at_k": "vally.engine.scoring",
     "safe_name": "vally.engine.rundir",
+    "find_trial_dir": "vally.engine.rundir",
     # bounded parsing of untrusted JSON
     "loads_bounded": "vally.models.jsontext",
     "JsonTooDeepError": "vally.models.jsontext",
@@ -232,6 +233,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         prepare_run as prepare_run,
     )
     from vally.engine.rundir import (
+        find_trial_dir as find_trial_dir,
         safe_name as safe_name,
     )
     from vally.engine.runner import (
