@@ -201,8 +201,13 @@ class PlannedTrials(Sequence[PlannedTrial]):
             total += group.runs
         self._total = total
 
+    @staticmethod
+    def _key(group: TrialGroup, index: int) -> TrialKey:
+        first = group.first.key
+        return TrialKey(first.variant, first.eval_name, first.stimulus, first.model, index)
+
     def _make(self, group: TrialGroup, index: int) -> PlannedTrial:
-        key = dataclasses.replace(group.first.key, trial=index)
+        key = self._key(group, index)
         return dataclasses.replace(group.first, key=key, keep_workspace=self._workspace_for(key))
 
     def __len__(self) -> int:
@@ -234,7 +239,7 @@ class PlannedTrials(Sequence[PlannedTrial]):
         """The trial keys in plan order (no trial is created)."""
         for group in self.groups:
             for index in range(group.runs):
-                yield dataclasses.replace(group.first.key, trial=index)
+                yield self._key(group, index)
 
     def distinct(self) -> list[PlannedTrial]:
         """One trial per group: every executor, grader, environment and judge setting of

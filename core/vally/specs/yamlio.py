@@ -4,6 +4,8 @@ vally's files are YAML. Errors in them must say *where*: ``file:line:column``, t
 (``stimuli[1].graders[0].config``) and what to do. This module
 
 * parses a file into plain Python data plus a :class:`Positions` table (path -> line/column),
+  bounded in nesting depth and in size with aliases expanded (``VALLY_MAX_YAML_DEPTH``,
+  ``VALLY_MAX_YAML_NODES``, see :mod:`vally.models.limits`),
 * resolves ``${NAME}`` params on the YAML nodes before they become Python values (so a scalar
   that is exactly ``${RUNS=3}`` gets the YAML type of the value: an int here),
 * turns a pydantic :class:`~pydantic.ValidationError` into a :class:`SpecSchemaError` whose
