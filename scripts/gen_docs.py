@@ -720,6 +720,7 @@ def _records_link(
 
 def render_records() -> str:
     """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
+    from vally.contracts.protocols import TrialKey
     from vally.engine import rundir
     from vally.models import records, trajectory as traj
 
@@ -758,6 +759,17 @@ def render_records() -> str:
         " `command` executor's `events: vally` stream ([event streams](#event-streams)).\n",
         "## Run folder\n",
         "```text\n" + textwrap_dedent(layout) + "\n```\n",
+        "Trial folders: the eval, stimulus and model folders are the name with every"
+        " character other than letters, digits, `.`, `_`, `-`, `=` and `,` replaced by `_`,"
+        " cut to 48 characters, then `-` and the first 8 hex digits of the SHA-256 of the"
+        " real name (UTF-8): stimulus `auth login` on model `openai/gpt-4o` of eval `demo`"
+        f" is `{rundir.trial_relpath(TrialKey('', 'demo', 'auth login', 'openai/gpt-4o', 0))}`."
+        " Names that differ only in such characters or in case (`a b`, `a?b`, `a_b`) get"
+        " their own folders, and no name is too long for the file system. The variant folder"
+        " is the variant name made safe the same way, without the hash. Runs written by"
+        " earlier versions used the plain safe names (`demo/auth_login/openai_gpt-4o/"
+        "trial-0`); vally's readers find both (`vally.find_trial_dir`). The"
+        " record's `trialId` keeps the real names.\n",
         "## results.jsonl\n",
         "One [TrialResultRecord](#trialresultrecord) per finished trial, appended and flushed"
         " as each trial ends (also what `vally eval --output jsonl` prints).\n",

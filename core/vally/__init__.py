@@ -90,6 +90,10 @@ _EXPORTS: dict[str, str] = {
     "load_eval_file": "vally.specs.loading",
     "pass_at_k": "vally.engine.scoring",
     "safe_name": "vally.engine.rundir",
+    "find_trial_dir": "vally.engine.rundir",
+    # bounded parsing of untrusted JSON
+    "loads_bounded": "vally.models.jsontext",
+    "JsonTooDeepError": "vally.models.jsontext",
     "order_records": "vally.engine.shards",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
@@ -234,6 +238,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         prepare_run as prepare_run,
     )
     from vally.engine.rundir import (
+        find_trial_dir as find_trial_dir,
         safe_name as safe_name,
     )
     from vally.engine.runner import (
@@ -273,6 +278,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Duration as Duration,
         format_duration as format_duration,
         parse_duration as parse_duration,
+    )
+    from vally.models.jsontext import (
+        JsonTooDeepError as JsonTooDeepError,
+        loads_bounded as loads_bounded,
     )
     from vally.plugins.registrar import (
         KindRegistrar as KindRegistrar,

@@ -19,6 +19,7 @@ import pytest
 from pydantic import ValidationError
 
 from vally.contracts.protocols import Sandbox, TrialContext, TrialKey
+from vally.engine.rundir import name_folder
 from vally.errors import BackendError, ConfigError, PathEscapeError
 from vally.models.spec import EnvironmentConfig, GitConfig
 from vally_backends.docker.backend import DockerBackend
@@ -656,7 +657,8 @@ def test_vally_eval_runs_trials_in_containers_and_verifiers_cannot_be_faked(
     assert fooled["passed"] is False, fooled
     assert "REAL-VERIFIER" in fooled["metadata"]["stdout"]
     assert "FAKE-VERIFIER" not in fooled["metadata"]["stdout"]
-    artifact = run_dir / "dockere2e" / "honest" / "default" / "trial-0" / "artifacts" / "out.txt"
+    trial = run_dir / name_folder("dockere2e") / name_folder("honest") / name_folder("default")
+    artifact = trial / "trial-0" / "artifacts" / "out.txt"
     assert artifact.read_text() == "right\n"
     leftovers = docker_api.containers(all=True, filters={"label": "vally.run-id"})
     assert [c for c in leftovers if c["Labels"].get("vally.pid") == str(proc.pid)] == []

@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+from vally.engine.rundir import name_folder
+
 from .conftest import make_project, only_run_dir, read_jsonl, vally, write
 
 
@@ -30,7 +32,8 @@ def test_layout_records_summaries_and_report(project: Path) -> None:
             assert re.fullmatch(r"[0-9a-f]{16}", block["evalHash"])
             assert re.fullmatch(r"[0-9a-f]{16}", block["configHash"])
             hashes[variant] = (block["evalHash"], block["configHash"])
-            trial = run_dir / variant / "one" / record["stimulusName"] / "default" / "trial-0"
+            trial = run_dir / variant / name_folder("one") / name_folder(record["stimulusName"])
+            trial = trial / name_folder("default") / "trial-0"
             assert json.loads((trial / "metadata.json").read_text())["variant"] == variant
         (summary,) = read_jsonl(run_dir / variant / "run-summary.jsonl")
         assert summary["variant"] == variant and summary["trials"] == 2
@@ -263,7 +266,8 @@ def test_workspace_backend_args_and_params(project: Path) -> None:
     assert res.code == 0, res.text
     for variant in ("base", "quiet"):  # keyed by (variant, stimulus): no collisions
         for stimulus in ("alpha", "beta"):
-            assert (project / "ws" / variant / "one" / stimulus / "trial-0").is_dir()
+            folder = project / "ws" / variant / name_folder("one") / name_folder(stimulus)
+            assert (folder / "trial-0").is_dir()
     run_dir = only_run_dir(project / "out")
     record = read_jsonl(run_dir / "base" / "results.jsonl")[0]
     assert "param-value" in record["trajectory"]["output"]

@@ -12,7 +12,7 @@ from vally.contracts.events import RunInfo
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import PluginMetadata
 from vally.engine.planner import PlanInput, PlanOptions, PluginRef, build_plan
-from vally.engine.rundir import Scrubber, create_run_dir
+from vally.engine.rundir import Scrubber, create_run_dir, name_folder
 from vally.engine.runner import RunContext, RunEngine
 from vally.engine.summaries import PlanSummaries
 from vally.models.project import ProjectConfig
@@ -171,7 +171,8 @@ def test_hook_order_errors_and_no_head_of_line_blocking(tmp_path: Path) -> None:
     assert summary.trials == 5 and summary.errored == 1
     assert (run_dir / "run-summary.jsonl").is_file()
     for stimulus in records:
-        assert (run_dir / "engine" / stimulus / "default" / "trial-0" / "metadata.json").is_file()
+        trial = run_dir / name_folder("engine") / name_folder(stimulus) / name_folder("default")
+        assert (trial / "trial-0" / "metadata.json").is_file()
 
 
 def test_stop_before_start_runs_nothing_but_still_ends_the_run(tmp_path: Path) -> None:
@@ -235,4 +236,5 @@ def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
 
     record = asyncio.run(asyncio.wait_for(main(), 60))
     assert record.status == "success" and record.stimulus_name == "a"
-    assert (run_dir / "engine" / "a" / "default" / "trial-0" / "metadata.json").is_file()
+    trial = run_dir / name_folder("engine") / name_folder("a") / name_folder("default")
+    assert (trial / "trial-0" / "metadata.json").is_file()

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from vally.engine.rundir import name_folder
 from vally.models.records import TrialResultRecord
 
 from .conftest import run_vally, write_spec
@@ -53,7 +54,8 @@ def test_layout_records_and_summary(project: Path) -> None:
         assert record["status"] == "success"
         assert record["error"] is None
         assert record["model"] is None
-        trial = run_dir / "demo" / record["stimulusName"] / "default" / "trial-0"
+        stimulus = name_folder(record["stimulusName"])
+        trial = run_dir / name_folder("demo") / stimulus / name_folder("default") / "trial-0"
         metadata = json.loads((trial / "metadata.json").read_text())
         assert metadata["status"] == "success"
         assert metadata["trialIndex"] == 0
@@ -91,7 +93,8 @@ def test_model_fan_out_and_runs(project: Path) -> None:
     keys = sorted((r["stimulusName"], r["model"], r["trialIndex"]) for r in run.records())
     assert keys == sorted((s, m, t) for s in ("good", "bad") for m in ("m1", "m2") for t in (0, 1))
     for model in ("m1", "m2"):
-        assert (run.run_dir / "demo" / "good" / model / "trial-1" / "metadata.json").is_file()
+        trial = run.run_dir / name_folder("demo") / name_folder("good") / name_folder(model)
+        assert (trial / "trial-1" / "metadata.json").is_file()
     (summary,) = run.summaries()
     assert summary["models"] == ["m1", "m2"] or sorted(summary["models"]) == ["m1", "m2"]
 
@@ -223,7 +226,7 @@ def test_workspace_keeps_trial_workspaces(project: Path) -> None:
     assert run.code == 0, run.stderr
     for stimulus in ("good", "bad"):
         for trial in (0, 1):
-            assert (ws / stimulus / f"trial-{trial}" / "out.txt").read_text() == "data"
+            assert (ws / name_folder(stimulus) / f"trial-{trial}" / "out.txt").read_text() == "data"
 
 
 def test_secrets_are_scrubbed_from_everything_written(project: Path) -> None:
@@ -303,7 +306,9 @@ def test_setup_failure_is_recorded_with_its_phase(project: Path) -> None:
     assert broken["trajectory"]["endReason"] == "error"
     assert records["fine"]["status"] == "success"
     metadata = json.loads(
-        (run.run_dir / "setup" / "broken" / "default" / "trial-0" / "metadata.json").read_text()
+        (
+            run.run_dir / name_folder("setup") / name_folder("broken") / name_folder("default")
+        ).joinpath("trial-0", "metadata.json").read_text()
     )
     assert metadata["status"] == "error" and metadata["error"]["phase"] == "setup"
 
@@ -341,7 +346,7 @@ def test_max_retries_reruns_failed_agents(project: Path) -> None:
     assert retried.code == 0, retried.stderr
     (record,) = retried.records()
     assert record["status"] == "success" and record["gradeResult"]["passed"]
-    trial = retried.run_dir / "flaky" / "s" / "default"
+    trial = retried.run_dir / name_folder("flaky") / name_folder("s") / name_folder("default")
     assert sorted(p.name for p in trial.iterdir()) == ["trial-0", "trial-0.attempt-0"]
     assert json.loads((trial / "trial-0" / "metadata.json").read_text())["attempt"] == 1
     failed = json.loads((trial / "trial-0.attempt-0" / "metadata.json").read_text())

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vally.engine.rundir import name_folder
+
 from .conftest import run_vally, write_spec
 
 PY = sys.executable
@@ -105,6 +107,7 @@ def test_skill_dir_loads_skills_for_every_trial(project: Path) -> None:
 
 
 GRADER_PLUGIN = """
+from vally.engine.rundir import name_folder
 from vally import BaseGrader, GraderMetadata
 
 
@@ -268,7 +271,8 @@ def test_quickstart_passes_offline(tmp_path: Path) -> None:
     records = run.records()
     assert len(records) == 9
     assert all(r["gradeResult"]["passed"] for r in records)
-    artifacts = run.run_dir / "quickstart" / "create-file" / "default" / "trial-0" / "artifacts"
+    trial = run.run_dir / name_folder("quickstart") / name_folder("create-file")
+    artifacts = trial / name_folder("default") / "trial-0" / "artifacts"
     assert (artifacts / "hello.txt").read_text() == "hello world\n"
     assert "verdict: PASS" in run.stdout
     assert "Failures" not in run.stdout

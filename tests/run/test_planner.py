@@ -14,6 +14,7 @@ from vally.engine.planner import (
     merge_constraints,
     parse_models,
 )
+from vally.engine.rundir import name_folder
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
 from vally.specs.loading import load_eval_file, resolve_environment
@@ -123,13 +124,14 @@ def test_missing_executor_is_a_plan_error(tmp_path: Path) -> None:
 def test_workspace_paths_are_keyed_by_stimulus_and_trial(tmp_path: Path) -> None:
     plan = plan_for(tmp_path, PlanOptions(workspace_root=tmp_path / "ws"))
     assert [t.keep_workspace for t in plan.trials] == [
-        tmp_path / "ws" / "one" / "trial-0",
-        tmp_path / "ws" / "one" / "trial-1",
-        tmp_path / "ws" / "two" / "trial-0",
-        tmp_path / "ws" / "two" / "trial-1",
+        tmp_path / "ws" / name_folder("one") / "trial-0",
+        tmp_path / "ws" / name_folder("one") / "trial-1",
+        tmp_path / "ws" / name_folder("two") / "trial-0",
+        tmp_path / "ws" / name_folder("two") / "trial-1",
     ]
     plan = plan_for(tmp_path, PlanOptions(runs=1, models=["a", "b"], workspace_root=tmp_path))
-    assert plan.trials[1].keep_workspace == tmp_path / "one" / "b" / "trial-0"
+    folder = tmp_path / name_folder("one") / name_folder("b")
+    assert plan.trials[1].keep_workspace == folder / "trial-0"
 
 
 def test_extra_skills_reach_every_trial(tmp_path: Path) -> None:

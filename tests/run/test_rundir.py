@@ -11,8 +11,12 @@ import pytest
 from vally.contracts.protocols import TrialKey
 from vally.engine.rundir import (
     REDACTED,
+    SLUG_LENGTH,
     Scrubber,
     create_run_dir,
+    find_trial_dir,
+    legacy_trial_relpath,
+    name_folder,
     run_timestamp,
     safe_name,
     secret_values,
@@ -46,8 +50,34 @@ def test_output_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
 
 def test_trial_paths_are_safe() -> None:
     key = TrialKey("", "my eval", "s1", "openai/gpt-4o", 2)
-    assert trial_relpath(key) == Path("my_eval", "s1", "openai_gpt-4o", "trial-2")
+    eval_part, stimulus_part, model_part, trial_part = trial_relpath(key).parts
+    assert re.fullmatch(r"my_eval-[0-9a-f]{8}", eval_part)
+    assert re.fullmatch(r"s1-[0-9a-f]{8}", stimulus_part)
+    assert re.fullmatch(r"openai_gpt-4o-[0-9a-f]{8}", model_part)
+    assert trial_part == "trial-2"
     assert trial_relpath(TrialKey("v=1,b", "e", "s", "default", 0)).parts[0] == "v=1,b"
+
+
+def test_names_differing_in_unsafe_characters_or_case_get_their_own_folders() -> None:
+    names = ["a b", "a?b", "a_b", "A_b", "a/b", "a\\b", "a\u00e9b", "a\x00b", "\ud800"]
+    folders = {name_folder(name) for name in names}
+    assert len(folders) == len(names)
+    assert all(re.fullmatch(r"[A-Za-z0-9._=,-]+", folder) for folder in folders)
+    assert name_folder("a b") == name_folder("a b")  # stable across runs and processes
+    long = name_folder("x" * 300)
+    assert len(long) == SLUG_LENGTH + 9 and long != name_folder("x" * 299)
+
+
+def test_trial_folders_of_older_runs_are_still_found(tmp_path: Path) -> None:
+    key = TrialKey("v", "my eval", "s 1", "default", 0)
+    assert find_trial_dir(tmp_path, key) == tmp_path / trial_relpath(key)  # neither exists
+    old = tmp_path / legacy_trial_relpath(key)
+    old.mkdir(parents=True)
+    assert old == tmp_path / "v" / "my_eval" / "s_1" / "default" / "trial-0"
+    assert find_trial_dir(tmp_path, key) == old
+    new = tmp_path / trial_relpath(key)
+    new.mkdir(parents=True)
+    assert find_trial_dir(tmp_path, key) == new
     assert safe_name("..") == "_.."
     assert safe_name("") == "_"
 

@@ -23,9 +23,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from vally.contracts.protocols import LoadedEval
+from vally.engine.rundir import safe_name
 from vally.errors import ConfigError
 from vally.models.experiment import ExperimentFile, VariantOverride
-from vally.models.spec import EvalSpec
+from vally.models.spec import EvalSpec, check_name
 
 _MISSING = object()
 
@@ -200,6 +201,32 @@ def is_covered(pointer: str, vary: Sequence[str]) -> bool:
     return False
 
 
+def check_variant_names(names: Sequence[str]) -> None:
+    """Each variant names a folder of the run: refuse names that are blank, too long or
+    hold control characters, and two names that would share one folder (``a b`` and
+    ``a?b`` are both ``a_b``; ``A`` and ``a`` are one folder on some file systems).
+
+    Raises:
+        ConfigError: Naming the variant(s) and what to change.
+    """
+    folders: dict[str, str] = {}
+    for name in names:
+        try:
+            check_name(name, "variant")
+        except ValueError as exc:
+            raise ConfigError(
+                str(exc), hint="rename the variant (or shorten the matrix labels)"
+            ) from None
+        folder = safe_name(name)
+        other = folders.setdefault(folder.lower(), name)
+        if other != name:
+            raise ConfigError(
+                f"variants {other!r} and {name!r} would share the run folder {folder!r}",
+                hint="rename one of them; variant folders keep letters, digits and . _ - = , "
+                "and ignore case",
+            )
+
+
 def resolve_experiment(
     experiment: ExperimentFile,
     evals: Sequence[LoadedEval],
@@ -219,6 +246,7 @@ def resolve_experiment(
     """
     patches, vary, baseline = variant_patches(experiment)
     names = [p.name for p in patches]
+    check_variant_names(names)
     if only_variant is not None and only_variant not in names:
         raise ConfigError(
             f"unknown variant {only_variant!r}",

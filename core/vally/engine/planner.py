@@ -1,4 +1,5 @@
-"""The planner: from loaded evals and run options to an ordered list of planned trials.
+"""The planner: from loaded evals and run options to an ordered, lazily made sequence of
+planned trials.
 
 A plan enumerates ``variant x eval x stimulus x model x trial`` in that order. Each
 :class:`PlannedTrial` carries everything the trial runner needs, resolved once: the eval,
@@ -12,16 +13,19 @@ variant's :class:`~vally.contracts.protocols.LoadedEval`), so experiments reuse 
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import fnmatch
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from vally.contracts.protocols import JudgeSettings, LoadedEval, TrialKey
 from vally.errors import ConfigError, MissingExecutorError
+from vally.models.limits import PLAN_TRIALS
 from vally.models.spec import (
     Constraints,
     EnvironmentConfig,
@@ -159,16 +163,111 @@ class PlannedEval:
 
 
 @dataclass(frozen=True)
+class TrialGroup:
+    """The trials of one (variant, eval, stimulus, model): alike but for their index.
+
+    Attributes:
+        first: The group's trial 0; trial ``i`` is a copy with index ``i`` in its key.
+        runs: How many trials the group has.
+    """
+
+    first: PlannedTrial
+    runs: int
+
+
+WorkspaceFor = Callable[[TrialKey], Path | None]
+"""Where ``--workspace`` keeps one trial's workspace (None: not kept)."""
+
+
+class PlannedTrials(Sequence[PlannedTrial]):
+    """The trials of a plan in plan order, made on demand from their groups.
+
+    A plan of a million trials holds one :class:`TrialGroup` per stimulus and model, not a
+    million objects: trials are created when iterated or indexed, so memory does not grow
+    with ``runs`` before trials start.
+
+    Args:
+        groups: The groups in plan order.
+        workspace_for: Where each trial's workspace is kept.
+    """
+
+    def __init__(self, groups: Sequence[TrialGroup], workspace_for: WorkspaceFor) -> None:
+        self.groups: tuple[TrialGroup, ...] = tuple(g for g in groups if g.runs > 0)
+        self._workspace_for = workspace_for
+        self._starts: list[int] = []
+        total = 0
+        for group in self.groups:
+            self._starts.append(total)
+            total += group.runs
+        self._total = total
+
+    @staticmethod
+    def _key(group: TrialGroup, index: int) -> TrialKey:
+        first = group.first.key
+        return TrialKey(first.variant, first.eval_name, first.stimulus, first.model, index)
+
+    def _make(self, group: TrialGroup, index: int) -> PlannedTrial:
+        key = self._key(group, index)
+        return dataclasses.replace(group.first, key=key, keep_workspace=self._workspace_for(key))
+
+    def __len__(self) -> int:
+        return self._total
+
+    @overload
+    def __getitem__(self, index: int) -> PlannedTrial: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PlannedTrial]: ...
+
+    def __getitem__(self, index: int | slice) -> PlannedTrial | list[PlannedTrial]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._total))]
+        if index < 0:
+            index += self._total
+        if not 0 <= index < self._total:
+            raise IndexError("plan index out of range")
+        position = bisect.bisect_right(self._starts, index) - 1
+        group = self.groups[position]
+        return self._make(group, index - self._starts[position])
+
+    def __iter__(self) -> Iterator[PlannedTrial]:
+        for group in self.groups:
+            for index in range(group.runs):
+                yield self._make(group, index)
+
+    def keys(self) -> Iterator[TrialKey]:
+        """The trial keys in plan order (no trial is created)."""
+        for group in self.groups:
+            for index in range(group.runs):
+                yield self._key(group, index)
+
+    def distinct(self) -> list[PlannedTrial]:
+        """One trial per group: every executor, grader, environment and judge setting of
+        the plan appears in them (for creating plugins once per distinct config)."""
+        return [group.first for group in self.groups]
+
+
+@dataclass(frozen=True)
 class Plan:
     """The whole plan: trials in plan order, and the evals they came from."""
 
-    trials: tuple[PlannedTrial, ...]
+    trials: Sequence[PlannedTrial]
     evals: tuple[PlannedEval, ...]
 
     @property
     def keys(self) -> list[TrialKey]:
         """The trial keys in plan order."""
+        if isinstance(self.trials, PlannedTrials):
+            return list(self.trials.keys())
         return [t.key for t in self.trials]
+
+    @property
+    def distinct_trials(self) -> Sequence[PlannedTrial]:
+        """Trials that together hold every distinct setting of the plan (one per stimulus
+        and model): enough to create and validate the plugins the plan needs."""
+        if isinstance(self.trials, PlannedTrials):
+            return self.trials.distinct()
+        return self.trials
 
     @property
     def lint_only(self) -> bool:
@@ -266,17 +365,18 @@ def _with_extra_skills(env: EnvironmentConfig, extra: Sequence[str]) -> Environm
 def workspace_path(root: Path, key: TrialKey, *, many_evals: bool, many_models: bool) -> Path:
     """Where ``--workspace`` keeps a trial's workspace:
     ``<root>/[<variant>/][<eval>/]<stimulus>/[<model>/]trial-<n>`` (the eval and model levels
-    appear only when the run has several evals or models)."""
-    from vally.engine.rundir import safe_name
+    appear only when the run has several evals or models), named like trial folders
+    (:func:`~vally.engine.rundir.name_folder`)."""
+    from vally.engine.rundir import name_folder, safe_name
 
     parts: list[str] = []
     if key.variant:
         parts.append(safe_name(key.variant))
     if many_evals:
-        parts.append(safe_name(key.eval_name))
-    parts.append(safe_name(key.stimulus))
+        parts.append(name_folder(key.eval_name))
+    parts.append(name_folder(key.stimulus))
     if many_models:
-        parts.append(safe_name(key.model))
+        parts.append(name_folder(key.model))
     return root.joinpath(*parts, f"trial-{key.trial}")
 
 
@@ -401,14 +501,13 @@ def _executor_of(selected: _Selected, default_executor: str | None) -> ExecutorR
     return ExecutorRef(name=default_executor)
 
 
-def _trials_of(
+def _groups_of(
     selected: _Selected,
     options: PlanOptions,
     resolve_environment: EnvironmentResolver,
     executor: ExecutorRef,
-    workspace_for: Callable[[TrialKey], Path | None],
-) -> list[PlannedTrial]:
-    """Every trial of one eval: stimulus x model x run, in that order."""
+) -> list[TrialGroup]:
+    """The trial groups of one eval: stimulus x model, in that order (each of ``runs``)."""
     loaded = selected.item.loaded
     spec = loaded.spec
     executor_ref = PluginRef.of(executor.name, executor.config)
@@ -416,7 +515,7 @@ def _trials_of(
     judge = judge_settings(spec, options.judge_model)
     threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
     weights = dict(spec.scoring.weights)
-    trials: list[PlannedTrial] = []
+    groups: list[TrialGroup] = []
     for stimulus in selected.stimuli:
         environment = _with_extra_skills(
             resolve_environment(loaded, stimulus), options.extra_skills
@@ -426,31 +525,50 @@ def _trials_of(
         constraints = merge_constraints(spec.constraints, stimulus.constraints)
         tags = effective_tags(spec, stimulus)
         for model in selected.models:
-            for index in range(selected.runs):
-                key = TrialKey(
-                    selected.item.variant, selected.name, stimulus.name, model_label(model), index
-                )
-                trials.append(
-                    PlannedTrial(
-                        key=key,
-                        loaded=loaded,
-                        stimulus=stimulus,
-                        environment=environment,
-                        graders=graders,
-                        constraints=constraints,
-                        timeout=timeout,
-                        model=model,
-                        executor=executor,
-                        executor_ref=executor_ref,
-                        threshold=threshold,
-                        weights=weights,
-                        judge=judge,
-                        tags=tags,
-                        reasoning_effort=spec.defaults.reasoning_effort,
-                        keep_workspace=workspace_for(key),
-                    )
-                )
-    return trials
+            key = TrialKey(
+                selected.item.variant, selected.name, stimulus.name, model_label(model), 0
+            )
+            first = PlannedTrial(
+                key=key,
+                loaded=loaded,
+                stimulus=stimulus,
+                environment=environment,
+                graders=graders,
+                constraints=constraints,
+                timeout=timeout,
+                model=model,
+                executor=executor,
+                executor_ref=executor_ref,
+                threshold=threshold,
+                weights=weights,
+                judge=judge,
+                tags=tags,
+                reasoning_effort=spec.defaults.reasoning_effort,
+            )
+            groups.append(TrialGroup(first, selected.runs))
+    return groups
+
+
+def _check_plan_size(selected: Sequence[_Selected]) -> None:
+    """Refuse a plan of more trials than ``VALLY_MAX_TRIALS`` before anything is made.
+
+    Raises:
+        ConfigError: Naming the biggest eval, the total and how to raise the limit.
+    """
+    limit = PLAN_TRIALS.value()
+    sizes = [(len(s.stimuli) * len(s.models) * s.runs, s) for s in selected]
+    total = sum(size for size, _ in sizes)
+    if total <= limit:
+        return
+    size, biggest = max(sizes, key=lambda pair: pair[0])
+    where = f" ({biggest.item.variant})" if biggest.item.variant else ""
+    raise ConfigError(
+        f"the run would plan {total} trials, more than the limit of {limit}; eval "
+        f"{biggest.name!r}{where} alone plans {size} ({len(biggest.stimuli)} stimuli x "
+        f"{len(biggest.models)} model(s) x runs {biggest.runs})",
+        hint=f"lower 'runs' (or --runs), select fewer stimuli or models; "
+        f"{PLAN_TRIALS.hint(limit)}",
+    )
 
 
 def build_plan(
@@ -476,6 +594,7 @@ def build_plan(
         ConfigError: Two evals of one variant share a name; a spec cannot be planned.
     """
     selected = _select(inputs, options, stimulus_filter)
+    _check_plan_size(selected)
     running = [s for s in selected if s.stimuli and s.runs]
     many_evals = len({(s.item.variant, s.name) for s in running}) > 1
     many_models = len({model_label(m) for s in selected for m in s.models}) > 1
@@ -487,7 +606,7 @@ def build_plan(
             options.workspace_root, key, many_evals=many_evals, many_models=many_models
         )
 
-    trials: list[PlannedTrial] = []
+    groups: list[TrialGroup] = []
     evals: list[PlannedEval] = []
     for item in selected:
         spec = item.item.loaded.spec
@@ -505,5 +624,5 @@ def build_plan(
         )
         if item.runs and item.stimuli:
             executor = _executor_of(item, default_executor)
-            trials += _trials_of(item, options, resolve_environment, executor, workspace_for)
-    return Plan(trials=tuple(trials), evals=tuple(evals))
+            groups += _groups_of(item, options, resolve_environment, executor)
+    return Plan(trials=PlannedTrials(groups, workspace_for), evals=tuple(evals))

@@ -214,12 +214,14 @@ def prepare_run(
     """
     session = request.session
     plan = plan if plan is not None else plan_request(request)
-    keys = request.select(plan.keys) if request.select is not None else plan.keys
-    wanted = set(keys)
-    trials = [t for t in plan.trials if t.key in wanted]
-    executors = components.build_executors(session, plan.trials)
+    trials: Sequence[PlannedTrial] = plan.trials
+    if request.select is not None:
+        wanted = set(request.select(plan.keys))
+        trials = [t for t in plan.trials if t.key in wanted]
+    distinct = plan.distinct_trials
+    executors = components.build_executors(session, distinct)
     create_grader = components.build_grader_factory(
-        session, plan.trials, validate=not request.skip_grade
+        session, distinct, validate=not request.skip_grade
     )
     if plan.lint_only:
         components.validate_unplanned(plan, session, skip_grade=request.skip_grade)
@@ -243,7 +245,7 @@ def prepare_run(
         flag_base=choice.base_dir or request.plugin_base,
         project_root=request.project_root,
     )
-    prepared.llm = components.llm_provider_for(session, project, plan.trials)
+    prepared.llm = components.llm_provider_for(session, project, distinct)
     return prepared
 
 
@@ -264,7 +266,7 @@ class PreparedRun:
 
     request: RunRequest
     plan: Plan
-    trials: list[PlannedTrial]
+    trials: Sequence[PlannedTrial]
     executors: Mapping[PluginRef, Executor]
     create_grader: GraderFactory
     backend: Backend | None = None
@@ -331,7 +333,7 @@ class PreparedRun:
         for name, reporter in self.reporters:
             session.register_observer(reporter, name)
         run = self.run_info(run_dir, run_id or request.run_id or new_run_id())
-        scrubber = components.scrubber_for(self.trials, self.backend)
+        scrubber = components.scrubber_for(self.plan.distinct_trials, self.backend)
         context = RunContext(
             run=run,
             backend=self.backend,

@@ -8,20 +8,24 @@ Layout of one run::
       run-summary.jsonl        one RunSummaryRecord per eval (and variant)
       report.md                markdown report (markdown reporter)
       junit.xml                with --junit
-      [<variant>/]<eval>/<stimulus>/<model>/trial-<n>/
+      [<variant>/]<eval>-<hash>/<stimulus>-<hash>/<model>-<hash>/trial-<n>/
         metadata.json          always written
         events.jsonl           the executor's session log (or the trajectory's events)
         artifacts/             copied stimulus artifacts
         texts/                 whole texts too long for the record (see ``offloaded``)
 
 Folder names are made safe for every file system: characters other than letters, digits,
-``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``.
+``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``. Eval, stimulus and model folders also
+carry a short hash of the real name (:func:`name_folder`), so names that differ only in
+such characters never share a folder; :func:`find_trial_dir` also finds the folders of
+runs written before (without the hash).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -35,6 +39,8 @@ from typing import IO, Any, TypeVar
 from vally.contracts.protocols import TrialKey
 from vally.errors import ConfigError, OutputError, VallyError
 from vally.models.base import RecordModel
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
+from vally.models.limits import record_depth
 from vally.models.records import TrialResultRecord
 
 RESULTS_FILE = "results.jsonl"
@@ -111,13 +117,51 @@ def create_run_dir(output_dir: Path, *, name: str | None = None) -> Path:
     raise OutputError(f"cannot create a unique run folder in {output_dir}")
 
 
+SLUG_LENGTH = 48
+"""The longest readable part of a name folder (:func:`name_folder`)."""
+
+
+def name_folder(value: str) -> str:
+    """A folder name that is safe everywhere and unique per name: the name made safe
+    (:func:`safe_name`) and cut to :data:`SLUG_LENGTH` characters, a ``-`` and the first
+    8 hex digits of the SHA-256 of the real name (``auth login`` -> ``auth_login-1c5e8f3a``).
+
+    Names that differ only in unsafe characters (``a b``, ``a?b``, ``a_b``) or in case get
+    different folders, and no name makes a folder name too long for the file system.
+    """
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{safe_name(value)[:SLUG_LENGTH]}-{digest}"
+
+
 def trial_relpath(key: TrialKey) -> Path:
     """The trial's folder relative to the run folder:
-    ``[<variant>/]<eval>/<stimulus>/<model>/trial-<n>``."""
+    ``[<variant>/]<eval>/<stimulus>/<model>/trial-<n>``, the eval, stimulus and model
+    folders named by :func:`name_folder`; the variant folder is ``safe_name(variant)``."""
+    parts = [name_folder(key.eval_name), name_folder(key.stimulus), name_folder(key.model)]
+    if key.variant:
+        parts.insert(0, safe_name(key.variant))
+    return Path(*parts, f"trial-{key.trial}")
+
+
+def legacy_trial_relpath(key: TrialKey) -> Path:
+    """The trial's folder as runs before name hashing wrote it:
+    ``[<variant>/]<eval>/<stimulus>/<model>/trial-<n>`` with plain :func:`safe_name`
+    folders (names differing only in unsafe characters shared one folder)."""
     parts = [safe_name(key.eval_name), safe_name(key.stimulus), safe_name(key.model)]
     if key.variant:
         parts.insert(0, safe_name(key.variant))
     return Path(*parts, f"trial-{key.trial}")
+
+
+def find_trial_dir(run_dir: Path, key: TrialKey) -> Path:
+    """The folder of trial ``key`` in a run folder written by any vally version: the
+    current layout (:func:`trial_relpath`) when it exists, else the older one
+    (:func:`legacy_trial_relpath`) when that exists, else the current one."""
+    current = run_dir / trial_relpath(key)
+    if current.is_dir():
+        return current
+    legacy = run_dir / legacy_trial_relpath(key)
+    return legacy if legacy.is_dir() else current
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -355,11 +399,18 @@ def iter_json_lines(
     Raises:
         ConfigError: A line (other than a torn last one) is not JSON.
     """
+    depth = record_depth()
     for number, line in enumerate(handle, 1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            data = loads_bounded(line, max_depth=depth)
+        except JsonTooDeepError as exc:
+            raise ConfigError(
+                f"{where}:{number}: {exc}",
+                hint="each line must be one JSON trial record as written by vally eval; "
+                "remove that line, or raise the limit (docs/limits.md)",
+            ) from None
         except json.JSONDecodeError as exc:
             if not line.endswith("\n"):
                 (warn or _warn_on_stderr)(torn_line_warning(where, number, len(line)))
@@ -369,6 +420,7 @@ def iter_json_lines(
                 hint="each line must be one JSON trial record as written by vally eval; fix "
                 "or remove that line",
             ) from None
+        yield number, data
 
 
 def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRecord]:

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vally.errors import ConfigError, VallyError
+from vally.models.jsontext import loads_bounded
+from vally.models.limits import record_depth
 
 if TYPE_CHECKING:
     from vally.contracts.protocols import TrialKey
@@ -285,7 +287,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
             "'vally experiment run --shard'",
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_bounded(path.read_text(encoding="utf-8"), max_depth=record_depth())
     except (OSError, ValueError) as exc:
         raise ShardValidationError(f"cannot read the {what} {path}: {exc}") from exc
     if not isinstance(data, dict):

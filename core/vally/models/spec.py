@@ -7,12 +7,37 @@ in one place is an error. Durations need a unit suffix (see :mod:`vally.models.d
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from vally.models.base import SpecModel
 from vally.models.durations import Duration
+from vally.models.limits import NAME_LENGTH, PLAN_TRIALS
+
+
+def check_name(value: str, what: str) -> str:
+    """Validate a name that becomes a folder, a record id and an XML attribute: not blank,
+    at most :data:`~vally.models.limits.NAME_LENGTH` characters, no control characters.
+
+    Raises:
+        ValueError: Saying what is wrong and what to do.
+    """
+    if not value.strip():
+        raise ValueError(f"{what} name must not be empty")
+    if len(value) > NAME_LENGTH:
+        raise ValueError(
+            f"{what} name is {len(value)} characters long, more than {NAME_LENGTH}; "
+            "shorten it (put details in 'description:')"
+        )
+    for char in value:
+        if unicodedata.category(char) in {"Cc", "Cs"} or char in "\u2028\u2029":
+            raise ValueError(
+                f"{what} name {value!r} holds the control character "
+                f"U+{ord(char):04X}; use printable characters only"
+            )
+    return value
 
 
 def _rename_alias(data: Any, old: str, new: str) -> Any:
@@ -160,6 +185,17 @@ class EvalConfig(SpecModel):
     reasoning_effort: str | None = None
     max_agent_duration: Duration | None = None
 
+    @field_validator("runs")
+    @classmethod
+    def _bounded_runs(cls, value: int) -> int:
+        limit = PLAN_TRIALS.value()
+        if value > limit:
+            raise ValueError(
+                f"{value} is more than the limit of {limit} trials of one run; "
+                f"{PLAN_TRIALS.hint(limit)}"
+            )
+        return value
+
     @field_validator("executor", mode="before")
     @classmethod
     def _executor_shorthand(cls, value: Any) -> Any:
@@ -264,8 +300,7 @@ class Stimulus(SpecModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("stimulus name must not be empty")
+        check_name(value, "stimulus")
         if "/" in value or "\\" in value or value in {".", ".."}:
             raise ValueError(
                 f"stimulus name {value!r} cannot contain '/' or '\\' (it names a folder)"
@@ -324,3 +359,8 @@ class EvalSpec(SpecModel):
     @classmethod
     def _string_maps(cls, value: Any) -> Any:
         return _stringify_tags(value)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return value if value is None else check_name(value, "eval")

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from vally.errors import ConfigError, SourceLocation
+from vally.errors import ConfigError, SourceLocation, YamlSyntaxError
+from vally.specs.yamlio import compose, construct
 
 SKILL_FILE = "SKILL.md"
 
@@ -48,10 +47,12 @@ def read_skill(path: Path) -> SkillInfo:
     if end < 0:
         raise ConfigError("SKILL.md frontmatter is not closed with '---'", location=where)
     try:
-        front = yaml.safe_load(text[3:end]) or {}
-    except yaml.YAMLError as exc:
+        front = construct(compose(text[3:end], str(skill_md)), str(skill_md)) or {}
+    except YamlSyntaxError as exc:
         raise ConfigError(
-            f"SKILL.md frontmatter is not valid YAML: {exc}", location=where
+            f"SKILL.md frontmatter is not valid YAML: {exc.message}",
+            location=exc.location or where,
+            hint=exc.hint,
         ) from None
     if not isinstance(front, dict):
         raise ConfigError("SKILL.md frontmatter must be a mapping", location=where)

@@ -4,6 +4,8 @@ vally's files are YAML. Errors in them must say *where*: ``file:line:column``, t
 (``stimuli[1].graders[0].config``) and what to do. This module
 
 * parses a file into plain Python data plus a :class:`Positions` table (path -> line/column),
+  bounded in nesting depth and in size with aliases expanded (``VALLY_MAX_YAML_DEPTH``,
+  ``VALLY_MAX_YAML_NODES``, see :mod:`vally.models.limits`),
 * resolves ``${NAME}`` params on the YAML nodes before they become Python values (so a scalar
   that is exactly ``${RUNS=3}`` gets the YAML type of the value: an int here),
 * turns a pydantic :class:`~pydantic.ValidationError` into a :class:`SpecSchemaError` whose
@@ -24,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from vally.errors import ConfigError, SchemaError, SourceLocation, YamlSyntaxError
+from vally.models.limits import YAML_DEPTH, YAML_NODES
 
 PathKey = tuple[str | int, ...]
 """A path into a YAML document: mapping keys are strings, sequence indexes are ints."""
@@ -129,16 +132,126 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def compose(text: str, file: str) -> yaml.Node | None:
-    """Parse ``text`` into a node tree (``None`` for an empty document).
+class YamlLimitError(YamlSyntaxError):
+    """A YAML document is nested too deeply or expands to too many nodes through aliases."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A safe loader whose composer refuses collections nested deeper than ``max_depth``
+    (PyYAML composes recursively: a deep document would overflow the stack)."""
+
+    def __init__(self, stream: str, *, file: str, max_depth: int) -> None:
+        super().__init__(stream)
+        self.file = file
+        self.max_depth = max_depth
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > self.max_depth:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise YamlLimitError(
+                    f"YAML nested deeper than {self.max_depth} levels",
+                    location=SourceLocation(self.file, mark.line + 1, mark.column + 1),
+                    hint=f"flatten the document; {YAML_DEPTH.hint(self.max_depth)}",
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _node_error(node: yaml.Node, file: str, message: str, hint: str) -> YamlLimitError:
+    mark = node.start_mark
+    return YamlLimitError(
+        message, location=SourceLocation(file, mark.line + 1, mark.column + 1), hint=hint
+    )
+
+
+def check_expansion(root: yaml.Node, file: str, *, max_nodes: int | None = None) -> int:
+    """Count the nodes of ``root`` with every alias expanded (a node reached through two
+    aliases counts twice), without expanding anything.
+
+    Returns:
+        The expanded node count.
 
     Raises:
-        YamlSyntaxError: With ``file:line:column`` of the problem.
+        YamlLimitError: The count exceeds ``max_nodes`` (default ``VALLY_MAX_YAML_NODES``),
+            located at the first node whose expansion passes the limit; or an alias refers to
+            a node that contains it (an endless expansion).
     """
+    limit = YAML_NODES.value() if max_nodes is None else max_nodes
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the nodes whose subtree is being counted
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        ident = id(node)
+        if finished:
+            open_nodes.discard(ident)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > limit:
+                raise _node_error(
+                    node,
+                    file,
+                    f"YAML expands to more than {limit} nodes through aliases (*name)",
+                    f"repeat less through aliases of aliases; {YAML_NODES.hint(limit)}",
+                )
+            sizes[ident] = size
+            continue
+        if ident in sizes:
+            continue
+        if ident in open_nodes:
+            raise _node_error(
+                node,
+                file,
+                "a YAML alias refers to a node that contains it (an endless structure)",
+                "an alias (*name) may only repeat a node defined before and outside it",
+            )
+        open_nodes.add(ident)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def compose(text: str, file: str) -> yaml.Node | None:
+    """Parse ``text`` into a node tree (``None`` for an empty document), bounded in nesting
+    depth (``VALLY_MAX_YAML_DEPTH``) and in size with aliases expanded
+    (``VALLY_MAX_YAML_NODES``).
+
+    Raises:
+        YamlSyntaxError: With ``file:line:column`` of the problem; a
+            :class:`YamlLimitError` when the document passes a limit.
+    """
+    max_depth = YAML_DEPTH.value()
+    loader: _BoundedLoader | None = None
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _BoundedLoader(text, file=file, max_depth=max_depth)  # checks characters
+        root = loader.get_single_node()
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, file, text) from None
+    except RecursionError:
+        raise YamlLimitError(
+            "YAML nested too deeply for the parser",
+            location=SourceLocation(file),
+            hint=f"flatten the document, or lower {YAML_DEPTH.env}",
+        ) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if root is not None:
+        check_expansion(root, file)
+    return root
 
 
 def _key_text(node: yaml.Node) -> str:

@@ -26,6 +26,8 @@ from typing import Any, Literal, TextIO
 from pydantic import ValidationError
 
 from vally.errors import ConfigError, SourceLocation
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
+from vally.models.limits import record_depth
 from vally.models.records import TrialResultRecord
 from vally.models.spec import Stimulus
 from vally.models.trajectory import (
@@ -129,7 +131,7 @@ def iter_items(
         if not line.strip():
             continue
         try:
-            document = json.loads(line)
+            document = _parse(line, line_no, source)
         except json.JSONDecodeError as exc:
             rest = "".join(_ended(x) for x in lines)
             if not rest.strip() and not line.endswith("\n") and warn is not None:
@@ -152,6 +154,23 @@ def iter_items(
         return
 
 
+def _parse(text: str, line_no: int, source: str) -> Any:
+    """``text`` parsed as JSON, nesting bounded (a too-deep document is a located error).
+
+    Raises:
+        ConfigError: The document nests deeper than the record depth limit.
+        json.JSONDecodeError: It is not JSON.
+    """
+    try:
+        return loads_bounded(text, max_depth=record_depth())
+    except JsonTooDeepError as exc:
+        raise ConfigError(
+            f"line {line_no}: {exc}",
+            location=_location(source, line_no),
+            hint="expected records as vally writes them; remove that line, or raise the limit",
+        ) from None
+
+
 def _ended(line: str) -> str:
     return line if line.endswith("\n") else line + "\n"
 
@@ -164,7 +183,7 @@ def _json_lines(
         if not line.strip():
             continue
         try:
-            document = json.loads(line)
+            document = _parse(line, line_no, source)
         except json.JSONDecodeError as exc:
             if not line.endswith("\n"):
                 if warn is not None:
@@ -198,7 +217,7 @@ def _whole_document(
     document spread over lines (an object, or an array of them)."""
     text = "\n" * (first_line - 1) + head + rest
     try:
-        document = json.loads(text)
+        document = _parse(text, first_line, source)
     except json.JSONDecodeError as exc:
         if exc.msg != "Extra data":
             # One JSON document spread over lines, broken somewhere inside.

@@ -12,7 +12,6 @@ variant's ``results.jsonl`` keeps the shards' order.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,8 @@ from vally.engine.shards import (
 )
 from vally.engine.summaries import VariantSummaries
 from vally.errors import OutputError
+from vally.models.jsontext import loads_bounded
+from vally.models.limits import record_depth
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
 from vally.plugins import defaults
@@ -107,7 +108,8 @@ def _trace_links(shards: Sequence[ShardInput]) -> list[dict[str, Any]]:
     links: list[dict[str, Any]] = []
     for shard in shards:
         with contextlib.suppress(OSError, ValueError):
-            context = json.loads((shard.path / TRACE_CONTEXT_FILE).read_text(encoding="utf-8"))
+            text = (shard.path / TRACE_CONTEXT_FILE).read_text(encoding="utf-8")
+            context = loads_bounded(text, max_depth=record_depth())
             if isinstance(context, dict):
                 links.append(
                     {

@@ -79,6 +79,7 @@ from vally import (
     TrajectoryMetadata,
     TrajectoryRecorder,
     VallyError,
+    loads_bounded,
 )
 
 if TYPE_CHECKING:
@@ -615,7 +616,7 @@ class _Run:
     async def _tool(self, call: ToolCall, batch_id: str) -> None:
         parsed: Any
         try:
-            parsed = json.loads(call.arguments) if call.arguments.strip() else {}
+            parsed = loads_bounded(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             parsed = None
         server = self._server_of(call.name)

@@ -86,6 +86,8 @@ class _ClaudeStream:
     def line(self, number: int, obj: dict[str, Any]) -> None:
         """Read one line of the stream."""
         kind = obj.get("type")
+        if not isinstance(kind, str):
+            return
         if obj.get("session_id") and isinstance(obj.get("session_id"), str):
             self.result.session_id = obj["session_id"]
         if kind == "system":

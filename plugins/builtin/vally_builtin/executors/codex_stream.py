@@ -63,7 +63,7 @@ def _result(
     recorder: TrajectoryRecorder, item: dict[str, Any], kind: str, call: ToolCallEvent
 ) -> None:
     status = item.get("status")
-    success = status not in {"failed", "declined"}
+    success = status not in ("failed", "declined")  # a tuple: status may be unhashable
     value: Any
     if kind == "command_execution":
         exit_code = item.get("exit_code")
@@ -109,6 +109,8 @@ class _CodexStream:
     def line(self, number: int, obj: dict[str, Any]) -> None:
         """Read one line of the stream."""
         kind = obj.get("type")
+        if not isinstance(kind, str):
+            return
         if kind in {"thread.started", "thread.resumed"}:
             if obj.get("thread_id"):
                 self.result.session_id = str(obj["thread_id"])

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vally import TrajectoryRecorder
+from vally import TrajectoryRecorder, loads_bounded
 
 SNIPPET = 200
 """Characters of a bad line quoted in its error event."""
@@ -68,9 +68,9 @@ def lines(text: str) -> Iterable[tuple[int, dict[str, Any] | None, str]]:
         if not line:
             continue
         try:
-            value = json.loads(line)
-        except ValueError:
-            yield number, None, line
+            value = loads_bounded(line)
+        except ValueError as exc:  # not JSON, or nested deeper than VALLY_MAX_JSON_DEPTH
+            yield number, None, line if isinstance(exc, json.JSONDecodeError) else f"{exc}"
             continue
         yield number, value if isinstance(value, dict) else None, line
 

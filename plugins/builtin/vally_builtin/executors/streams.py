@@ -76,7 +76,7 @@ def parse_vally_stream(
             if sid:
                 result.session_id = str(sid)
             continue
-        if kind not in _EVENT_TYPES:
+        if not isinstance(kind, str) or kind not in _EVENT_TYPES:
             continue
         try:
             recorder.add(_EVENT_ADAPTER.validate_python({**obj, "turn": turn}))

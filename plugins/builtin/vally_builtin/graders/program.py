@@ -40,6 +40,7 @@ from vally import (
     GradingError,
     Sandbox,
     StrictConfig,
+    loads_bounded,
 )
 from vally_builtin.graders import require_sandbox, resolve_host_source, shorten
 from vally_builtin.graders.command import VerifierFile, exec_metadata, output_tail, stage_files
@@ -87,15 +88,15 @@ def parse_program_output(stdout: str, context: GradeContext) -> GraderResult:
     payload: Any = None
     text = stdout.strip()
     try:
-        payload = json.loads(text)
-    except json.JSONDecodeError:
+        payload = loads_bounded(text)
+    except ValueError:  # not one JSON document (or one nested too deeply)
         for line in reversed(text.splitlines()):
             line = line.strip()
             if line.startswith("{"):
                 try:
-                    payload = json.loads(line)
+                    payload = loads_bounded(line)
                     break
-                except json.JSONDecodeError:
+                except ValueError:
                     continue
     if not isinstance(payload, dict):
         raise GradingError(

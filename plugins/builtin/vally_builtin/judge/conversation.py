@@ -23,6 +23,7 @@ from vally import (
     LLMProvider,
     ToolCall,
     ToolSpec,
+    loads_bounded,
 )
 from vally_builtin.judge.evidence import TOOLS, EvidenceReader
 
@@ -41,9 +42,9 @@ def extract_json(text: str) -> dict[str, Any] | None:
     """The first JSON object found in ``text`` (fenced or bare), or None."""
     text = text.strip()
     try:
-        value = json.loads(text)
+        value = loads_bounded(text)
         return value if isinstance(value, dict) else None
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON as a whole (or nested too deeply)
         pass
     start = text.find("{")
     while start >= 0:
@@ -67,8 +68,8 @@ def extract_json(text: str) -> dict[str, Any] | None:
                 depth -= 1
                 if depth == 0:
                     try:
-                        value = json.loads(text[start : index + 1])
-                    except json.JSONDecodeError:
+                        value = loads_bounded(text[start : index + 1])
+                    except ValueError:
                         break
                     return value if isinstance(value, dict) else None
         start = text.find("{", start + 1)
@@ -98,7 +99,7 @@ def _tool_reply(call: ToolCall, reader: EvidenceReader | None) -> ChatMessage:
     """The tool message answering one of the judge's tool calls (an evidence read, or an
     error the judge sees)."""
     try:
-        arguments = json.loads(call.arguments or "{}")
+        arguments = loads_bounded(call.arguments or "{}")
         if not isinstance(arguments, dict):
             raise ValueError("arguments must be a JSON object")
     except ValueError as exc:

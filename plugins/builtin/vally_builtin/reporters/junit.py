@@ -32,12 +32,25 @@ from vally_builtin.reporters import (
 JUNIT_FILE = "junit.xml"
 TEXT_LIMIT = 20_000
 
-_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(text: str) -> str:
-    """Text with characters XML 1.0 cannot hold removed."""
+    """Text with characters XML 1.0 cannot hold (controls, lone surrogates) removed."""
     return _INVALID_XML.sub("", text)
+
+
+def _xml_safe(root: ET.Element) -> ET.Element:
+    """``root`` with every attribute, text and tail made XML-safe (names come from specs
+    and records, and may hold any character)."""
+    for element in root.iter():
+        for name, value in element.attrib.items():
+            element.set(name, _xml_text(value))
+        if element.text:
+            element.text = _xml_text(element.text)
+        if element.tail:
+            element.tail = _xml_text(element.tail)
+    return root
 
 
 class JunitConfig(StrictConfig):
@@ -145,7 +158,7 @@ def build_junit(records: Sequence[TrialResultRecord]) -> ET.Element:
     for name, value in totals.items():
         root.set(name, str(value))
     root.set("time", f"{total_time:.3f}")
-    return root
+    return _xml_safe(root)
 
 
 def render_junit(records: Sequence[TrialResultRecord]) -> str:

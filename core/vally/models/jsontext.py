@@ -1,0 +1,81 @@
+"""Parsing JSON text from untrusted sources without ever raising ``RecursionError``.
+
+``json.loads`` recurses once per nesting level: a line of 100,000 ``[`` raises
+``RecursionError`` (which no ``except ValueError`` catches), and a value just under the
+interpreter's limit makes every later recursive walk (validation, scrubbing, dumping) fail
+instead. :func:`loads_bounded` refuses values nested deeper than a limit with
+:class:`JsonTooDeepError`, a :class:`ValueError` like the errors of malformed JSON, so a
+caller that already handles bad JSON handles deep JSON too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vally.models.limits import JSON_DEPTH
+
+
+class JsonTooDeepError(ValueError):
+    """A JSON value nests arrays and objects deeper than the limit allows.
+
+    Attributes:
+        limit: The depth that was allowed.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"JSON nested deeper than {limit} levels "
+            f"(the limit is {JSON_DEPTH.env}, default {JSON_DEPTH.default})"
+        )
+
+
+def json_depth(value: Any, *, stop_after: int | None = None) -> int:
+    """The nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), found without
+    recursion. With ``stop_after`` the walk ends as soon as the depth exceeds it."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > deepest:
+            deepest = depth
+            if stop_after is not None and deepest > stop_after:
+                return deepest
+        stack.extend((child, depth) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
+    """``json.loads(text)``, refusing values nested deeper than ``max_depth``.
+
+    Args:
+        text: The JSON text.
+        max_depth: The deepest nesting allowed; None for :data:`~vally.models.limits.JSON_DEPTH`
+            (``VALLY_MAX_JSON_DEPTH``).
+
+    Raises:
+        JsonTooDeepError: The value nests deeper than the limit (a ``ValueError``).
+        json.JSONDecodeError: The text is not JSON (a ``ValueError``).
+    """
+    limit = JSON_DEPTH.value() if max_depth is None else max_depth
+    if isinstance(text, bytes):
+        opening = text.count(b"[") + text.count(b"{")
+    else:
+        opening = text.count("[") + text.count("{")
+    if opening <= limit:  # cannot nest deeper than the brackets it holds
+        return json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JsonTooDeepError(limit) from None
+    if json_depth(value, stop_after=limit) > limit:
+        raise JsonTooDeepError(limit)
+    return value
