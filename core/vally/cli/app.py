@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "vally.cli.experiment",
     "vally.cli.new",
     "vally.cli.init",
+    "vally.cli.export",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
