@@ -7,7 +7,7 @@ As Harbor does, the task's ``tests`` folder is placed at ``/tests`` in the trial
 The reward is read from ``/logs/verifier/reward.txt`` (a number) or ``reward.json`` (an
 object whose ``reward`` value, else the mean of its numbers, is the score). The grader
 passes when the reward reaches ``pass_reward``. The sandbox must let the verifier write
-``/tests`` and ``/logs``: on the docker backend run as root (``--backend-args user=root``)
+``/tests`` and ``/logs``: on the docker backend run as root (``--backend-args user=0``)
 unless the image's user may.
 """
 
