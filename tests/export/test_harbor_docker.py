@@ -77,7 +77,13 @@ fi
 """
 
 
-def _harbor_run(project: Path, tasks: list[Path], out: str) -> Finished:
+PARTIAL_VERIFIER = """\
+#!/bin/sh
+echo '{"reward": 0.5}' > /logs/verifier/reward.json
+"""
+
+
+def _harbor_run(project: Path, tasks: list[Path], out: str, user: str = "0") -> Finished:
     specs: list[str] = []
     for task in tasks:
         specs += ["--eval-spec", str(task / "task.toml")]
@@ -85,7 +91,7 @@ def _harbor_run(project: Path, tasks: list[Path], out: str) -> Finished:
     return vally(
         "eval", "--eval-plugin", "harbor", *specs, "--output-dir", out,
         "--backend", "docker", "--backend-args", f"dockerfile={dockerfile}",
-        "--backend-args", "user=0", "--backend-args", "workdir=/app",
+        "--backend-args", f"user={user}", "--backend-args", "workdir=/app",
         cwd=project,
     )  # fmt: skip
 
@@ -133,12 +139,16 @@ def test_a_hand_written_harbor_task_runs_with_its_own_dockerfile(
     if not BUSYBOX.is_file():
         pytest.skip(f"a static busybox is needed at {BUSYBOX}")
     tasks: list[Path] = []
-    for name, answer in (("answer-right", "42"), ("answer-wrong", "41")):
+    for name, answer, verifier in (
+        ("answer-right", "42", VERIFIER),
+        ("answer-wrong", "41", VERIFIER),
+        ("half-credit", "42", PARTIAL_VERIFIER),
+    ):
         task = write_task(
             tmp_path / "dataset",
             name,
             instruction=f"echo {answer} > answer.txt",
-            test_sh=VERIFIER,
+            test_sh=verifier,
             toml='version = "1.0"\n[verifier]\ntimeout_sec = 60\n',
         )
         (task / "tests" / "expected.txt").write_text("42\n", encoding="utf-8")
@@ -148,9 +158,19 @@ def test_a_hand_written_harbor_task_runs_with_its_own_dockerfile(
     (tmp_path / ".vally.yaml").write_text(HARBOR_PROJECT, encoding="utf-8")
     done = _harbor_run(tmp_path, tasks, "out")
     assert done.code == 0, done.stderr
-    assert verdicts(tmp_path / "out") == {"answer-right": True, "answer-wrong": False}
+    assert verdicts(tmp_path / "out") == {
+        "answer-right": True,
+        "answer-wrong": False,
+        "half-credit": False,
+    }
     rewards = {
         record["stimulusName"]: record["gradeResult"]["details"][0]["metadata"]["reward"]
         for record in map(json.loads, next((tmp_path / "out").rglob("results.jsonl")).open())
     }
-    assert rewards == {"answer-right": 1.0, "answer-wrong": 0.0}
+    assert rewards == {"answer-right": 1.0, "answer-wrong": 0.0, "half-credit": 0.5}
+    # Not root: the tests cannot be placed at /tests, and the error says what to do.
+    unprivileged = _harbor_run(tmp_path, tasks[:1], "unprivileged", user="1000")
+    [results] = (tmp_path / "unprivileged").rglob("results.jsonl")
+    [detail] = json.loads(results.read_text(encoding="utf-8"))["gradeResult"]["details"]
+    assert unprivileged.code == 1 and detail["status"] == "error", detail
+    assert "user=0" in detail["evidence"], detail

@@ -3,12 +3,14 @@ what is wrong with a folder that is not a task."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.export.helpers import write_task
-from vally import ConfigError
+from tests.export.helpers import vally, write_task
+from vally import ConfigError, GradingError
+from vally_builtin.graders.harbor import _reward
 from vally_builtin.providers.harbor import HarborEvalProvider, HarborProviderConfig
 
 TOML = """
@@ -60,3 +62,52 @@ def test_a_folder_that_is_not_a_task_is_refused_with_what_is_missing(tmp_path: P
     (task / "task.toml").write_text("version = \n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"task\.toml: invalid TOML"):
         HarborEvalProvider().load(task / "task.toml", {})
+
+
+def test_the_verifier_refuses_a_backend_whose_workspace_is_the_host(tmp_path: Path) -> None:
+    write_task(tmp_path / "dataset", "t", instruction="true", test_sh="echo 1 > /tmp/x\n")
+    (tmp_path / ".vally.yaml").write_text(
+        "plugin_config: {eval_provider: {harbor: {defaults: {executor: "
+        '{name: command, config: {command: [sh, -c, "{prompt}"]}}}}}}\n',
+        encoding="utf-8",
+    )
+    done = vally(
+        "eval", "--eval-plugin", "harbor", "-e", "dataset/t/task.toml", "--output-dir", "out",
+        cwd=tmp_path,
+    )  # fmt: skip
+    [results] = (tmp_path / "out").rglob("results.jsonl")
+    [record] = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
+    [detail] = record["gradeResult"]["details"]
+    assert detail["status"] == "error" and "--backend docker" in detail["evidence"], detail
+    assert done.code == 1 and "1 errored" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "reward"),
+    [
+        ("txt", "1\n", 1.0),
+        ("txt", " 0.25 ", 0.25),
+        ("txt", "7", 1.0),
+        ("json", '{"reward": 0.5, "other": 1}', 0.5),
+        ("json", '{"a": 1, "b": 0}', 0.5),
+    ],
+)
+def test_reward_files_are_read_as_harbor_writes_them(kind: str, text: str, reward: float) -> None:
+    assert _reward(kind, text, "") == reward
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "message"),
+    [
+        ("none", "", "wrote no /logs/verifier/reward.txt"),
+        ("txt", "passed", "holds no number"),
+        ("txt", "nan", "NaN"),
+        ("json", "[1]", "holds no number"),
+        ("json", "{}", "holds no number"),
+    ],
+)
+def test_a_missing_or_unreadable_reward_errors_the_grader(
+    kind: str, text: str, message: str
+) -> None:
+    with pytest.raises(GradingError, match=message):
+        _reward(kind, text, "")

@@ -8,7 +8,8 @@ The reward is read from ``/logs/verifier/reward.txt`` (a number) or ``reward.jso
 object whose ``reward`` value, else the mean of its numbers, is the score). The grader
 passes when the reward reaches ``pass_reward``. The sandbox must let the verifier write
 ``/tests`` and ``/logs``: on the docker backend run as root (``--backend-args user=0``)
-unless the image's user may.
+unless the image's user may. A backend whose workspace is on the host (``local``) is
+refused: there ``/tests`` would be the host's own folder.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ from vally_builtin.graders.command import exec_metadata, output_tail
 STAGING = ".vally-harbor-tests"
 """Workspace folder the tests pass through on their way to ``/tests``."""
 
+PLACEMENT_FAILED = "vally: the tests could not be placed at /tests"
+"""What the verifier command prints to stderr when the tests could not be placed."""
+
 _RUN = (
-    "set -e; rm -rf /tests /logs/verifier; mkdir -p /logs/verifier; "
-    f"cp -R {STAGING} /tests; rm -rf {STAGING}; set +e; "
+    "{ rm -rf /tests /logs/verifier && mkdir -p /logs/verifier && "
+    f"cp -R {STAGING} /tests && rm -rf {STAGING}; }} || "
+    f"{{ echo '{PLACEMENT_FAILED}' >&2; exit 1; }}; "
     "if command -v bash >/dev/null 2>&1; then bash /tests/test.sh; else sh /tests/test.sh; fi"
 )
 _READ = (
@@ -76,6 +81,11 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
     async def grade(self, context: GradeContext) -> GraderResult:
         """Stage the tests, run ``test.sh`` and read the reward."""
         sandbox = require_sandbox(context, "harbor-verifier")
+        if sandbox.host_workdir is not None:
+            raise GradingError(
+                "harbor-verifier runs a task's tests at /tests and /logs/verifier, which on "
+                "this backend are the host's own folders; run Harbor tasks with --backend docker"
+            )
         if context.spec_dir is None:
             raise GradingError("harbor-verifier needs the task folder; run it from a task")
         tests = resolve_host_source(context.spec_dir, self.config.tests, what="tests")
@@ -88,6 +98,11 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
         run = await sandbox.exec(["sh", "-c", _RUN], timeout=self.config.timeout)
         if run.timed_out:
             raise GradingError(f"tests/test.sh timed out after {self.config.timeout:g}s")
+        if PLACEMENT_FAILED in run.stderr:
+            raise GradingError(
+                f"the task's tests could not be placed at /tests ({output_tail(run)}); run "
+                "the sandbox as root (--backend-args user=0 on docker)"
+            )
         read = await sandbox.exec(["sh", "-c", _READ], timeout=30)
         kind, _, text = read.stdout.partition("\n")
         reward = _reward(kind.strip(), text, output_tail(run))
