@@ -388,7 +388,11 @@ KIND_TITLES: dict[str, tuple[str, str]] = {
         "the `llm:` section of `.vally.yaml`: `provider: NAME` picks the provider, and"
         " {llm_keys} are passed to it (other options keep their defaults)",
     ),
-    "exporter": ("Exporters", "the exporter's own settings"),
+    "exporter": (
+        "Exporters",
+        "the `-- KEY=VALUE` arguments of `vally export`, or `plugin_config.exporter.NAME` of"
+        " `.vally.yaml`",
+    ),
 }
 """Kind -> (section title, where users set the options of such a plugin)."""
 

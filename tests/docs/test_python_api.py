@@ -39,8 +39,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _copy_docs_tree(tmp_path_factory.mktemp("python-api"))
 
 
-def test_page_has_the_three_examples() -> None:
-    assert len(python_blocks(PAGE.read_text(encoding="utf-8"))) == 3
+def test_page_has_the_four_examples() -> None:
+    assert len(python_blocks(PAGE.read_text(encoding="utf-8"))) == 4
 
 
 def test_eval_example_returns_records_and_writes_the_run_folder(tree: Path) -> None:
@@ -64,3 +64,10 @@ def test_run_api_example_writes_only_the_chosen_reporter(tree: Path) -> None:
     assert out.splitlines() == ["9 trials planned", "9 passed"]
     written = sorted(p.name for p in (tree / "api-run").iterdir() if p.is_file())
     assert written == ["results.jsonl", "run-summary.jsonl"]
+
+
+def test_export_example_writes_a_harbor_task(tree: Path) -> None:
+    out = run_block(python_blocks(PAGE.read_text(encoding="utf-8"))[3], tree)
+    files = ["environment/Dockerfile", "instruction.md", "task.toml", "tests/test.sh"]
+    assert out.strip() == str(files)
+    assert (tree / "harbor-tasks" / "hello-file" / "tests" / "test.sh").is_file()

@@ -21,6 +21,7 @@ DISTRIBUTIONS = {
     "vally-jsonl-provider": ("eval_provider", "dataset"),
     "vally-balanced-shards": ("shard_strategy", "balanced"),
     "vally-echo-llm": ("llm_provider", "echo"),
+    "vally-prompt-set-exporter": ("exporter", "prompt-set"),
 }
 
 EVAL = """\
@@ -215,3 +216,19 @@ def test_balanced_shards_through_experiment_run(tmp_path: Path) -> None:
         "a/timed/short2/default/0", "b/timed/long/default/0",
         "b/timed/mid/default/0", "b/timed/short2/default/0",
     ]
+
+
+def test_prompt_set_exporter_by_distribution_with_arguments(tmp_path: Path) -> None:
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(EVAL)
+    out = tmp_path / "out"
+    result = run_vally(
+        [
+            "export", "-e", str(spec), "--exporter", "vally-prompt-set-exporter",
+            "--output-dir", str(out), "--", "file=prompts.jsonl", "tags=false",
+        ]
+    )  # fmt: skip
+    assert "prompts.jsonl" in result.stdout
+    lines = [json.loads(x) for x in (out / "prompts.jsonl").read_text().splitlines()]
+    assert lines and all(set(line) == {"name", "prompts"} for line in lines)
+    assert lines[0]["name"] == "create-file"

@@ -32,6 +32,7 @@ KINDS = [
     "eval-provider",
     "shard-strategy",
     "llm-provider",
+    "exporter",
 ]
 
 

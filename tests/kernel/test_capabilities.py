@@ -69,6 +69,7 @@ WORKSPACE_GRADERS = [
     "file-not-contains",
     "file-not-exists",
     "file-not-matches",
+    "harbor-verifier",
     "program",
     "run-command",
 ]

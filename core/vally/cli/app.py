@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "vally.cli.init",
     "vally.cli.ingest",
     "vally.cli.serve",
+    "vally.cli.export",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 

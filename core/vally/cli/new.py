@@ -19,7 +19,7 @@ def new_command(
         typer.Argument(
             metavar="KIND",
             help="Plugin kind: grader, executor, backend, reporter, eval-provider, "
-            "shard-strategy or llm-provider.",
+            "shard-strategy, llm-provider or exporter.",
             show_default=False,
         ),
     ],

@@ -427,6 +427,33 @@ class EvalProvider(Protocol):
         """
 
 
+class Exporter(Protocol):
+    """Writes an eval spec in another tool's format (``vally export``).
+
+    The reverse of an :class:`EvalProvider`: a Harbor task folder, a benchmark file. The
+    exporter's ``Config`` is filled from the ``-- key=value`` arguments of ``vally export``.
+    """
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+
+    def export(self, loaded: LoadedEval, output_dir: Path) -> list[Path]:
+        """Write ``loaded`` under ``output_dir`` and return what was written.
+
+        Args:
+            loaded: The eval spec, with the file it came from (its folder anchors relative
+                paths such as ``files[].src``).
+            output_dir: The folder to write into (created by the caller).
+
+        Returns:
+            The files or folders written, in a stable order.
+
+        Raises:
+            ConfigError: The spec uses something the target format cannot express (name the
+                stimulus and grader, and say what to change).
+        """
+
+
 class ShardStrategy(Protocol):
     """Picks one shard's slice of a plan. Must be deterministic: the same keys, index and
     total always give the same slice, and the slices of 1..total partition the keys."""

@@ -119,7 +119,7 @@ class LLMSettings(SpecModel):
     headers: dict[str, str] = Field(default_factory=dict)
 
 
-CONFIGURABLE_KINDS = ("reporter", "eval_provider", "shard_strategy")
+CONFIGURABLE_KINDS = ("reporter", "eval_provider", "shard_strategy", "exporter")
 """Plugin kinds whose config comes from ``.vally.yaml`` ``plugin_config`` (graders,
 executors, backends and LLM providers are configured in specs, flags and ``llm:``)."""
 

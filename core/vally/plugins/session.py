@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         Backend,
         EvalProvider,
         Executor,
+        Exporter,
         Grader,
         LLMProvider,
         ShardStrategy,
@@ -321,7 +322,17 @@ class Session:
     @overload
     def create(
         self,
-        kind: Literal["reporter", "exporter"],
+        kind: Literal["exporter"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Exporter: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["reporter"],
         name: str,
         config: Mapping[str, Any] | None = ...,
         *,

@@ -35,6 +35,7 @@ EXAMPLES: dict[str, str] = {
     "eval_provider": "vally-jsonl-provider",
     "shard_strategy": "vally-balanced-shards",
     "llm_provider": "vally-echo-llm",
+    "exporter": "vally-prompt-set-exporter",
 }
 """The example distribution each kind ``vally new`` scaffolds is generated from."""
 
@@ -46,6 +47,7 @@ SUFFIXES: dict[str, str] = {
     "eval_provider": "EvalProvider",
     "shard_strategy": "ShardStrategy",
     "llm_provider": "LLMProvider",
+    "exporter": "Exporter",
 }
 """The class-name suffix of each kind (``WordCountGrader``)."""
 

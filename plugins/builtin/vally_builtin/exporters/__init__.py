@@ -1,0 +1,1 @@
+"""Built-in exporters (``vally export --exporter NAME``)."""
