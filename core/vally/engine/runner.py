@@ -681,6 +681,8 @@ class RunEngine:
         workers: Concurrent trials.
         max_retries: How many times a trial that failed in setup or execution is run again
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
+        reused: Records of a resumed run's finished trials: summarised and reported with
+            the new ones, not emitted again.
     """
 
     def __init__(
@@ -690,13 +692,14 @@ class RunEngine:
         *,
         workers: int = DEFAULT_WORKERS,
         max_retries: int = 0,
+        reused: Sequence[TrialResultRecord] = (),
     ) -> None:
         self.context = context
         self.summaries = summaries
         self.workers = workers
         self.max_retries = max_retries
         self.runner = TrialRunner(context)
-        self.records: list[TrialResultRecord] = []
+        self.records: list[TrialResultRecord] = list(reused)
         self.failures: list[str] = []
         self.scheduler: Scheduler[PlannedTrial, TrialResultRecord] | None = None
         self.cancelled = False
