@@ -12,10 +12,10 @@ the same command again and compares:
   every other trial (no record, ``cancelled``, or errored with ``--retry-errors``) runs
   again under the same run id.
 
-Before the trials run, ``results.jsonl`` is rewritten (atomically) to hold only the
-reused records, byte for byte; the lines it drops are appended to
-``results.superseded.jsonl`` and the folders of trials that run again are renamed
-``trial-<n>.superseded-<k>``, so nothing written before is lost.
+Before the trials run, ``results.jsonl`` (each variant's, in an experiment) is rewritten
+(atomically) to hold only the reused records, byte for byte; the lines it drops are
+appended to ``results.superseded.jsonl`` next to it and the folders of trials that run
+again are renamed ``trial-<n>.superseded-<k>``, so nothing written before is lost.
 """
 
 from __future__ import annotations
@@ -88,6 +88,21 @@ def write_plan(run_dir: Path, document: Mapping[str, Any]) -> None:
 
 
 @dataclass
+class ResultsFile:
+    """One results file of the run folder, split into what is kept and what is dropped.
+
+    Attributes:
+        path: The file (``results.jsonl``, or a variant folder's in an experiment).
+        kept: Its raw lines that are reused, in file order.
+        dropped: Its raw lines that are superseded (cancelled, retried, torn).
+    """
+
+    path: Path
+    kept: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ResumePlan:
     """What a resumed run reuses and what it runs.
 
@@ -96,16 +111,23 @@ class ResumePlan:
         run_id: The run id of the original run (records keep it).
         reused: The records kept, in file order.
         to_run: The trials to run, in plan order.
-        kept_lines: The raw ``results.jsonl`` lines of ``reused``.
-        dropped_lines: The raw lines that are superseded (cancelled, retried, torn).
+        files: The results files, with their kept and dropped lines.
     """
 
     run_dir: Path
     run_id: str
     reused: list[TrialResultRecord]
     to_run: list[PlannedTrial]
-    kept_lines: list[str] = field(default_factory=list)
-    dropped_lines: list[str] = field(default_factory=list)
+    files: list[ResultsFile] = field(default_factory=list)
+
+
+def resumed_run_id(run_dir: Path) -> str:
+    """The run id of the run in ``run_dir`` (from its ``run-plan.json``).
+
+    Raises:
+        ConfigError: The folder holds no readable run plan.
+    """
+    return str(_read_plan(run_dir).get("runId"))
 
 
 def _read_plan(run_dir: Path) -> dict[str, Any]:
@@ -167,9 +189,8 @@ def check_same_plan(old: Mapping[str, Any], new: Mapping[str, Any], run_dir: Pat
         )
 
 
-def _result_lines(run_dir: Path) -> list[tuple[str, TrialResultRecord | None]]:
-    """Each line of ``results.jsonl`` with its record (None for a torn or foreign line)."""
-    path = run_dir / RESULTS_FILE
+def _result_lines(path: Path) -> list[tuple[str, TrialResultRecord | None]]:
+    """Each line of a results file with its record (None for a torn or foreign line)."""
     if not path.exists():
         return []
     out: list[tuple[str, TrialResultRecord | None]] = []
@@ -202,8 +223,17 @@ def plan_resume(
     command: str,
     skip_grade: bool,
     retry_errors: bool,
+    results: Sequence[Path] = (),
 ) -> ResumePlan:
     """Compare the run folder with the new plan and decide what is reused and what runs.
+
+    Args:
+        run_dir: The run folder.
+        trials: The new plan's trials (this process's shard of them).
+        command: ``eval`` or ``experiment``; must be the original run's.
+        skip_grade: Whether the new run grades (part of each trial's fingerprint).
+        retry_errors: Run errored trials again instead of keeping them.
+        results: The results files to read (default: the folder's ``results.jsonl``).
 
     Raises:
         ConfigError: The folder cannot be resumed, or the plan or a spec changed.
@@ -215,19 +245,22 @@ def plan_resume(
     planned = {t.key.as_id() for t in trials}
     resume = ResumePlan(run_dir, run_id, [], [])
     done: set[str] = set()
-    for line, record in _result_lines(run_dir):
-        identity = _record_identity(record) if record is not None else None
-        if (
-            record is not None
-            and identity in planned
-            and identity not in done
-            and _reusable(record, retry_errors=retry_errors)
-        ):
-            done.add(identity)
-            resume.reused.append(record)
-            resume.kept_lines.append(line)
-        else:
-            resume.dropped_lines.append(line if line.endswith("\n") else line + "\n")
+    for path in results or [run_dir / RESULTS_FILE]:
+        file = ResultsFile(path)
+        resume.files.append(file)
+        for line, record in _result_lines(path):
+            identity = _record_identity(record) if record is not None else None
+            if (
+                record is not None
+                and identity in planned
+                and identity not in done
+                and _reusable(record, retry_errors=retry_errors)
+            ):
+                done.add(identity)
+                resume.reused.append(record)
+                file.kept.append(line)
+            else:
+                file.dropped.append(line if line.endswith("\n") else line + "\n")
     resume.to_run = [t for t in trials if t.key.as_id() not in done]
     return resume
 
@@ -246,13 +279,14 @@ def apply_resume(resume: ResumePlan) -> None:
         OutputError: A file of the run folder cannot be written.
     """
     run_dir = resume.run_dir
-    if resume.dropped_lines:
-        superseded = run_dir / SUPERSEDED_FILE
+    for file in resume.files:
+        if not file.dropped:
+            continue
+        superseded = file.path.with_name(SUPERSEDED_FILE)
         with output_errors(str(superseded)), superseded.open("a", encoding="utf-8") as handle:
-            handle.writelines(resume.dropped_lines)
-        results = run_dir / RESULTS_FILE
-        with output_errors(str(results)):
-            write_text_atomic(results, "".join(resume.kept_lines))
+            handle.writelines(file.dropped)
+        with output_errors(str(file.path)):
+            write_text_atomic(file.path, "".join(file.kept))
     for trial in resume.to_run:
         folder = run_dir / trial_relpath(trial.key)
         if not folder.exists():

@@ -282,14 +282,18 @@ class PreparedRun:
             OutputError: The run folder cannot be written.
         """
         from vally.engine.resume import apply_resume, plan_resume
+        from vally.engine.rundir import RESULTS_FILE, safe_name
 
         request = self.request
+        experiment = request.experiment
+        variants = [safe_name(v) for v in experiment.variants] if experiment else [""]
         plan = plan_resume(
             run_dir,
             self.trials,
             command=request.command,
             skip_grade=request.skip_grade,
             retry_errors=retry_errors,
+            results=[run_dir / v / RESULTS_FILE if v else run_dir / RESULTS_FILE for v in variants],
         )
         apply_resume(plan)
         self.trials, self.reused, self.resumed_id = plan.to_run, plan.reused, plan.run_id
