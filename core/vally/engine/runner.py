@@ -71,6 +71,7 @@ from vally.models.trajectory import (
     TrajectoryMetrics,
     utc_now,
 )
+from vally.models.usage import trial_usage
 
 log = logging.getLogger("vally.engine.runner")
 
@@ -287,6 +288,7 @@ class TrialRunner:
             grade_result=state.grade,
             trajectory=trajectory,
             experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
+            usage=trial_usage(trajectory, state.grade),
         )
 
     async def _save(
