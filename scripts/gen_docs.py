@@ -615,6 +615,7 @@ def example_records() -> tuple[Any, Any]:
     from vally.models import GraderConfig, Stimulus
     from vally.models.records import GraderResult, TrialResultRecord
     from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
+    from vally.models.usage import trial_usage
 
     stimulus = Stimulus(
         name="hello",
@@ -668,6 +669,7 @@ def example_records() -> tuple[Any, Any]:
         tags={"area": "files"},
         grade_result=grade,
         trajectory=trajectory,
+        usage=trial_usage(trajectory, grade),
     )
     summary = summarize_eval(
         [record],

@@ -63,7 +63,7 @@ def test_run_api_example_writes_only_the_chosen_reporter(tree: Path) -> None:
     # The quickstart runs three stimuli three times (its runs: 3).
     assert out.splitlines() == ["9 trials planned", "9 passed"]
     written = sorted(p.name for p in (tree / "api-run").iterdir() if p.is_file())
-    assert written == ["results.jsonl", "run-summary.jsonl"]
+    assert written == ["results.jsonl", "run-plan.json", "run-summary.jsonl"]
 
 
 def test_export_example_writes_a_harbor_task(tree: Path) -> None:

@@ -106,13 +106,17 @@ def run_eval_command(opts: EvalRequest) -> int:
     Raises:
         VallyError: A configuration, plugin or output error (the CLI prints it, exit 1).
     """
-    from vally.engine.evals import prepare_eval
-    from vally.engine.rundir import create_run_dir
+    from vally.engine.evals import eval_run_dir, prepare_eval
 
     prepared, output_dir = prepare_eval(opts)
     if prepared.plan.lint_only:
         return _nothing_to_run(prepared)
-    run_dir = create_run_dir(output_dir)
+    run_dir = eval_run_dir(prepared, opts, output_dir)
+    if opts.resume:
+        _echo(
+            f"Resuming {run_dir}: {len(prepared.reused)} finished trial(s) kept, "
+            f"{len(prepared.trials)} to run"
+        )
 
     def interrupted() -> None:
         _echo("Interrupted: stopping the running trials and writing what finished...")
@@ -189,6 +193,8 @@ def eval_command(
     backend_args: o.BackendArgs = None,
     reporter_plugins: o.ReporterPlugins = None,
     max_retries: MaxRetries = 0,
+    resume: o.Resume = None,
+    retry_errors: o.RetryErrors = False,
     keep_executor_session_logs: KeepSessionLogs = False,
     otlp_endpoint: o.OtlpEndpoint = None,
     verbose: o.Verbose = False,

@@ -102,6 +102,8 @@ def run_command(
     eval_plugin: o.EvalPlugin = None,
     workspace: Workspace = None,
     dry_run: DryRun = False,
+    resume: o.Resume = None,
+    retry_errors: o.RetryErrors = False,
     require_pass: o.RequirePass = False,
     otlp_endpoint: o.OtlpEndpoint = None,
     verbose: o.Verbose = False,

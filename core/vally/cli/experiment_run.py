@@ -172,6 +172,11 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
         f"Experiment {setup.resolved.name}: {len(setup.resolved.variants)} variant(s), "
         f"{len(prepared.trials)} trial(s), {prepared.workers} worker(s){shard}"
     )
+    if opts.resume:
+        _echo(
+            f"Resuming {run_dir}: {len(prepared.reused)} finished trial(s) kept, "
+            f"{len(prepared.trials)} to run"
+        )
     result = execute_experiment(setup, run_dir)
     for line in gate.lines() if gate is not None else []:
         _echo(line)

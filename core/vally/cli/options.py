@@ -76,3 +76,10 @@ Quiet = Annotated[
     bool, switch("--quiet", "Print only failed trials and the closing verdict.", "-q")
 ]
 EvalPlugin = Annotated[str | None, opt("SPEC", "Eval provider reading the eval files.")]
+Resume = Annotated[
+    str | None,
+    opt("RUN_DIR", "Continue this run folder: keep finished trials, run the rest into it."),
+]
+RetryErrors = Annotated[
+    bool, switch("--retry-errors", "With --resume, also run errored trials again.")
+]

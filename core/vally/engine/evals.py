@@ -300,12 +300,29 @@ def run_eval(opts: EvalRequest) -> RunResult:
     plan runs nothing (every eval has ``runs: 0``): then the specs are validated and the
     result has no records.
 
+    With ``opts.resume`` the run continues in that run folder instead (see
+    :meth:`~vally.engine.run.PreparedRun.resume`); the result holds every record of it.
+
     Raises:
         VallyError: A configuration, plugin or planning problem (nothing was run).
     """
-    from vally.engine.rundir import create_run_dir
-
     prepared, output_dir = prepare_eval(opts)
     if prepared.plan.lint_only:
         return prepared.empty_result()
-    return prepared.execute(create_run_dir(output_dir))
+    return prepared.execute(eval_run_dir(prepared, opts, output_dir))
+
+
+def eval_run_dir(prepared: PreparedRun, opts: EvalRequest, output_dir: Path) -> Path:
+    """The run folder of ``opts``: a new one under ``output_dir``, or with ``opts.resume``
+    the folder being resumed, made ready (see :meth:`PreparedRun.resume`).
+
+    Raises:
+        VallyError: The folder cannot be created, or cannot be resumed (why is said).
+    """
+    from vally.engine.rundir import create_run_dir
+
+    if not opts.resume:
+        return create_run_dir(output_dir)
+    run_dir = absolute(_working_dir(opts), opts.resume)
+    prepared.resume(run_dir, retry_errors=opts.retry_errors)
+    return run_dir

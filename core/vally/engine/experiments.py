@@ -75,9 +75,10 @@ class ExperimentRequest(RunOptions):
                 "needs every trial's outcome in one process",
                 hint="drop --shard, or drop --until-decided and run every planned trial",
             )
-        if self.shard is not None and not self.run_id:
+        if self.shard is not None and not (self.run_id or self.resume):
             raise ConfigError(
-                "--shard needs --run-id: every shard of a run must share one stable run id",
+                "--shard needs --run-id (or --resume <shard-folder>): every shard of a run "
+                "must share one stable run id",
                 hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
             )
         if self.run_id is not None:
@@ -246,7 +247,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     workspace = absolute(cwd, opts.workspace) if opts.workspace else None
     options = PlanOptions(workspace_root=workspace, stimulus_patterns=tuple(opts.stimuli))
     shard, strategy, select = _shard_selector(opts, session, path.parent)
-    run_id = opts.run_id or new_run_id()
+    run_id = opts.run_id or _resumed_run_id(opts, cwd) or new_run_id()
     base = path.parent
     request = RunRequest(
         session=session,
@@ -312,14 +313,28 @@ def _shard_dir(output_dir: Path, run_id: str, shard: ShardSpec) -> Path:
     return shard_dir
 
 
+def _resumed_run_id(opts: ExperimentRequest, cwd: Path) -> str | None:
+    """The run id of the folder ``--resume`` names (None without ``--resume``)."""
+    from vally.engine.resume import resumed_run_id
+
+    return resumed_run_id(absolute(cwd, opts.resume)) if opts.resume else None
+
+
 def experiment_run_dir(opts: ExperimentRequest, setup: ExperimentSetup) -> Path:
-    """Create the run folder: timestamped, or the shard's folder of the run id.
+    """Create the run folder: timestamped, or the shard's folder of the run id; with
+    ``--resume`` the folder being resumed, made ready (see
+    :meth:`~vally.engine.run.PreparedRun.resume`).
 
     Raises:
         OutputError: The folder cannot be created, or a foreign folder is in the way.
+        ConfigError: The folder cannot be resumed (the reason is said).
     """
     from vally.engine.rundir import create_run_dir
 
+    if opts.resume:
+        run_dir = absolute(setup.cwd, opts.resume)
+        setup.prepared.resume(run_dir, retry_errors=opts.retry_errors)
+        return run_dir
     output_dir = absolute(setup.cwd, opts.output_dir or DEFAULT_OUTPUT_DIR)
     run_id = setup.prepared.request.run_id
     if setup.shard is None or run_id is None:
@@ -336,9 +351,13 @@ class ShardBook:
     started_at: str = field(default_factory=utc_now)
 
     def _selected(self) -> list[str]:
-        from vally.engine.shards import key_id
+        """The shard's trials in plan order: those to run and, when resumed, those kept."""
+        from vally.engine.shards import key_id, record_key_id
 
-        return [key_id(t.key) for t in self.setup.prepared.trials]
+        prepared = self.setup.prepared
+        chosen = {key_id(t.key) for t in prepared.trials}
+        chosen.update(record_key_id(r) for r in prepared.reused)
+        return [k for k in (key_id(t.key) for t in prepared.plan.trials) if k in chosen]
 
     def write(self, *, completed: list[str], finished: bool, completed_at: str | None) -> None:
         """Write the manifest (and, the first time, the snapshot).

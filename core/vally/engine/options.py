@@ -71,6 +71,9 @@ class RunOptions:
         verbose: The console shows each stimulus in full (``-v``).
         quiet: The console shows only failed trials and the closing verdict (``-q``).
         console: Print progress and results on the terminal (off for library use).
+        resume: Continue the run in this run folder (``--resume``): its finished trials
+            are kept, the others run into it.
+        retry_errors: With ``resume``, run errored trials again too (``--retry-errors``).
     """
 
     output_dir: str | None = None
@@ -89,6 +92,8 @@ class RunOptions:
     verbose: bool = False
     quiet: bool = False
     console: bool = True
+    resume: str | None = None
+    retry_errors: bool = False
 
     def check_common(self) -> None:
         """Reject shared options that cannot work.
@@ -108,3 +113,8 @@ class RunOptions:
             )
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.retry_errors and not self.resume:
+            raise ConfigError(
+                "--retry-errors needs --resume: it re-runs the errored trials of a run folder",
+                hint="add --resume <run-dir>",
+            )

@@ -23,7 +23,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vally.contracts.events import RunInfo
 from vally.contracts.protocols import Backend, Executor, LLMProvider, LoadedEval, TrialKey
@@ -41,10 +41,13 @@ from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
 from vally.models.project import ProjectConfig
-from vally.models.records import ExperimentBlock
+from vally.models.records import ExperimentBlock, TrialResultRecord
 from vally.models.spec import Stimulus
 from vally.models.trajectory import utc_now
 from vally.plugins.session import Session
+
+if TYPE_CHECKING:
+    from vally.engine.resume import ResumePlan
 
 StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
 """Selects stimuli beyond the plan options' tag filter (e.g. a suite's filter)."""
@@ -262,6 +265,8 @@ class PreparedRun:
         backend: The backend (None for a dry run or an empty plan).
         reporters: The reporters by name, registered when the run starts.
         llm: The project's LLM provider when a plugin needs one.
+        reused: Records a resumed run keeps from its folder (see :meth:`resume`).
+        resumed_id: The run id of the run being resumed.
     """
 
     request: RunRequest
@@ -273,6 +278,48 @@ class PreparedRun:
     reporters: list[tuple[str, object]] = field(default_factory=list)
     llm: LLMProvider | None = None
     engine: RunEngine | None = None
+    reused: list[TrialResultRecord] = field(default_factory=list)
+    resumed_id: str | None = None
+
+    def resume(self, run_dir: Path, *, retry_errors: bool = False) -> ResumePlan:
+        """Continue the run in ``run_dir``: keep its finished trials, run only the others
+        (errored ones too with ``retry_errors``) under its run id, into the same folder.
+
+        Call before :meth:`execute` with the same ``run_dir``; the folder is prepared
+        (superseded lines and trial folders moved aside) before this returns.
+
+        Raises:
+            ConfigError: The folder was not written by a run of the same plan, or a spec
+                or option changed since.
+            OutputError: The run folder cannot be written.
+        """
+        from vally.engine.resume import apply_resume, plan_resume
+        from vally.engine.rundir import RESULTS_FILE, safe_name
+
+        request = self.request
+        experiment = request.experiment
+        variants = [safe_name(v) for v in experiment.variants] if experiment else [""]
+        plan = plan_resume(
+            run_dir,
+            self.trials,
+            command=request.command,
+            skip_grade=request.skip_grade,
+            retry_errors=retry_errors,
+            results=[run_dir / v / RESULTS_FILE if v else run_dir / RESULTS_FILE for v in variants],
+        )
+        apply_resume(plan)
+        self.trials, self.reused, self.resumed_id = plan.to_run, plan.reused, plan.run_id
+        return plan
+
+    def write_plan(self, run_dir: Path, run_id: str) -> None:
+        """Write ``run-plan.json`` (what ``--resume`` compares against) into ``run_dir``."""
+        from vally.engine.resume import plan_document, write_plan
+
+        request = self.request
+        document = plan_document(
+            self.trials, run_id=run_id, command=request.command, skip_grade=request.skip_grade
+        )
+        write_plan(run_dir, document)
 
     @property
     def workers(self) -> int:
@@ -332,7 +379,9 @@ class PreparedRun:
         session = request.session
         for name, reporter in self.reporters:
             session.register_observer(reporter, name)
-        run = self.run_info(run_dir, run_id or request.run_id or new_run_id())
+        run = self.run_info(run_dir, run_id or self.resumed_id or request.run_id or new_run_id())
+        if run_dir is not None and self.resumed_id is None:
+            self.write_plan(run_dir, run.run_id)
         scrubber = components.scrubber_for(self.plan.distinct_trials, self.backend)
         context = RunContext(
             run=run,
@@ -352,6 +401,7 @@ class PreparedRun:
             workers=self.workers,
             max_retries=request.max_retries,
             gate=request.gate,
+            reused=self.reused,
         )
         return self.engine
 

@@ -8,11 +8,15 @@ Layout of one run::
       run-summary.jsonl        one RunSummaryRecord per eval (and variant)
       report.md                markdown report (markdown reporter)
       junit.xml                with --junit
+      run-plan.json            the run id and a fingerprint per planned trial (for --resume)
+      results.superseded.jsonl lines a resumed run replaced (cancelled, retried trials)
       [<variant>/]<eval>-<hash>/<stimulus>-<hash>/<model>-<hash>/trial-<n>/
         metadata.json          always written
         events.jsonl           the executor's session log (or the trajectory's events)
         artifacts/             copied stimulus artifacts
         texts/                 whole texts too long for the record (see ``offloaded``)
+      [<variant>/]<eval>-<hash>/<stimulus>-<hash>/<model>-<hash>/trial-<n>.superseded-<k>/
+                               a resumed trial's earlier folder
 
 Folder names are made safe for every file system: characters other than letters, digits,
 ``.``, ``_``, ``-``, ``=`` and ``,`` become ``_``. Eval, stimulus and model folders also

@@ -71,6 +71,7 @@ from vally.models.trajectory import (
     TrajectoryMetrics,
     utc_now,
 )
+from vally.models.usage import trial_usage
 
 log = logging.getLogger("vally.engine.runner")
 
@@ -287,6 +288,7 @@ class TrialRunner:
             grade_result=state.grade,
             trajectory=trajectory,
             experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
+            usage=trial_usage(trajectory, state.grade),
         )
 
     async def _save(
@@ -703,6 +705,8 @@ class RunEngine:
         workers: Concurrent trials.
         max_retries: How many times a trial that failed in setup or execution is run again
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
+        reused: Records of a resumed run's finished trials: summarised and reported with
+            the new ones, not emitted again.
     """
 
     def __init__(
@@ -713,6 +717,7 @@ class RunEngine:
         workers: int = DEFAULT_WORKERS,
         max_retries: int = 0,
         gate: TrialGate | None = None,
+        reused: Sequence[TrialResultRecord] = (),
     ) -> None:
         self.context = context
         self.gate = gate
@@ -721,7 +726,7 @@ class RunEngine:
         self.workers = workers
         self.max_retries = max_retries
         self.runner = TrialRunner(context)
-        self.records: list[TrialResultRecord] = []
+        self.records: list[TrialResultRecord] = list(reused)
         self.failures: list[str] = []
         self.scheduler: Scheduler[PlannedTrial, TrialResultRecord] | None = None
         self.cancelled = False

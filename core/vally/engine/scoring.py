@@ -59,6 +59,7 @@ from vally.models.records import (
     TrialResultRecord,
 )
 from vally.models.trajectory import utc_now
+from vally.models.usage import total_usage
 
 _EPSILON = 1e-9
 """Tolerance for ``S >= threshold`` so that e.g. 0.7000000000000001 vs 0.7 is not a fail."""
@@ -364,6 +365,7 @@ def summarize_eval(
         vally_version=vally_version,
         plugins=[dict(p) for p in plugins],
         experiment=experiment,
+        usage=total_usage(r.usage for r in records),
     )
 
 

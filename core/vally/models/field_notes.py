@@ -250,6 +250,11 @@ FIELD_NOTES: dict[str, str] = {
     "(`entry-point`, `module` or `file`), `target`, and where known `distribution`, "
     "`version`, `path`, `sha256`, `specifier`.",
     "RunSummaryRecord.experiment": "Experiment provenance (`null` outside experiments).",
+    "RunSummaryRecord.usage": "Token totals of the eval's trials, agent and judge (the sum of "
+    "their records' `usage`).",
+    "TrialResultRecord.usage": "Token totals of the trial: `agent` from the trajectory's "
+    "token usage, `judge` the sum of what its graders report under `metadata.judgeUsage` "
+    "(zeros when none).",
     "StimulusSummary.stimulus_name": "The stimulus.",
     "StimulusSummary.model": "The model.",
     "StimulusSummary.trials": "Every trial, errored ones included.",

@@ -14,6 +14,7 @@ from pydantic import Field
 from vally.models.base import RecordModel
 from vally.models.spec import Stimulus
 from vally.models.trajectory import Trajectory
+from vally.models.usage import Usage
 
 SCHEMA_VERSION = 1
 
@@ -141,6 +142,7 @@ class TrialResultRecord(_EvalRecord):
     trajectory: Trajectory | None
     experiment: ExperimentBlock | None = None
     offloaded: list[OffloadedText] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
 
 
 class MultiTrialMetrics(RecordModel):
@@ -194,3 +196,4 @@ class RunSummaryRecord(_EvalRecord):
     vally_version: str
     plugins: list[dict[str, Any]] = Field(default_factory=list)
     experiment: ExperimentBlock | None = None
+    usage: Usage = Field(default_factory=Usage)

@@ -32,10 +32,24 @@ REMINDERS = 2
 
 @dataclass(frozen=True)
 class JudgeAnswer:
-    """The parsed JSON answer and how many evidence reads it took."""
+    """The parsed JSON answer, how many evidence reads it took and the judge's token usage
+    over every call of the conversation."""
 
     data: dict[str, Any]
     reads: int
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def usage(self) -> dict[str, int]:
+        """The usage as graders report it in their metadata (``judgeUsage``)."""
+        return {
+            "calls": self.calls,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+        }
 
 
 def extract_json(text: str) -> dict[str, Any] | None:
@@ -147,6 +161,7 @@ async def converse(
     }
     reminders = 0
     steps = 0
+    used = [0, 0, 0, 0]  # calls, input, output, cache-read tokens
     max_steps = (reader.budget if reader else 0) + 8
     while True:
         steps += 1
@@ -168,6 +183,12 @@ async def converse(
                 response_format = None
                 continue
             raise
+        used = [
+            used[0] + 1,
+            used[1] + response.input_tokens,
+            used[2] + response.output_tokens,
+            used[3] + response.cache_read_tokens,
+        ]
         message = response.message
         messages.append(message)
         if message.tool_calls:
@@ -176,7 +197,7 @@ async def converse(
         data = extract_json(message.content or "")
         problem = "the answer is not a JSON object" if data is None else validate(data)
         if problem is None and data is not None:
-            return JudgeAnswer(data, reader.reads if reader else 0)
+            return JudgeAnswer(data, reader.reads if reader else 0, *used)
         if reminders >= REMINDERS:
             shown = (message.content or "")[:200]
             raise GradingError(f"the judge's answer could not be used ({problem}): {shown!r}")

@@ -228,7 +228,11 @@ class PromptGrader(BaseGrader[PromptConfig]):
             passed=score >= threshold,
             score=score,
             evidence=f"judge {scale} score {value}: {reasoning}",
-            metadata={"judgeModel": self._settings(context.judge).model, "reads": answer.reads},
+            metadata={
+                "judgeModel": self._settings(context.judge).model,
+                "reads": answer.reads,
+                "judgeUsage": answer.usage(),
+            },
         )
 
     async def judge_pair(self, context: PairwiseContext) -> PairwiseVerdict:

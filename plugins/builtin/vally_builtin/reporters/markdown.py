@@ -66,6 +66,19 @@ def _inline(text: str, limit: int = EVIDENCE_LIMIT) -> str:
     return one_line(text, limit).replace("`", "'")
 
 
+def _tokens_line(records: Sequence[TrialResultRecord]) -> str:
+    """The run's token totals, agent and judge: ``agent 240 in / 60 out (2 calls); ...``."""
+    parts: list[str] = []
+    for who in ("agent", "judge"):
+        totals = [getattr(r.usage, who) for r in records]
+        parts.append(
+            f"{who} {sum(t.input_tokens for t in totals):,} in / "
+            f"{sum(t.output_tokens for t in totals):,} out "
+            f"({sum(t.calls for t in totals):,} calls)"
+        )
+    return "; ".join(parts)
+
+
 def render_report(
     run: RunInfo,
     records: Sequence[TrialResultRecord],
@@ -98,6 +111,7 @@ def render_report(
         ("Completed", completed or "—"),
         ("vally version", vally_version),
         ("Trials", str(len(records))),
+        ("Tokens", _tokens_line(records)),
     ]
     out += [f"- **{name}:** {value}" for name, value in header]
     out += ["", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", ""]

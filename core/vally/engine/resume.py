@@ -1,0 +1,299 @@
+"""Resuming a run: reuse the finished trials of a run folder, run the rest into it.
+
+A run writes ``run-plan.json`` when it starts: its run id and one fingerprint per planned
+trial (the trial's identity, ``[variant/]eval/stimulus/model/trial``, mapped to a hash of
+everything that decides what the trial does: stimulus, environment, graders, constraints,
+timeout, model, executor, threshold, weights, judge settings). ``--resume <run-dir>`` plans
+the same command again and compares:
+
+* every trial of the new plan must be in the old one with the same fingerprint, and the
+  other way round; otherwise the resume is refused, naming the first difference;
+* a trial whose record is ``success`` (or ``error``, unless ``--retry-errors``) is reused;
+  every other trial (no record, ``cancelled``, or errored with ``--retry-errors``) runs
+  again under the same run id.
+
+Before the trials run, ``results.jsonl`` (each variant's, in an experiment) is rewritten
+(atomically) to hold only the reused records, byte for byte; the lines it drops are
+appended to ``results.superseded.jsonl`` next to it and the folders of trials that run
+again are renamed ``trial-<n>.superseded-<k>``, so nothing written before is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic_core
+
+from vally.engine.planner import PlannedTrial
+from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
+from vally.errors import ConfigError
+from vally.models.records import TrialResultRecord
+
+PLAN_FILE = "run-plan.json"
+SUPERSEDED_FILE = "results.superseded.jsonl"
+PLAN_VERSION = 1
+
+RERUN_HINT = "run the same command (same evals, flags and .vally.yaml) with --resume"
+
+
+def trial_fingerprint(trial: PlannedTrial, *, skip_grade: bool = False) -> str:
+    """A hash of everything that decides what ``trial`` does (stable across processes)."""
+    document = {
+        "evalFile": str(trial.loaded.source),
+        "stimulus": trial.stimulus,
+        "environment": trial.environment,
+        "graders": list(trial.graders),
+        "constraints": trial.constraints,
+        "timeout": trial.timeout,
+        "model": trial.model,
+        "executor": trial.executor,
+        "threshold": trial.threshold,
+        "weights": dict(trial.weights),
+        "judge": trial.judge,
+        "tags": dict(trial.tags),
+        "reasoningEffort": trial.reasoning_effort,
+        "skipGrade": skip_grade,
+    }
+    plain = pydantic_core.to_jsonable_python(document, by_alias=True, fallback=str)
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def plan_document(
+    trials: Sequence[PlannedTrial], *, run_id: str, command: str, skip_grade: bool
+) -> dict[str, Any]:
+    """The content of ``run-plan.json`` for ``trials``."""
+    return {
+        "version": PLAN_VERSION,
+        "runId": run_id,
+        "command": command,
+        "trials": {t.key.as_id(): trial_fingerprint(t, skip_grade=skip_grade) for t in trials},
+    }
+
+
+def write_plan(run_dir: Path, document: Mapping[str, Any]) -> None:
+    """Write ``run-plan.json`` into ``run_dir`` (atomically).
+
+    Raises:
+        OutputError: The file cannot be written.
+    """
+    path = run_dir / PLAN_FILE
+    with output_errors(str(path), hint="check that the run folder is writable"):
+        write_text_atomic(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass
+class ResultsFile:
+    """One results file of the run folder, split into what is kept and what is dropped.
+
+    Attributes:
+        path: The file (``results.jsonl``, or a variant folder's in an experiment).
+        kept: Its raw lines that are reused, in file order.
+        dropped: Its raw lines that are superseded (cancelled, retried, torn).
+    """
+
+    path: Path
+    kept: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ResumePlan:
+    """What a resumed run reuses and what it runs.
+
+    Attributes:
+        run_dir: The run folder being resumed.
+        run_id: The run id of the original run (records keep it).
+        reused: The records kept, in file order.
+        to_run: The trials to run, in plan order.
+        files: The results files, with their kept and dropped lines.
+    """
+
+    run_dir: Path
+    run_id: str
+    reused: list[TrialResultRecord]
+    to_run: list[PlannedTrial]
+    files: list[ResultsFile] = field(default_factory=list)
+
+
+def resumed_run_id(run_dir: Path) -> str:
+    """The run id of the run in ``run_dir`` (from its ``run-plan.json``).
+
+    Raises:
+        ConfigError: The folder holds no readable run plan.
+    """
+    return str(_read_plan(run_dir).get("runId"))
+
+
+def _read_plan(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / PLAN_FILE
+    if not run_dir.is_dir():
+        problem = "is a file, not a directory" if run_dir.exists() else "does not exist"
+        raise ConfigError(
+            f"--resume {run_dir}: {problem}", hint="pass the run folder of the run to continue"
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"--resume {run_dir}: no {PLAN_FILE} in it, so it cannot be resumed",
+            hint="only run folders written by this version of vally can be resumed; "
+            "start a new run instead",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("version") != PLAN_VERSION:
+        raise ConfigError(f"--resume: {path} is not a run plan of version {PLAN_VERSION}")
+    return data
+
+
+def check_same_plan(old: Mapping[str, Any], new: Mapping[str, Any], run_dir: Path) -> None:
+    """Refuse unless ``new`` plans exactly the trials of ``old``, unchanged.
+
+    Raises:
+        ConfigError: Naming the first trial that is new, gone or changed.
+    """
+    where = f"cannot resume {run_dir}"
+    if old.get("command") != new.get("command"):
+        raise ConfigError(
+            f"{where}: it was written by 'vally {old.get('command')}', "
+            f"not 'vally {new.get('command')}'",
+            hint=RERUN_HINT,
+        )
+    before: Mapping[str, str] = old.get("trials") or {}
+    after: Mapping[str, str] = new["trials"]
+    for trial, fingerprint in after.items():
+        if trial not in before:
+            raise ConfigError(
+                f"{where}: the plan changed: trial {trial} was not in the original run",
+                hint=RERUN_HINT,
+            )
+        if before[trial] != fingerprint:
+            raise ConfigError(
+                f"{where}: the spec or config of trial {trial} changed since the run "
+                "(stimulus, environment, graders, model, executor, timeout or judge)",
+                hint="resume only with the specs and flags of the original run; start a new "
+                "run to use the changed ones",
+            )
+    gone = [trial for trial in before if trial not in after]
+    if gone:
+        raise ConfigError(
+            f"{where}: the plan changed: trial {gone[0]} of the original run is not planned "
+            f"now ({len(gone)} trial(s) missing)",
+            hint=RERUN_HINT,
+        )
+
+
+def _result_lines(path: Path) -> list[tuple[str, TrialResultRecord | None]]:
+    """Each line of a results file with its record (None for a torn or foreign line)."""
+    if not path.exists():
+        return []
+    out: list[tuple[str, TrialResultRecord | None]] = []
+    with path.open(encoding="utf-8", newline="\n") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            record: TrialResultRecord | None = None
+            if line.endswith("\n"):
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    data = None
+                if isinstance(data, dict) and data.get("type") == "trial-result":
+                    record = TrialResultRecord.model_validate(data)
+            out.append((line, record))
+    return out
+
+
+def _reusable(record: TrialResultRecord, *, retry_errors: bool) -> bool:
+    if record.status == "success":
+        return True
+    return record.status == "error" and not retry_errors
+
+
+def plan_resume(
+    run_dir: Path,
+    trials: Sequence[PlannedTrial],
+    *,
+    command: str,
+    skip_grade: bool,
+    retry_errors: bool,
+    results: Sequence[Path] = (),
+) -> ResumePlan:
+    """Compare the run folder with the new plan and decide what is reused and what runs.
+
+    Args:
+        run_dir: The run folder.
+        trials: The new plan's trials (this process's shard of them).
+        command: ``eval`` or ``experiment``; must be the original run's.
+        skip_grade: Whether the new run grades (part of each trial's fingerprint).
+        retry_errors: Run errored trials again instead of keeping them.
+        results: The results files to read (default: the folder's ``results.jsonl``).
+
+    Raises:
+        ConfigError: The folder cannot be resumed, or the plan or a spec changed.
+    """
+    old = _read_plan(run_dir)
+    run_id = str(old.get("runId"))
+    new = plan_document(trials, run_id=run_id, command=command, skip_grade=skip_grade)
+    check_same_plan(old, new, run_dir)
+    planned = {t.key.as_id() for t in trials}
+    resume = ResumePlan(run_dir, run_id, [], [])
+    done: set[str] = set()
+    for path in results or [run_dir / RESULTS_FILE]:
+        file = ResultsFile(path)
+        resume.files.append(file)
+        for line, record in _result_lines(path):
+            identity = _record_identity(record) if record is not None else None
+            if (
+                record is not None
+                and identity in planned
+                and identity not in done
+                and _reusable(record, retry_errors=retry_errors)
+            ):
+                done.add(identity)
+                resume.reused.append(record)
+                file.kept.append(line)
+            else:
+                file.dropped.append(line if line.endswith("\n") else line + "\n")
+    resume.to_run = [t for t in trials if t.key.as_id() not in done]
+    return resume
+
+
+def _record_identity(record: TrialResultRecord) -> str:
+    """The trial identity (``TrialKey.as_id()``) of a record."""
+    return record.trial_id if record.variant else "/" + record.trial_id
+
+
+def apply_resume(resume: ResumePlan) -> None:
+    """Make the run folder hold only what is reused: rewrite ``results.jsonl``, keep the
+    dropped lines in ``results.superseded.jsonl`` and move the folders of trials that run
+    again aside.
+
+    Raises:
+        OutputError: A file of the run folder cannot be written.
+    """
+    run_dir = resume.run_dir
+    for file in resume.files:
+        if not file.dropped:
+            continue
+        superseded = file.path.with_name(SUPERSEDED_FILE)
+        with output_errors(str(superseded)), superseded.open("a", encoding="utf-8") as handle:
+            handle.writelines(file.dropped)
+        with output_errors(str(file.path)):
+            write_text_atomic(file.path, "".join(file.kept))
+    for trial in resume.to_run:
+        folder = run_dir / trial_relpath(trial.key)
+        if not folder.exists():
+            continue
+        for n in range(1, 10_000):
+            target = folder.with_name(f"{folder.name}.superseded-{n}")
+            if not target.exists():
+                with output_errors(str(folder)):
+                    folder.rename(target)
+                break
