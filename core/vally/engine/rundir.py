@@ -228,9 +228,7 @@ class Scrubber:
         return cls(secret_values(None, *extra))
 
     @classmethod
-    def for_run(
-        cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()
-    ) -> Scrubber:
+    def for_run(cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()) -> Scrubber:
         """A scrubber for a run: secret-looking variables of this process's environment,
         and every variable passed into the sandboxes (see :func:`passed_values`)."""
         sources = list(passed)
