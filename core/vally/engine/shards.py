@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -446,42 +446,45 @@ def read_shard_records(
         warn: Receives warnings (a torn last line, skipped).
 
     Raises:
-        ShardValidationError: A results file is unreadable, holds a trial the shard did
-            not select, or holds one trial twice.
+        ShardValidationError: See :func:`stream_shard_records`.
     """
-    from vally.engine.rundir import load_records
+    out: dict[str, list[Any]] = {variant: [] for variant in variant_dirs}
+    for variant, _line, record in stream_shard_records(shard, variant_dirs, warn):
+        out[variant].append(record)
+    return out
+
+
+def stream_shard_records(
+    shard: ShardInput,
+    variant_dirs: Mapping[str, str],
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[tuple[str, str, TrialResultRecord]]:
+    """``(variant, line text, record)`` for every record of one shard, variant by variant
+    in file order, one at a time: memory grows with the shard's trial keys, not with its
+    records.
+
+    Raises:
+        ShardValidationError: A results file is unreadable, holds a trial the shard did
+            not select, or holds one trial twice; or the shard completed a trial that no
+            results file holds (checked once every record was read).
+    """
+    from vally.engine.rundir import iter_record_lines
 
     selected = set(shard.manifest.get("selectedKeys") or [])
-    out: dict[str, list[Any]] = {}
-    seen: dict[str, Path] = {}
+    unread = set(selected)
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
-            out[variant] = []
             continue
         try:
-            records = load_records(path, warn)
+            for line, record in iter_record_lines(path, warn):
+                _take_key(shard, path, record_key_id(record), selected, unread)
+                yield variant, line, record
         except VallyError as exc:
+            if isinstance(exc, ShardValidationError):
+                raise
             raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
-        for record in records:
-            key = record_key_id(record)
-            if key not in selected:
-                raise ShardValidationError(
-                    f"{path} holds trial {key}, which shard "
-                    f"{shard.index}/{shard.total} did not select"
-                )
-            if key in seen:
-                raise ShardValidationError(
-                    f"{path} holds trial {key} more than once"
-                    + ("" if seen[key] == path else f" (also in {seen[key]})")
-                    + f": shard {shard.index}/{shard.total} is not one clean run",
-                    hint="each trial must have exactly one record; re-run that shard into "
-                    "a fresh output directory with the same --run-id and --shard",
-                )
-            seen[key] = path
-        out[variant] = records
-    found = set(seen)
-    lost = [k for k in shard.manifest.get("completedKeys") or [] if k not in found]
+    lost = [k for k in shard.manifest.get("completedKeys") or [] if k in unread]
     if lost:
         raise ShardValidationError(
             f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
@@ -489,7 +492,25 @@ def read_shard_records(
             hint="a results.jsonl of that shard was removed or truncated; restore it, or "
             "re-run that shard with the same --run-id and --shard",
         )
-    return out
+
+
+def _take_key(
+    shard: ShardInput, path: Path, key: str, selected: set[str], unread: set[str]
+) -> None:
+    """Mark ``key`` read, or fail: not selected by the shard, or read before."""
+    if key in unread:
+        unread.discard(key)
+        return
+    if key not in selected:
+        raise ShardValidationError(
+            f"{path} holds trial {key}, which shard {shard.index}/{shard.total} did not select"
+        )
+    raise ShardValidationError(
+        f"{path} holds trial {key} more than once: shard {shard.index}/{shard.total} is not "
+        "one clean run",
+        hint="each trial must have exactly one record; re-run that shard into "
+        "a fresh output directory with the same --run-id and --shard",
+    )
 
 
 # --------------------------------------------------------------------------- summaries
