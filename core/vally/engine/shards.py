@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -433,35 +434,71 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
         )
 
 
-def read_shard_records(
-    shard: ShardInput,
-    variant_dirs: Mapping[str, str],
-    warn: Callable[[str], None] | None = None,
-) -> dict[str, list[Any]]:
-    """Every variant's records in one shard (variant name -> records, file order).
+class TrialIndex:
+    """Every planned trial of a sharded run: its place in the plan, the shard that selected
+    it and whether its record was read. Takes a dict entry and three bytes per planned
+    trial, so checking a merge's records costs no memory per record.
 
     Args:
-        shard: The shard.
-        variant_dirs: Variant name -> its folder name.
-        warn: Receives warnings (a torn last line, skipped).
-
-    Raises:
-        ShardValidationError: See :func:`stream_shard_records`.
+        snapshot: The plan snapshot (its ``trials``, in plan order).
+        shards: The run's shards (each one's ``selectedKeys``).
     """
-    out: dict[str, list[Any]] = {variant: [] for variant in variant_dirs}
-    for variant, _line, record in stream_shard_records(shard, variant_dirs, warn):
-        out[variant].append(record)
-    return out
+
+    def __init__(self, snapshot: Mapping[str, Any], shards: Sequence[ShardInput]) -> None:
+        self.position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+        self.owner = array("H", bytes(2 * len(self.position)))
+        self.read = bytearray(len(self.position))
+        for shard in shards:
+            for key in shard.manifest.get("selectedKeys") or []:
+                place = self.position.get(str(key))
+                if place is not None:
+                    self.owner[place] = shard.index
+
+    def take(self, shard: ShardInput, path: Path, key: str) -> None:
+        """Mark ``key`` read, or fail: not selected by ``shard``, or read before.
+
+        Raises:
+            ShardValidationError: ``path`` holds a trial the shard did not select, or holds
+                one trial twice.
+        """
+        place = self.position.get(key)
+        if place is None or self.owner[place] != shard.index:
+            raise ShardValidationError(
+                f"{path} holds trial {key}, which shard {shard.index}/{shard.total} did not select"
+            )
+        if self.read[place]:
+            raise ShardValidationError(
+                f"{path} holds trial {key} more than once: shard {shard.index}/{shard.total} "
+                "is not one clean run",
+                hint="each trial must have exactly one record; re-run that shard into "
+                "a fresh output directory with the same --run-id and --shard",
+            )
+        self.read[place] = 1
+
+    def unread(self, keys: Iterable[str]) -> list[str]:
+        """Those of ``keys`` whose record was not read."""
+        out: list[str] = []
+        for key in keys:
+            place = self.position.get(str(key))
+            if place is None or not self.read[place]:
+                out.append(str(key))
+        return out
 
 
 def stream_shard_records(
     shard: ShardInput,
     variant_dirs: Mapping[str, str],
+    index: TrialIndex,
     warn: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[str, str, TrialResultRecord]]:
     """``(variant, line text, record)`` for every record of one shard, variant by variant
-    in file order, one at a time: memory grows with the shard's trial keys, not with its
-    records.
+    in file order, one at a time (memory does not grow with the records).
+
+    Args:
+        shard: The shard.
+        variant_dirs: Variant name -> its folder name.
+        index: The run's planned trials; records are marked read in it.
+        warn: Receives warnings (a torn last line, skipped).
 
     Raises:
         ShardValidationError: A results file is unreadable, holds a trial the shard did
@@ -470,21 +507,19 @@ def stream_shard_records(
     """
     from vally.engine.rundir import iter_record_lines
 
-    selected = set(shard.manifest.get("selectedKeys") or [])
-    unread = set(selected)
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
             continue
         try:
             for line, record in iter_record_lines(path, warn):
-                _take_key(shard, path, record_key_id(record), selected, unread)
+                index.take(shard, path, record_key_id(record))
                 yield variant, line, record
+        except ShardValidationError:
+            raise
         except VallyError as exc:
-            if isinstance(exc, ShardValidationError):
-                raise
             raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
-    lost = [k for k in shard.manifest.get("completedKeys") or [] if k in unread]
+    lost = index.unread(shard.manifest.get("completedKeys") or [])
     if lost:
         raise ShardValidationError(
             f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
@@ -492,25 +527,6 @@ def stream_shard_records(
             hint="a results.jsonl of that shard was removed or truncated; restore it, or "
             "re-run that shard with the same --run-id and --shard",
         )
-
-
-def _take_key(
-    shard: ShardInput, path: Path, key: str, selected: set[str], unread: set[str]
-) -> None:
-    """Mark ``key`` read, or fail: not selected by the shard, or read before."""
-    if key in unread:
-        unread.discard(key)
-        return
-    if key not in selected:
-        raise ShardValidationError(
-            f"{path} holds trial {key}, which shard {shard.index}/{shard.total} did not select"
-        )
-    raise ShardValidationError(
-        f"{path} holds trial {key} more than once: shard {shard.index}/{shard.total} is not "
-        "one clean run",
-        hint="each trial must have exactly one record; re-run that shard into "
-        "a fresh output directory with the same --run-id and --shard",
-    )
 
 
 # --------------------------------------------------------------------------- summaries

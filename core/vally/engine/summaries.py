@@ -135,10 +135,15 @@ class PlanTallies:
 
     Args:
         snapshot: The plan snapshot.
+        position: Trial key -> its place in the plan, when already built from the snapshot.
     """
 
-    def __init__(self, snapshot: Mapping[str, Any]) -> None:
-        self.position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+    def __init__(
+        self, snapshot: Mapping[str, Any], position: Mapping[str, int] | None = None
+    ) -> None:
+        if position is None:
+            position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+        self.position = position
         self.evals = {
             (str(item["variant"]), str(item["name"])): EvalTally()
             for item in snapshot.get("evals") or []
@@ -201,10 +206,11 @@ class VariantSummaries:
             tallies.add(record)
         return self.finish(tallies)
 
-    def tallies(self) -> PlanTallies:
+    def tallies(self, position: Mapping[str, int] | None = None) -> PlanTallies:
         """Empty counters for every (variant, eval) of the snapshot, to feed records one at
-        a time (in any order) and then :meth:`finish`."""
-        return PlanTallies(self.snapshot)
+        a time (in any order) and then :meth:`finish`; ``position`` maps trial keys to plan
+        places when that map exists already."""
+        return PlanTallies(self.snapshot, position)
 
     def finish(self, tallies: PlanTallies) -> list[RunSummaryRecord]:
         """Summaries of every (variant, eval) of the snapshot from fed ``tallies``."""

@@ -29,6 +29,7 @@ from vally.engine.shards import (
     EXPERIMENT_MANIFEST_FILE,
     SNAPSHOT_FILE,
     ShardInput,
+    TrialIndex,
     plan_digest,
     read_shard,
     stream_shard_records,
@@ -234,11 +235,20 @@ def stream_records(
     target: Path,
     tallies: PlanTallies,
     warn: Callable[[str], None],
+    index: TrialIndex | None = None,
 ) -> list[Path]:
     """Write every variant's merged ``results.jsonl`` from the shards' lines (passed through
     unchanged unless offloaded paths move) and count each record into ``tallies``, one
     record at a time. Each file is written next to its place and renamed there once every
     shard was read, so a shard failing validation leaves the merged folder as it was.
+
+    Args:
+        shards: The validated shards, in shard order.
+        folders: Variant name -> its folder name.
+        target: The merged folder.
+        tallies: Receive every record.
+        warn: Receives warnings (torn last lines, skipped).
+        index: The run's planned trials (built from the shards when not given).
 
     Returns:
         The merged results files, in variant order.
@@ -247,6 +257,7 @@ def stream_records(
         ShardValidationError: A shard's records do not match its manifest.
         OSError: A merged file cannot be written.
     """
+    index = index or TrialIndex(shards[0].snapshot, shards)
     files = {v: target / folder / RESULTS_FILE for v, folder in folders.items()}
     temps = {v: path.with_name(f".{path.name}.merge.tmp") for v, path in files.items()}
     with contextlib.ExitStack() as stack:
@@ -256,7 +267,7 @@ def stream_records(
             handles[variant] = stack.enter_context(temp.open("w", encoding="utf-8"))
             stack.callback(temp.unlink, missing_ok=True)
         for shard in shards:
-            for variant, line, record in stream_shard_records(shard, folders, warn):
+            for variant, line, record in stream_shard_records(shard, folders, index, warn):
                 _write_line(handles[variant], line, record, shard.path, target)
                 tallies.add(record)
         for handle in handles.values():
@@ -295,10 +306,11 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run_id = str(first.manifest["runId"])
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
-    tallies = summarizer.tallies()
+    index = TrialIndex(snapshot, shards)
+    tallies = summarizer.tallies(index.position)
     read_warnings: list[str] = []
     try:
-        files = stream_records(shards, folders, target, tallies, read_warnings.append)
+        files = stream_records(shards, folders, target, tallies, read_warnings.append, index)
     except OSError as exc:
         raise OutputError(
             f"cannot write the merged output in {target}: {exc.strerror or exc}"
