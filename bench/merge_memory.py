@@ -12,11 +12,15 @@ its own:
 
 * ``lines``: reads every shard's lines and writes them to one file (the physical limit of
   a merge: streaming the lines once);
+* ``plan``: what a merge holds before it reads a record (the plan snapshot, the shards'
+  manifests, the trial index), with vally imported: memory that grows with the plan;
 * ``merge``: vally's merge path (``vally.tools.merge.stream_records``): every record
   parsed, checked against its shard's manifest, passed through to the merged file and
   counted into the run summaries, which are then built.
 
-It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, and their ratio.
+It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
+ratio of ``merge`` to ``lines`` and ``merge``'s peak above ``plan`` (what reading the
+records adds).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 VARIANT = "a"
 EVAL = "ev"
@@ -108,11 +113,11 @@ def run_lines(folder: Path) -> None:
                     out.write(line)
 
 
-def run_merge(folder: Path) -> None:
-    """vally's merge streaming path over the generated shards."""
+def _prepare(folder: Path) -> tuple[Any, ...]:
+    """What a merge holds before it reads a record: the plan snapshot, the shards'
+    manifests, the trial index and empty tallies (all of them grow with the plan)."""
     from vally.engine.shards import ShardInput, TrialIndex
     from vally.engine.summaries import VariantSummaries
-    from vally.tools.merge import stream_records
 
     plan = json.loads((folder / "plan.json").read_text())
     snapshot = plan["snapshot"]
@@ -122,9 +127,22 @@ def run_merge(folder: Path) -> None:
     del plan
     index = TrialIndex(snapshot, shards)
     summarizer = VariantSummaries(snapshot, run_id="bench", run_dir=folder / "merged")
-    tallies = summarizer.tallies(index.position)
-    target = folder / "merged"
-    stream_records(shards, {VARIANT: VARIANT}, target, tallies, print, index)
+    return shards, index, summarizer, summarizer.tallies(index.position)
+
+
+def run_plan(folder: Path) -> None:
+    """Only the plan state of a merge (see :func:`_prepare`), with vally imported."""
+    import vally.tools.merge  # noqa: F401
+
+    _prepare(folder)
+
+
+def run_merge(folder: Path) -> None:
+    """vally's merge streaming path over the generated shards."""
+    from vally.tools.merge import stream_records
+
+    shards, index, summarizer, tallies = _prepare(folder)
+    stream_records(shards, {VARIANT: VARIANT}, folder / "merged", tallies, print, index)
     summarizer.write(summarizer.finish(tallies))
 
 
@@ -163,14 +181,17 @@ def main() -> None:
         generate(folder, args.records, args.shards)
         generated = time.perf_counter() - start
         lines = measure("lines", folder)
+        plan = measure("plan", folder)
         merged = measure("merge", folder)
     result = {
         "records": args.records,
         "shards": args.shards,
         "generate_seconds": round(generated, 2),
         "lines": lines,
+        "plan": plan,
         "merge": merged,
         "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 1),
+        "records_peak_mb": round(merged["peak_mb"] - plan["peak_mb"], 1),
     }
     print(json.dumps(result, indent=2))
     if args.json:

@@ -37,8 +37,15 @@ def test_merge_passes_lines_through_and_counts_every_record(tmp_path: Path) -> N
     assert all(s["trials"] == 3 for s in summary["stimuli"])
 
 
+def _records_peak(tmp_path: Path, records: int) -> float:
+    """The merge's peak above what it holds for the plan (snapshot, manifests, index)."""
+    folder, merged = _merged(tmp_path, records)
+    return merged["peak_mb"] - merge_memory.measure("plan", folder)["peak_mb"]
+
+
 @pytest.mark.slow
 def test_merge_peak_memory_is_flat_in_the_number_of_records(tmp_path: Path) -> None:
-    _, small = _merged(tmp_path, 10_000)
-    _, large = _merged(tmp_path, 100_000)
-    assert large["peak_mb"] <= 1.5 * small["peak_mb"], (small, large)
+    small = _records_peak(tmp_path, 10_000)
+    large = _records_peak(tmp_path, 100_000)
+    # Holding the records (as merge did) adds several KB each: 10^5 would add > 100 MB.
+    assert large <= 1.5 * max(small, 4.0), (small, large)
