@@ -129,6 +129,11 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+_COMPOSER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it (same nodes and marks, parsed about
+four times faster), else the pure-Python one."""
+
+
 def compose(text: str, file: str) -> yaml.Node | None:
     """Parse ``text`` into a node tree (``None`` for an empty document).
 
@@ -136,7 +141,7 @@ def compose(text: str, file: str) -> yaml.Node | None:
         YamlSyntaxError: With ``file:line:column`` of the problem.
     """
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, file, text) from None
 
