@@ -276,9 +276,7 @@ class Scrubber:
         return cls(secret_values(None, *extra))
 
     @classmethod
-    def for_run(
-        cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()
-    ) -> Scrubber:
+    def for_run(cls, passed: Iterable[Mapping[str, str]], public: Iterable[str] = ()) -> Scrubber:
         """A scrubber for a run: secret-looking variables of this process's environment,
         and every variable passed into the sandboxes (see :func:`passed_values`)."""
         sources = list(passed)
@@ -403,6 +401,19 @@ def iter_json_lines(
     Raises:
         ConfigError: A line (other than a torn last one) is not JSON.
     """
+    for number, _line, data in iter_raw_json_lines(handle, where, warn):
+        yield number, data
+
+
+def iter_raw_json_lines(
+    handle: IO[str], where: str, warn: Warn | None = None
+) -> Iterator[tuple[int, str, Any]]:
+    """``(line number, line text, parsed JSON)`` for each non-blank line of ``handle`` (see
+    :func:`iter_json_lines`); the text is kept so a reader can pass the line on unchanged.
+
+    Raises:
+        ConfigError: A line (other than a torn last one) is not JSON.
+    """
     depth = record_depth()
     for number, line in enumerate(handle, 1):
         if not line.strip():
@@ -424,7 +435,7 @@ def iter_json_lines(
                 hint="each line must be one JSON trial record as written by vally eval; fix "
                 "or remove that line",
             ) from None
-        yield number, data
+        yield number, line, data
 
 
 def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRecord]:
@@ -435,11 +446,24 @@ def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRe
     Raises:
         ConfigError: The path does not exist, or a line is not a trial record.
     """
+    for _line, record in iter_record_lines(path, warn):
+        yield record
+
+
+def iter_record_lines(
+    path: Path, warn: Warn | None = None
+) -> Iterator[tuple[str, TrialResultRecord]]:
+    """``(line text, record)`` for each trial record of a run directory or a JSONL file (see
+    :func:`iter_records`), so a reader can pass the original line on unchanged.
+
+    Raises:
+        ConfigError: The path does not exist, or a line is not a trial record.
+    """
     file = results_file(path)
     bad_line_hint = "each line must be one JSON trial record as written by vally eval"
     try:
         with file.open(encoding="utf-8", newline="\n") as handle:
-            for number, data in iter_json_lines(handle, str(file), warn):
+            for number, line, data in iter_raw_json_lines(handle, str(file), warn):
                 if not isinstance(data, dict):
                     raise ConfigError(
                         f"{file}:{number}: holds a JSON {type(data).__name__}, "
@@ -449,11 +473,12 @@ def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRe
                 if data.get("type") != "trial-result":
                     continue
                 try:
-                    yield TrialResultRecord.model_validate(data)
+                    record = TrialResultRecord.model_validate(data)
                 except Exception as exc:
                     raise ConfigError(
                         f"{file}:{number}: not a trial-result record: {exc}"
                     ) from None
+                yield line, record
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",

@@ -58,8 +58,6 @@ from vally.models.records import (
     StimulusSummary,
     TrialResultRecord,
 )
-from vally.models.trajectory import utc_now
-from vally.models.usage import total_usage
 
 _EPSILON = 1e-9
 """Tolerance for ``S >= threshold`` so that e.g. 0.7000000000000001 vs 0.7 is not a fail."""
@@ -217,12 +215,16 @@ def multi_trial_metrics(passed: Sequence[bool]) -> MultiTrialMetrics:
 
     With no trials every metric is None and ``k`` is 0.
     """
-    n = len(passed)
+    return metrics_from_counts(len(passed), sum(1 for flag in passed if flag))
+
+
+def metrics_from_counts(n: int, c: int) -> MultiTrialMetrics:
+    """Pass rate, pass@k (unbiased and naive) and pass^k of ``n`` trial verdicts of which
+    ``c`` passed, k = n (see :func:`multi_trial_metrics`)."""
     if n == 0:
         return MultiTrialMetrics(
             per_trial_pass_rate=None, pass_at_k=None, pass_at_k_naive=None, pass_to_the_k=None, k=0
         )
-    c = sum(1 for flag in passed if flag)
     rate = c / n
     return MultiTrialMetrics(
         per_trial_pass_rate=rate,
@@ -335,16 +337,16 @@ def summarize_eval(
     """Build the ``run-summary.jsonl`` line of one eval (and variant) of a run.
 
     ``started_at``/``completed_at`` default to the earliest start and latest completion of
-    the records (now, when there are none). See the module docstring for the verdict.
+    the records (now, when there are none). See the module docstring for the verdict. The
+    stimuli and models are listed in the order they first appear in ``records``; the same
+    counters, fed one record at a time, are :class:`vally.engine.tally.EvalTally`.
     """
-    graded = [r for r in records if is_graded(r)]
-    passed = sum(1 for r in graded if r.grade_result is not None and r.grade_result.passed)
-    models: list[str | None] = []
+    from vally.engine.tally import EvalTally
+
+    tally = EvalTally()
     for record in records:
-        if record.model not in models:
-            models.append(record.model)
-    now = utc_now()
-    return RunSummaryRecord(
+        tally.add(record)
+    return tally.summary(
         run_id=run_id,
         eval_name=eval_name,
         eval_file=eval_file,
@@ -352,20 +354,11 @@ def summarize_eval(
         eval_hash=eval_hash,
         config_hash=config_hash,
         threshold=threshold,
-        models=models,
-        trials=len(records),
-        passed=passed,
-        failed=len(graded) - passed,
-        errored=sum(1 for r in records if is_errored(r)),
-        pass_rate=passed / len(graded) if graded else None,
-        verdict=eval_verdict(records),
-        stimuli=[summarize_stimulus(group) for group in group_by_stimulus(records)],
-        started_at=started_at or min((r.started_at for r in records), default=now),
-        completed_at=completed_at or max((r.completed_at for r in records), default=now),
+        started_at=started_at,
+        completed_at=completed_at,
         vally_version=vally_version,
-        plugins=[dict(p) for p in plugins],
+        plugins=plugins,
         experiment=experiment,
-        usage=total_usage(r.usage for r in records),
     )
 
 

@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -435,55 +436,92 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
         )
 
 
-def read_shard_records(
+class TrialIndex:
+    """Every planned trial of a sharded run: its place in the plan, the shard that selected
+    it and whether its record was read. Takes a dict entry and three bytes per planned
+    trial, so checking a merge's records costs no memory per record.
+
+    Args:
+        snapshot: The plan snapshot (its ``trials``, in plan order).
+        shards: The run's shards (each one's ``selectedKeys``).
+    """
+
+    def __init__(self, snapshot: Mapping[str, Any], shards: Sequence[ShardInput]) -> None:
+        self.position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+        self.owner = array("H", bytes(2 * len(self.position)))
+        self.read = bytearray(len(self.position))
+        for shard in shards:
+            for key in shard.manifest.get("selectedKeys") or []:
+                place = self.position.get(str(key))
+                if place is not None:
+                    self.owner[place] = shard.index
+
+    def take(self, shard: ShardInput, path: Path, key: str) -> None:
+        """Mark ``key`` read, or fail: not selected by ``shard``, or read before.
+
+        Raises:
+            ShardValidationError: ``path`` holds a trial the shard did not select, or holds
+                one trial twice.
+        """
+        place = self.position.get(key)
+        if place is None or self.owner[place] != shard.index:
+            raise ShardValidationError(
+                f"{path} holds trial {key}, which shard {shard.index}/{shard.total} did not select"
+            )
+        if self.read[place]:
+            raise ShardValidationError(
+                f"{path} holds trial {key} more than once: shard {shard.index}/{shard.total} "
+                "is not one clean run",
+                hint="each trial must have exactly one record; re-run that shard into "
+                "a fresh output directory with the same --run-id and --shard",
+            )
+        self.read[place] = 1
+
+    def unread(self, keys: Iterable[str]) -> list[str]:
+        """Those of ``keys`` whose record was not read."""
+        out: list[str] = []
+        for key in keys:
+            place = self.position.get(str(key))
+            if place is None or not self.read[place]:
+                out.append(str(key))
+        return out
+
+
+def stream_shard_records(
     shard: ShardInput,
     variant_dirs: Mapping[str, str],
+    index: TrialIndex,
     warn: Callable[[str], None] | None = None,
-) -> dict[str, list[Any]]:
-    """Every variant's records in one shard (variant name -> records, file order).
+) -> Iterator[tuple[str, str, TrialResultRecord]]:
+    """``(variant, line text, record)`` for every record of one shard, variant by variant
+    in file order, one at a time (memory does not grow with the records).
 
     Args:
         shard: The shard.
         variant_dirs: Variant name -> its folder name.
+        index: The run's planned trials; records are marked read in it.
         warn: Receives warnings (a torn last line, skipped).
 
     Raises:
         ShardValidationError: A results file is unreadable, holds a trial the shard did
-            not select, or holds one trial twice.
+            not select, or holds one trial twice; or the shard completed a trial that no
+            results file holds (checked once every record was read).
     """
-    from vally.engine.rundir import load_records
+    from vally.engine.rundir import iter_record_lines
 
-    selected = set(shard.manifest.get("selectedKeys") or [])
-    out: dict[str, list[Any]] = {}
-    seen: dict[str, Path] = {}
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
-            out[variant] = []
             continue
         try:
-            records = load_records(path, warn)
+            for line, record in iter_record_lines(path, warn):
+                index.take(shard, path, record_key_id(record))
+                yield variant, line, record
+        except ShardValidationError:
+            raise
         except VallyError as exc:
             raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
-        for record in records:
-            key = record_key_id(record)
-            if key not in selected:
-                raise ShardValidationError(
-                    f"{path} holds trial {key}, which shard "
-                    f"{shard.index}/{shard.total} did not select"
-                )
-            if key in seen:
-                raise ShardValidationError(
-                    f"{path} holds trial {key} more than once"
-                    + ("" if seen[key] == path else f" (also in {seen[key]})")
-                    + f": shard {shard.index}/{shard.total} is not one clean run",
-                    hint="each trial must have exactly one record; re-run that shard into "
-                    "a fresh output directory with the same --run-id and --shard",
-                )
-            seen[key] = path
-        out[variant] = records
-    found = set(seen)
-    lost = [k for k in shard.manifest.get("completedKeys") or [] if k not in found]
+    lost = index.unread(shard.manifest.get("completedKeys") or [])
     if lost:
         raise ShardValidationError(
             f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
@@ -491,7 +529,6 @@ def read_shard_records(
             hint="a results.jsonl of that shard was removed or truncated; restore it, or "
             "re-run that shard with the same --run-id and --shard",
         )
-    return out
 
 
 # --------------------------------------------------------------------------- summaries

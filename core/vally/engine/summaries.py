@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from vally.engine.planner import PlannedEval
 from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
 from vally.engine.scoring import summarize_eval
+from vally.engine.tally import EvalTally
 from vally.errors import OutputError
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
@@ -127,6 +128,39 @@ def experiment_blocks(
     }
 
 
+class PlanTallies:
+    """Counters of every (variant, eval) of a plan snapshot, fed one record at a time; each
+    record is ranked by its trial's place in the plan (unknown trials last, in arrival
+    order), so the summaries list stimuli and models as the plan does.
+
+    Args:
+        snapshot: The plan snapshot.
+        position: Trial key -> its place in the plan, when already built from the snapshot.
+    """
+
+    def __init__(
+        self, snapshot: Mapping[str, Any], position: Mapping[str, int] | None = None
+    ) -> None:
+        if position is None:
+            position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+        self.position = position
+        self.evals = {
+            (str(item["variant"]), str(item["name"])): EvalTally()
+            for item in snapshot.get("evals") or []
+        }
+        self.count = 0
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count ``record`` in its (variant, eval); records of other evals are ignored."""
+        from vally.engine.shards import record_key_id
+
+        tally = self.evals.get((record.variant or "", record.eval_name))
+        self.count += 1
+        if tally is not None:
+            unknown = len(self.position)
+            tally.add(record, (self.position.get(record_key_id(record), unknown), self.count))
+
+
 class VariantSummaries:
     """A line per eval of an experiment's plan snapshot, one file per variant folder.
 
@@ -167,19 +201,25 @@ class VariantSummaries:
     ) -> list[RunSummaryRecord]:
         """Summaries of every (variant, eval) of the snapshot, records in plan order, so a
         merged run and an unsharded run of the same plan summarise identically."""
-        from vally.engine.shards import order_records
+        tallies = self.tallies()
+        for record in records:
+            tallies.add(record)
+        return self.finish(tallies)
 
-        snapshot = self.snapshot
-        ordered = order_records(records, list(snapshot.get("trials") or []))
-        blocks = experiment_blocks(snapshot, run_id=self.run_id, shard=self.shard)
+    def tallies(self, position: Mapping[str, int] | None = None) -> PlanTallies:
+        """Empty counters for every (variant, eval) of the snapshot, to feed records one at
+        a time (in any order) and then :meth:`finish`; ``position`` maps trial keys to plan
+        places when that map exists already."""
+        return PlanTallies(self.snapshot, position)
+
+    def finish(self, tallies: PlanTallies) -> list[RunSummaryRecord]:
+        """Summaries of every (variant, eval) of the snapshot from fed ``tallies``."""
+        blocks = experiment_blocks(self.snapshot, run_id=self.run_id, shard=self.shard)
         out: list[RunSummaryRecord] = []
-        for item in snapshot.get("evals") or []:
+        for item in self.snapshot.get("evals") or []:
             variant, name = str(item["variant"]), str(item["name"])
-            own = [r for r in ordered if (r.variant or "") == variant and r.eval_name == name]
-            block = blocks[(variant, name)]
             out.append(
-                summarize_eval(
-                    own,
+                tallies.evals[(variant, name)].summary(
                     run_id=self.run_id,
                     eval_name=name,
                     eval_file=str(item.get("file")),
@@ -188,7 +228,7 @@ class VariantSummaries:
                     config_hash=item.get("configHash"),
                     threshold=item.get("threshold"),
                     plugins=self.plugins,
-                    experiment=block,
+                    experiment=blocks[(variant, name)],
                 )
             )
         return out

@@ -120,7 +120,7 @@ class ParamResolver:
             if new == value:
                 return
             node.value = new
-            if node.style is None:  # plain scalar: re-type it
+            if not node.style:  # plain scalar (None, or "" from libyaml): re-type it
                 if whole is not None and not whole.group(1):
                     node.tag = resolve_scalar_tag(new)
                 else:

@@ -12,28 +12,30 @@ variant's ``results.jsonl`` keeps the shards' order.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, overload
 
 from vally.contracts.events import RunInfo, RunOutcome
 from vally.engine import components
 from vally.engine.options import absolute
 from vally.engine.run import ReporterChoice
-from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name, write_jsonl
+from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, iter_records, safe_name
 from vally.engine.shards import (
     EXPERIMENT_MANIFEST_FILE,
     SNAPSHOT_FILE,
     ShardInput,
+    TrialIndex,
     plan_digest,
     read_shard,
-    read_shard_records,
+    stream_shard_records,
     validate_shards,
     write_json_file,
 )
-from vally.engine.summaries import VariantSummaries
+from vally.engine.summaries import PlanTallies, VariantSummaries
 from vally.errors import OutputError
 from vally.models.jsontext import loads_bounded
 from vally.models.limits import record_depth
@@ -68,7 +70,8 @@ class MergeResult:
         run_id: The experiment run's id.
         target: The merged folder.
         shards: How many shards were merged.
-        records: Every trial record, in plan order.
+        records: Every trial record, in the merged files' order, read back from those
+            files on each pass (see :class:`MergedRecords`), never all held at once.
         summaries: The merged summaries (every variant).
         warnings: Torn last lines skipped in the shards' results, and failures of
             reporters (report, spans) that did not stop the merge.
@@ -77,7 +80,7 @@ class MergeResult:
     run_id: str
     target: Path
     shards: int
-    records: list[TrialResultRecord]
+    records: Sequence[TrialResultRecord]
     summaries: list[RunSummaryRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -157,6 +160,42 @@ def _manifest(
     }
 
 
+class MergedRecords(Sequence[TrialResultRecord]):
+    """The records of the merged ``results.jsonl`` files, read again on every pass, so
+    reporters can go through a merged run's records without the merge holding them.
+
+    Args:
+        files: The merged results files, in variant order.
+        count: How many records they hold.
+    """
+
+    def __init__(self, files: Sequence[Path], count: int) -> None:
+        self.files = list(files)
+        self.total = count
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[TrialResultRecord]:
+        for file in self.files:
+            if file.is_file():
+                yield from iter_records(file)
+
+    @overload
+    def __getitem__(self, index: int) -> TrialResultRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TrialResultRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> TrialResultRecord | Sequence[TrialResultRecord]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        position = index + self.total if index < 0 else index
+        if not 0 <= position < self.total:
+            raise IndexError(index)
+        return next(itertools.islice(iter(self), position, None))
+
+
 def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, object]]:
     chosen = [ReporterChoice(defaults.REPORT_REPORTER)]
     if request.console:
@@ -169,9 +208,7 @@ def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, objec
     return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
 
 
-def _offloaded_from(
-    record: TrialResultRecord, shard_dir: Path, target: Path
-) -> TrialResultRecord:
+def _offloaded_from(record: TrialResultRecord, shard_dir: Path, target: Path) -> TrialResultRecord:
     """``record`` with its offloaded texts' paths made relative to the merged folder (the
     texts stay in the shard's trial folders)."""
     if not record.offloaded:
@@ -183,6 +220,63 @@ def _offloaded_from(
         for entry in record.offloaded
     ]
     return record.model_copy(update={"offloaded": entries})
+
+
+def _write_line(
+    handle: IO[str], line: str, record: TrialResultRecord, shard_dir: Path, target: Path
+) -> None:
+    """The shard's line, unchanged unless offloaded texts' paths must move."""
+    if record.offloaded:
+        line = _offloaded_from(record, shard_dir, target).to_json_line()
+    handle.write(line if line.endswith("\n") else line + "\n")
+
+
+def stream_records(
+    shards: Sequence[ShardInput],
+    folders: Mapping[str, str],
+    target: Path,
+    tallies: PlanTallies,
+    warn: Callable[[str], None],
+    index: TrialIndex | None = None,
+) -> list[Path]:
+    """Write every variant's merged ``results.jsonl`` from the shards' lines (passed through
+    unchanged unless offloaded paths move) and count each record into ``tallies``, one
+    record at a time. Each file is written next to its place and renamed there once every
+    shard was read, so a shard failing validation leaves the merged folder as it was.
+
+    Args:
+        shards: The validated shards, in shard order.
+        folders: Variant name -> its folder name.
+        target: The merged folder.
+        tallies: Receive every record.
+        warn: Receives warnings (torn last lines, skipped).
+        index: The run's planned trials (built from the shards when not given).
+
+    Returns:
+        The merged results files, in variant order.
+
+    Raises:
+        ShardValidationError: A shard's records do not match its manifest.
+        OSError: A merged file cannot be written.
+    """
+    index = index or TrialIndex(shards[0].snapshot, shards)
+    files = {v: target / folder / RESULTS_FILE for v, folder in folders.items()}
+    temps = {v: path.with_name(f".{path.name}.merge.tmp") for v, path in files.items()}
+    with contextlib.ExitStack() as stack:
+        handles: dict[str, IO[str]] = {}
+        for variant, temp in temps.items():
+            temp.parent.mkdir(parents=True, exist_ok=True)
+            handles[variant] = stack.enter_context(temp.open("w", encoding="utf-8"))
+            stack.callback(temp.unlink, missing_ok=True)
+        for shard in shards:
+            for variant, line, record in stream_shard_records(shard, folders, index, warn):
+                _write_line(handles[variant], line, record, shard.path, target)
+                tallies.add(record)
+        for handle in handles.values():
+            handle.close()
+        for variant, temp in temps.items():
+            os.replace(temp, files[variant])
+    return list(files.values())
 
 
 def read_shards(request: MergeRequest) -> list[ShardInput]:
@@ -213,13 +307,17 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     snapshot = first.snapshot
     run_id = str(first.manifest["runId"])
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
-    by_variant: dict[str, list[TrialResultRecord]] = {v: [] for v in folders}
+    summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
+    index = TrialIndex(snapshot, shards)
+    tallies = summarizer.tallies(index.position)
     read_warnings: list[str] = []
-    for shard in shards:
-        for variant, records in read_shard_records(shard, folders, read_warnings.append).items():
-            moved = [_offloaded_from(record, shard.path, target) for record in records]
-            by_variant.setdefault(variant, []).extend(moved)
-    records = [r for items in by_variant.values() for r in items]
+    try:
+        files = stream_records(shards, folders, target, tallies, read_warnings.append, index)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the merged output in {target}: {exc.strerror or exc}"
+        ) from exc
+    records = MergedRecords(files, tallies.count)
     links = _trace_links(shards)
     run = RunInfo(
         run_id=run_id,
@@ -236,11 +334,8 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     for name, reporter in reporters:
         session.register_observer(reporter, name)
     session.emitter.emit("vally_run_start", run=run)
-    summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
-    summaries = summarizer.summarize(records)
+    summaries = summarizer.finish(tallies)
     try:
-        for variant, folder in folders.items():
-            write_jsonl(target / folder / RESULTS_FILE, by_variant.get(variant, []))
         summarizer.write(summaries)
         write_json_file(target / SNAPSHOT_FILE, snapshot)
         write_json_file(target / EXPERIMENT_MANIFEST_FILE, _manifest(shards, links, len(records)))

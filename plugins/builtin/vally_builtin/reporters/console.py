@@ -114,10 +114,22 @@ def _use_color(file: Any) -> bool:
     return _is_terminal(file)
 
 
+def _terminal_size(file: Any) -> tuple[int, int]:
+    """``file``'s terminal size, read once (rich would ask the terminal on every print)."""
+    try:
+        size = os.get_terminal_size(file.fileno())
+    except (AttributeError, OSError, ValueError):
+        return 80, 25
+    return size.columns or 80, size.lines or 25
+
+
 def make_console(file: Any) -> Console:
-    """A rich console over ``file``: colours only on a terminal without ``NO_COLOR``."""
+    """A rich console over ``file``: colours only on a terminal without ``NO_COLOR``; its
+    size is fixed when it is made, so printing never asks the terminal again."""
     color = _use_color(file)
-    width = None if color else int(os.environ.get("COLUMNS", "0") or 0) or 120
+    columns = int(os.environ.get("COLUMNS", "0") or 0)
+    width, height = _terminal_size(file) if color else (120, 25)
+    width = columns or width
     return Console(
         file=file,
         no_color=not color,
@@ -126,6 +138,7 @@ def make_console(file: Any) -> Console:
         highlight=False,
         emoji=False,
         width=width,
+        height=height,
         soft_wrap=True,
     )
 

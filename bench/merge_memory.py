@@ -1,0 +1,202 @@
+"""Measure ``vally experiment merge``'s streaming path against streaming the lines once.
+
+Usage (from the repository root)::
+
+    python3 bench/merge_memory.py                          # 10^5 records, 16 shards
+    python3 bench/merge_memory.py --records 1000000        # the 10^6 goal
+    python3 bench/merge_memory.py --records 10000 --json out.json
+
+It writes a sharded run's ``results.jsonl`` files (one variant, one eval, small records,
+``--shards`` shards) and then, each in a fresh interpreter so the peak resident memory is
+its own:
+
+* ``lines``: reads every shard's lines and writes them to one file (the physical limit of
+  a merge: streaming the lines once);
+* ``plan``: what a merge holds before it reads a record (the plan snapshot, the shards'
+  manifests, the trial index), with vally imported: memory that grows with the plan;
+* ``merge``: vally's merge path (``vally.tools.merge.stream_records``): every record
+  parsed, checked against its shard's manifest, passed through to the merged file and
+  counted into the run summaries, which are then built.
+
+It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
+ratio of ``merge`` to ``lines`` and ``merge``'s peak above ``plan`` (what reading the
+records adds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+VARIANT = "a"
+EVAL = "ev"
+STIMULI = 100
+
+
+def record_line(index: int) -> tuple[str, str]:
+    """A small trial record (as a ``results.jsonl`` line) and its trial key."""
+    stimulus = f"s{index % STIMULI}"
+    trial = index // STIMULI
+    data = {
+        "type": "trial-result",
+        "schemaVersion": 1,
+        "runId": "bench",
+        "evalName": EVAL,
+        "evalFile": None,
+        "stimulusName": stimulus,
+        "stimulus": {"name": stimulus, "prompt": "p", "graders": [{"type": "completed"}]},
+        "variant": VARIANT,
+        "model": None,
+        "trialIndex": trial,
+        "trialId": f"{stimulus}/{trial}",
+        "status": "success",
+        "error": None,
+        "startedAt": "2026-01-01T00:00:00.000Z",
+        "completedAt": "2026-01-01T00:00:01.000Z",
+        "durationMs": 1,
+        "gradeResult": {
+            "passed": index % 3 != 0,
+            "score": 1.0 if index % 3 else 0.0,
+            "threshold": None,
+            "mode": "binary",
+            "hasGraders": True,
+            "errored": False,
+        },
+        "trajectory": None,
+    }
+    key = f"{VARIANT}/{EVAL}/{stimulus}/default/{trial}"
+    return json.dumps(data, separators=(",", ":")) + "\n", key
+
+
+def generate(folder: Path, records: int, shards: int) -> None:
+    """Write the shards' results files and ``plan.json`` (snapshot and manifests)."""
+    keys: list[list[str]] = [[] for _ in range(shards)]
+    handles = []
+    for shard in range(shards):
+        path = folder / f"shard-{shard + 1}" / VARIANT / "results.jsonl"
+        path.parent.mkdir(parents=True)
+        handles.append(path.open("w", encoding="utf-8"))
+    plan: list[str] = []
+    for index in range(records):
+        line, key = record_line(index)
+        handles[index % shards].write(line)
+        keys[index % shards].append(key)
+        plan.append(key)
+    for handle in handles:
+        handle.close()
+    snapshot = {
+        "experiment": "bench",
+        "baseline": VARIANT,
+        "variants": [VARIANT],
+        "evals": [{"variant": VARIANT, "name": EVAL, "file": "ev.yaml"}],
+        "trials": plan,
+    }
+    manifests = [
+        {"shard": {"index": i + 1, "total": shards}, "selectedKeys": k, "completedKeys": k}
+        for i, k in enumerate(keys)
+    ]
+    (folder / "plan.json").write_text(json.dumps({"snapshot": snapshot, "manifests": manifests}))
+
+
+def run_lines(folder: Path) -> None:
+    """Stream every shard's lines once into one file."""
+    with (folder / "lines.jsonl").open("w", encoding="utf-8") as out:
+        for path in sorted(folder.glob("shard-*/*/results.jsonl")):
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    out.write(line)
+
+
+def _prepare(folder: Path) -> tuple[Any, ...]:
+    """What a merge holds before it reads a record: the plan snapshot, the shards'
+    manifests, the trial index and empty tallies (all of them grow with the plan)."""
+    from vally.engine.shards import ShardInput, TrialIndex
+    from vally.engine.summaries import VariantSummaries
+
+    plan = json.loads((folder / "plan.json").read_text())
+    snapshot = plan["snapshot"]
+    shards = [
+        ShardInput(folder / f"shard-{m['shard']['index']}", m, snapshot) for m in plan["manifests"]
+    ]
+    del plan
+    index = TrialIndex(snapshot, shards)
+    summarizer = VariantSummaries(snapshot, run_id="bench", run_dir=folder / "merged")
+    return shards, index, summarizer, summarizer.tallies(index.position)
+
+
+def run_plan(folder: Path) -> None:
+    """Only the plan state of a merge (see :func:`_prepare`), with vally imported."""
+    import vally.tools.merge  # noqa: F401
+
+    _prepare(folder)
+
+
+def run_merge(folder: Path) -> None:
+    """vally's merge streaming path over the generated shards."""
+    from vally.tools.merge import stream_records
+
+    shards, index, summarizer, tallies = _prepare(folder)
+    stream_records(shards, {VARIANT: VARIANT}, folder / "merged", tallies, print, index)
+    summarizer.write(summarizer.finish(tallies))
+
+
+def measure(mode: str, folder: Path) -> dict[str, float]:
+    """Run one mode in a fresh interpreter: wall seconds and peak resident MB."""
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "import merge_memory as m; from pathlib import Path;"
+        "start = time.perf_counter();"
+        f"m.run_{mode}(Path(sys.argv[2]));"
+        "took = time.perf_counter() - start;"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
+        "print(took, int(hwm.split()[1]) / 1024)"
+    )
+    here = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code, here, str(folder)], capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"{mode} failed:\n{done.stderr}")
+    out = done.stdout.split()
+    return {"seconds": float(out[-2]), "peak_mb": float(out[-1])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--dir", default=None, help="where to write the shards")
+    parser.add_argument("--json", default=None, help="also write the numbers here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="vally-merge-", dir=args.dir) as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        generate(folder, args.records, args.shards)
+        generated = time.perf_counter() - start
+        lines = measure("lines", folder)
+        plan = measure("plan", folder)
+        merged = measure("merge", folder)
+    result = {
+        "records": args.records,
+        "shards": args.shards,
+        "generate_seconds": round(generated, 2),
+        "lines": lines,
+        "plan": plan,
+        "merge": merged,
+        "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 1),
+        "records_peak_mb": round(merged["peak_mb"] - plan["peak_mb"], 1),
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

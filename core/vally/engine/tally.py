@@ -1,0 +1,209 @@
+"""Incremental run summaries: counters that take trial records one at a time.
+
+An :class:`EvalTally` gives the same ``run-summary.jsonl`` line as summarising the whole
+list of records at once, but keeps only a few counters per (stimulus, model), so its
+memory does not grow with the number of trials. Each record comes with a *rank* (its place
+in the order the summary lists records, e.g. its position in the plan); the stimuli and the
+models of the summary are listed by their first rank, whatever order the records arrive in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from vally._version import __version__
+from vally.models.records import (
+    ExperimentBlock,
+    RunSummaryRecord,
+    StimulusSummary,
+    TrialResultRecord,
+)
+from vally.models.trajectory import utc_now
+from vally.models.usage import Usage
+
+
+def _errored(record: TrialResultRecord) -> bool:
+    if record.status != "success" or record.grade_result is None:
+        return True
+    return record.grade_result.errored
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
+
+
+class StimulusTally:
+    """The counters of one (stimulus, model) of an eval.
+
+    Args:
+        record: The first record seen of that stimulus and model.
+        rank: That record's rank.
+    """
+
+    __slots__ = (
+        "any_has_graders",
+        "errored",
+        "errors",
+        "first_has_graders",
+        "first_index",
+        "graded",
+        "model",
+        "passed",
+        "rank",
+        "score_sum",
+        "stimulus_name",
+        "tokens",
+        "tool_calls",
+        "trajectories",
+        "trials",
+        "turns",
+        "wall_time_ms",
+    )
+
+    def __init__(self, record: TrialResultRecord, rank: Any) -> None:
+        self.rank = rank
+        self.stimulus_name = record.stimulus_name
+        self.model = record.model
+        self.first_index = record.trial_index
+        self.first_has_graders = bool(record.stimulus.graders)
+        self.any_has_graders = False
+        self.trials = self.graded = self.passed = self.errored = 0
+        self.score_sum = 0.0
+        self.trajectories = self.tokens = self.turns = self.tool_calls = self.errors = 0
+        self.wall_time_ms = 0.0
+
+    def add(self, record: TrialResultRecord, rank: Any) -> None:
+        """Count one more trial of this stimulus and model."""
+        if rank < self.rank:
+            self.rank = rank
+        if record.trial_index < self.first_index:
+            self.first_index = record.trial_index
+            self.first_has_graders = bool(record.stimulus.graders)
+        self.trials += 1
+        grade = record.grade_result
+        if grade is not None and grade.has_graders:
+            self.any_has_graders = True
+        if _errored(record):
+            self.errored += 1
+        elif grade is not None and grade.has_graders:
+            self.graded += 1
+            self.passed += int(grade.passed)
+            self.score_sum += grade.score
+        if record.trajectory is not None:
+            metrics = record.trajectory.metrics
+            self.trajectories += 1
+            self.tokens += metrics.token_usage.total_tokens
+            self.turns += metrics.turn_count
+            self.tool_calls += metrics.tool_call_count
+            self.wall_time_ms += metrics.wall_time_ms
+            self.errors += metrics.error_count
+
+    def summary(self) -> StimulusSummary:
+        """The stimulus's summary, as :func:`vally.engine.scoring.summarize_stimulus` gives."""
+        from vally.engine.scoring import metrics_from_counts
+
+        count = self.trajectories
+        return StimulusSummary(
+            stimulus_name=self.stimulus_name,
+            model=self.model,
+            trials=self.trials,
+            graded=self.graded,
+            passed=self.passed,
+            errored=self.errored,
+            mean_score=_mean(self.score_sum, self.graded),
+            metrics=metrics_from_counts(self.graded, self.passed),
+            flaky=0 < self.passed < self.graded,
+            has_graders=self.first_has_graders or self.any_has_graders,
+            mean_tokens=_mean(self.tokens, count),
+            mean_turns=_mean(self.turns, count),
+            mean_tool_calls=_mean(self.tool_calls, count),
+            mean_wall_time_ms=_mean(self.wall_time_ms, count),
+            total_errors=self.errors,
+        )
+
+
+class EvalTally:
+    """The counters of one eval (and variant) of a run; memory grows with its stimuli and
+    models, not with its trials."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str | None], StimulusTally] = {}
+        self.model_ranks: dict[str | None, Any] = {}
+        self.trials = self.graded = self.passed = self.errored = 0
+        self.started_at: str | None = None
+        self.completed_at: str | None = None
+        self.usage = Usage()
+
+    def add(self, record: TrialResultRecord, rank: Any = None) -> None:
+        """Count one trial record; ``rank`` (default: the arrival order) places its
+        stimulus and model in the summary."""
+        if rank is None:
+            rank = self.trials
+        key = (record.stimulus_name, record.model)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = StimulusTally(record, rank)
+        group.add(record, rank)
+        known = self.model_ranks.get(record.model, rank)
+        self.model_ranks[record.model] = min(known, rank)
+        self.trials += 1
+        self.usage = self.usage.plus(record.usage)
+        grade = record.grade_result
+        if _errored(record):
+            self.errored += 1
+        elif grade is not None and grade.has_graders:
+            self.graded += 1
+            self.passed += int(grade.passed)
+        if self.started_at is None or record.started_at < self.started_at:
+            self.started_at = record.started_at
+        if self.completed_at is None or record.completed_at > self.completed_at:
+            self.completed_at = record.completed_at
+
+    def summary(
+        self,
+        *,
+        run_id: str,
+        eval_name: str,
+        eval_file: str | None = None,
+        variant: str | None = None,
+        eval_hash: str | None = None,
+        config_hash: str | None = None,
+        threshold: float | None = None,
+        started_at: str | None = None,
+        completed_at: str | None = None,
+        vally_version: str = __version__,
+        plugins: Sequence[Mapping[str, Any]] = (),
+        experiment: ExperimentBlock | None = None,
+    ) -> RunSummaryRecord:
+        """The eval's ``run-summary.jsonl`` line (see
+        :func:`vally.engine.scoring.summarize_eval` for the arguments)."""
+        now = utc_now()
+        groups = sorted(self.groups.values(), key=lambda g: g.rank)
+        models = sorted(self.model_ranks, key=lambda m: self.model_ranks[m])
+        verdict: Literal["pass", "fail", "none"] = "none"
+        if self.graded:
+            verdict = "pass" if self.passed == self.graded else "fail"
+        return RunSummaryRecord(
+            run_id=run_id,
+            eval_name=eval_name,
+            eval_file=eval_file,
+            variant=variant,
+            eval_hash=eval_hash,
+            config_hash=config_hash,
+            threshold=threshold,
+            models=models,
+            trials=self.trials,
+            passed=self.passed,
+            failed=self.graded - self.passed,
+            errored=self.errored,
+            pass_rate=self.passed / self.graded if self.graded else None,
+            verdict=verdict,
+            stimuli=[group.summary() for group in groups],
+            started_at=started_at or self.started_at or now,
+            completed_at=completed_at or self.completed_at or now,
+            vally_version=vally_version,
+            plugins=[dict(p) for p in plugins],
+            experiment=experiment,
+            usage=self.usage,
+        )
