@@ -11,6 +11,6 @@ for example in plugins/examples/*/; do
 done
 python3 -m ruff check .
 # mypy --strict over the kernel, the built-ins and the backends (source roots in pyproject).
-python3 -m mypy -p vally -p vally_builtin -p vally_backends
+python3 -m mypy -p vally -p vally_builtin -p vally_backends -p vally_ray
 lint-imports
 python3 -m pytest "$@"

@@ -255,6 +255,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         workers=opts.workers or (experiment.execution.workers if experiment.execution else None),
         select=select,
         run_id=run_id,
+        runner=opts.runner_choice(),
         options={"verbose": opts.verbose, "require_pass": opts.require_pass},
     )
     plan = plan_request(request)

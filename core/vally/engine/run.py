@@ -26,9 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.events import RunInfo
-from vally.contracts.protocols import Backend, Executor, LLMProvider, LoadedEval, TrialKey
+from vally.contracts.protocols import (
+    Backend,
+    Executor,
+    LLMProvider,
+    LoadedEval,
+    Runner,
+    TrialKey,
+)
 from vally.engine import components
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
+from vally.engine.remote import RemoteRun
 from vally.engine.runner import GraderFactory, RunContext, RunEngine, RunResult, new_run_id
 from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
@@ -73,6 +81,19 @@ class BackendChoice:
     specifier: str | None = None
     args: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where the trials execute (``--runner``).
+
+    Attributes:
+        specifier: A runner name (``local``, ``ray``) or plugin specifier.
+        args: Its config (``--runner-args``, ``--ray-address``).
+    """
+
+    specifier: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +154,7 @@ class RunRequest:
         select: Picks this process's shard of the plan's keys (None: every key).
         experiment: Set for experiment runs.
         run_id: A stable run id (None: a new UUID).
+        runner: Where the trials execute (None: in this process, as ``--runner local``).
         options: Presentation options given to reporters (``RunInfo.options``).
     """
 
@@ -152,6 +174,7 @@ class RunRequest:
     select: ShardSelector | None = None
     experiment: ExperimentMode | None = None
     run_id: str | None = None
+    runner: RunnerChoice | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -234,6 +257,10 @@ def prepare_run(
         project_root=request.project_root,
     )
     prepared.llm = components.llm_provider_for(session, project, plan.trials)
+    if request.runner is not None:
+        prepared.runner = components.build_runner(
+            session, request.runner.specifier, request.runner.args, base_dir=request.plugin_base
+        )
     return prepared
 
 
@@ -250,6 +277,7 @@ class PreparedRun:
         backend: The backend (None for a dry run or an empty plan).
         reporters: The reporters by name, registered when the run starts.
         llm: The project's LLM provider when a plugin needs one.
+        runner: The ``--runner`` plugin (None: trials run in this process).
     """
 
     request: RunRequest
@@ -260,6 +288,7 @@ class PreparedRun:
     backend: Backend | None = None
     reporters: list[tuple[str, object]] = field(default_factory=list)
     llm: LLMProvider | None = None
+    runner: Runner | None = None
     engine: RunEngine | None = None
 
     @property
@@ -339,8 +368,26 @@ class PreparedRun:
             self.summaries(run, scrubber),
             workers=self.workers,
             max_retries=request.max_retries,
+            trial_runner=self.runner,
+            remote=self.remote_run(run, scrubber) if self.runner is not None else None,
         )
         return self.engine
+
+    def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
+        """The run as a distributed runner's workers rebuild it."""
+        request = self.request
+        choice = request.backend
+        return RemoteRun(
+            run=run,
+            project=request.project,
+            project_root=request.project_root,
+            backend=choice.specifier,
+            backend_args=dict(choice.args),
+            backend_base=choice.base_dir or request.plugin_base,
+            skip_grade=request.skip_grade,
+            scrubber=scrubber,
+            experiment_blocks=request.experiment.blocks if request.experiment else {},
+        )
 
     async def execute_async(
         self, run_dir: Path | None = None, *, run_id: str | None = None

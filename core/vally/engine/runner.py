@@ -20,12 +20,13 @@ import contextlib
 import contextvars
 import fnmatch
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic_core
 
@@ -35,6 +36,7 @@ from vally.contracts.protocols import (
     Executor,
     ExecutorOptions,
     LLMProvider,
+    Runner,
     Sandbox,
     SkillRef,
     TrialContext,
@@ -69,6 +71,9 @@ from vally.models.trajectory import (
     utc_now,
 )
 
+if TYPE_CHECKING:
+    from vally.engine.remote import RemoteRun
+
 log = logging.getLogger("vally.engine.runner")
 
 TIMEOUT_GRACE = 5.0
@@ -79,6 +84,11 @@ Phase = Literal["setup", "execute", "grade", "cleanup", "plan"]
 
 ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar("vally_trial_attempt", default=0)
 """The 0-based attempt of the trial running in the current task (``--max-retries``)."""
+
+NODE: contextvars.ContextVar[str] = contextvars.ContextVar("vally_trial_node", default="")
+"""Where the trial in the current task runs: the runner's node id (a Ray node id with
+``--runner ray``), empty for this machine; written as ``node`` into the trial's
+``metadata.json`` (this machine's host name when empty)."""
 
 RETRIED_PHASES = frozenset({"setup", "execute"})
 """Operational failures of these phases are retried with ``--max-retries``."""
@@ -212,6 +222,23 @@ class TrialRunner:
         record = ctx.scrubber.record(self._record(trial, state, started_at, t0))
         if trial_dir is not None:
             await self._save(trial, trial_dir, record, state.notes)
+        return record
+
+    def stub_record(self, trial: PlannedTrial, error: TrialError | None) -> TrialResultRecord:
+        """The record of a trial that ran elsewhere and could not report: ``cancelled``
+        (interrupted) when ``error`` is None, else ``error``; its files are written like any
+        other trial's."""
+        state = _TrialState()
+        if error is None:
+            state.cancel()
+        else:
+            state.fail(error)
+        record = self.context.scrubber.record(
+            self._record(trial, state, utc_now(), time.monotonic())
+        )
+        trial_dir = self.trial_dir(trial)
+        if trial_dir is not None:
+            self._write_trial_files(trial, trial_dir, record, state.notes)
         return record
 
     @staticmethod
@@ -483,6 +510,7 @@ class TrialRunner:
             "keptWorkspace": str(trial.keep_workspace) if trial.keep_workspace else None,
             "endReason": record.trajectory.end_reason if record.trajectory else None,
             "attempt": ATTEMPT.get(),
+            "node": NODE.get() or socket.gethostname(),
             "notes": notes,
             "vallyVersion": __version__,
         }
@@ -593,6 +621,9 @@ class RunEngine:
         workers: Concurrent trials.
         max_retries: How many times a trial that failed in setup or execution is run again
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
+        trial_runner: Where each attempt runs (a :class:`~vally.contracts.protocols.Runner`
+            plugin); None runs them in this process.
+        remote: The run as workers rebuild it (needed with ``trial_runner``).
     """
 
     def __init__(
@@ -602,8 +633,12 @@ class RunEngine:
         *,
         workers: int = DEFAULT_WORKERS,
         max_retries: int = 0,
+        trial_runner: Runner | None = None,
+        remote: RemoteRun | None = None,
     ) -> None:
         self.context = context
+        self.trial_runner = trial_runner
+        self.remote = remote
         self.summaries = summaries
         self.workers = workers
         self.max_retries = max_retries
@@ -641,6 +676,7 @@ class RunEngine:
                     backend_started = True
                 except Exception as exc:
                     raise _as_vally("backend", exc) from exc
+                await self._start_runner()
             ctx.emitter.emit("vally_run_start", run=ctx.run)
             self.scheduler = Scheduler(
                 self._attempts,
@@ -693,7 +729,7 @@ class RunEngine:
         attempt = 0
         while True:
             ATTEMPT.set(attempt)
-            record = await self.runner.run(trial)
+            record = await self._attempt(trial, attempt)
             error = record.error
             if (
                 attempt >= self.max_retries
@@ -708,6 +744,24 @@ class RunEngine:
                 folder.rename(folder.with_name(f"{folder.name}.attempt-{attempt}"))
             log.info("retrying %s after %s: %s", trial.key.as_id(), error.code, error.message)
             attempt += 1
+
+    async def _start_runner(self) -> None:
+        if self.trial_runner is None:
+            return
+        try:
+            await self.trial_runner.start(self.context.run.run_id)
+        except Exception as exc:
+            raise _as_vally("runner", exc) from exc
+
+    async def _attempt(self, trial: PlannedTrial, attempt: int) -> TrialResultRecord:
+        """One attempt, in this process or through the runner plugin."""
+        if self.trial_runner is None or self.remote is None:
+            return await self.runner.run(trial)
+        from vally.engine.remote import Dispatch
+
+        dispatch = Dispatch(self.runner, self.remote, trial, attempt)
+        record: TrialResultRecord = await self.trial_runner.run_trial(dispatch)
+        return record
 
     def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
         self.records.append(record)
@@ -731,6 +785,11 @@ class RunEngine:
             self.scheduler.stop()
 
     async def _shutdown(self, backend_started: bool) -> None:
+        if self.trial_runner is not None and backend_started:
+            try:
+                await self.trial_runner.shutdown()
+            except Exception as exc:
+                self.failures.append(f"runner shutdown failed: {_as_vally('runner', exc).render()}")
         for ref, executor in self.context.executors.items():
             try:
                 await executor.shutdown()
@@ -749,8 +808,8 @@ class RunEngine:
 def _as_vally(what: str, exc: BaseException) -> VallyError:
     if isinstance(exc, VallyError):
         return exc
-    if what == "backend":
-        return SetupError(f"the backend failed: {type(exc).__name__}: {exc}")
+    if what in ("backend", "runner"):
+        return SetupError(f"the {what} failed: {type(exc).__name__}: {exc}")
     return CleanupError(f"{what} failed: {type(exc).__name__}: {exc}")
 
 

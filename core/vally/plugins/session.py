@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Executor,
         Grader,
         LLMProvider,
+        Runner,
         ShardStrategy,
     )
     from vally.models.project import ProjectConfig
@@ -317,6 +318,16 @@ class Session:
         *,
         where: str = ...,
     ) -> LLMProvider: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["runner"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Runner: ...
 
     @overload
     def create(
