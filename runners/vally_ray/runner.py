@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import threading
 from typing import Any, ClassVar, Literal
 
@@ -157,6 +158,17 @@ class RayRunner:
         self._task = ray.remote(_trial_task).options(**options)
 
     def _connect(self, ray: Any) -> None:
+        # Ray sets its own SIGTERM handler in the main thread: keep the run's handlers (an
+        # interrupt stops the run and cancels the tasks).
+        saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._init(ray)
+        finally:
+            for sig, handler in saved.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    def _init(self, ray: Any) -> None:
         ray.init(
             address=self.config.address,
             namespace=self.config.namespace,
