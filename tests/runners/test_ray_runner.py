@@ -243,3 +243,33 @@ def test_ctrl_c_cancels_the_remote_trials_and_keeps_the_finished(
     while any(alive(pid) for pid in slow_running()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in slow_running()), "a cancelled trial's agent survived"
+
+
+def test_an_experiment_runs_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    agent = ["sh", "-c", "cat; echo ok"]
+    write_eval(tmp_path / "evals" / "dist", ["e0", "e1"], runs=2, agent=agent)
+    (tmp_path / "experiment.yaml").write_text(textwrap.dedent("""\
+        name: spread
+        evals: [evals/*/eval.yaml]
+        vary: [/defaults/timeout]
+        baseline: a
+        variants: {a: {}, b: {defaults: {timeout: 90s}}}
+        """))
+    done = subprocess.run(
+        cluster.command([*VALLY, "experiment", "run", "experiment.yaml", "--run-id", "r",
+                         "--output-dir", "out", "--runner", "ray",
+                         "--ray-address", cluster.address]),
+        cwd=tmp_path, capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    folders = {p.parent.name: p.parent for p in out.rglob("results.jsonl")}
+    assert set(folders) == {"a", "b"}
+    for variant in ("a", "b"):
+        got = records(folders[variant])
+        assert sorted(r["trialId"] for r in got) == sorted(
+            f"{variant}/dist/{s}/default/{i}" for s in ("e0", "e1") for i in range(2)
+        )
+        assert {r["experiment"]["variant"] for r in got} == {variant}
+    nodes = {m["node"] for m in trial_metadata(out).values()}
+    assert nodes <= set(cluster.nodes.values()) and nodes
