@@ -114,6 +114,7 @@ class RayRunner:
         description="Run trials as tasks on a Ray cluster (pip install 'vally[ray]').",
     )
     Config = RayRunnerConfig
+    runs_elsewhere: ClassVar[bool] = True
 
     def __init__(self, config: RayRunnerConfig | None = None) -> None:
         self.config = config or RayRunnerConfig()

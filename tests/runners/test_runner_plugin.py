@@ -44,6 +44,7 @@ class InlineRemoteRunner:
 
     metadata: ClassVar[PluginMetadata] = PluginMetadata(name="inline", kind="runner")
     Config = EmptyConfig
+    runs_elsewhere: ClassVar[bool] = True  # the driver starts no backend of its own
     jobs: ClassVar[int] = 0
 
     def __init__(self, config: EmptyConfig | None = None) -> None:

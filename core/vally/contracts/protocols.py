@@ -266,6 +266,10 @@ class Runner(Protocol):
 
     metadata: ClassVar[PluginMetadata]
     Config: ClassVar[type[BaseModel]]
+    runs_elsewhere: ClassVar[bool]
+    """True when every attempt runs in other processes (never ``dispatch.run_here()``): the
+    run then starts no backend in this process (each worker starts its own). Optional,
+    default False."""
 
     async def start(self, run_id: str) -> None:
         """Prepare for a run (connect to the cluster).

@@ -668,14 +668,16 @@ class RunEngine:
         """
         ctx = self.context
         started_at = ctx.run.started_at
-        backend_started = False
+        backend_started = runner_started = False
         try:
             if trials:
-                try:
-                    await ctx.backend.start(ctx.run.run_id)
-                    backend_started = True
-                except Exception as exc:
-                    raise _as_vally("backend", exc) from exc
+                if self._runs_here():
+                    try:
+                        await ctx.backend.start(ctx.run.run_id)
+                        backend_started = True
+                    except Exception as exc:
+                        raise _as_vally("backend", exc) from exc
+                runner_started = self.trial_runner is not None
                 await self._start_runner()
             ctx.emitter.emit("vally_run_start", run=ctx.run)
             self.scheduler = Scheduler(
@@ -688,7 +690,7 @@ class RunEngine:
                 self.scheduler.stop()
             await self.scheduler.run(trials)
         finally:
-            await self._shutdown(backend_started)
+            await self._shutdown(backend_started, runner_started)
         return self._finish(started_at)
 
     def _finish(self, started_at: str) -> RunResult:
@@ -745,6 +747,11 @@ class RunEngine:
             log.info("retrying %s after %s: %s", trial.key.as_id(), error.code, error.message)
             attempt += 1
 
+    def _runs_here(self) -> bool:
+        """False when the runner plugin runs every trial elsewhere (its class sets
+        ``runs_elsewhere = True``): then this process needs no started backend."""
+        return not getattr(self.trial_runner, "runs_elsewhere", False)
+
     async def _start_runner(self) -> None:
         if self.trial_runner is None:
             return
@@ -784,8 +791,8 @@ class RunEngine:
         if self.scheduler is not None:
             self.scheduler.stop()
 
-    async def _shutdown(self, backend_started: bool) -> None:
-        if self.trial_runner is not None and backend_started:
+    async def _shutdown(self, backend_started: bool, runner_started: bool) -> None:
+        if self.trial_runner is not None and runner_started:
             try:
                 await self.trial_runner.shutdown()
             except Exception as exc:

@@ -20,6 +20,7 @@ class LocalRunner:
         description="Run trials in this process (the default).",
     )
     Config = EmptyConfig
+    runs_elsewhere: ClassVar[bool] = False
 
     def __init__(self, config: EmptyConfig | None = None) -> None:
         self.config = config or EmptyConfig()
