@@ -361,6 +361,7 @@ KIND_ORDER: tuple[str, ...] = (
     "eval_provider",
     "shard_strategy",
     "llm_provider",
+    "runner",
     "exporter",
 )
 """The order of the kinds on the built-ins page (kinds missing here come last)."""
@@ -387,6 +388,10 @@ KIND_TITLES: dict[str, tuple[str, str]] = {
         "LLM providers",
         "the `llm:` section of `.vally.yaml`: `provider: NAME` picks the provider, and"
         " {llm_keys} are passed to it (other options keep their defaults)",
+    ),
+    "runner": (
+        "Runners",
+        "`--runner NAME --runner-args KEY=VALUE` of `vally eval` and `vally experiment run`",
     ),
     "exporter": (
         "Exporters",

@@ -32,6 +32,6 @@ for example in plugins/examples/*/; do
 done
 "$python" -m ruff check .
 # mypy --strict over the kernel, the built-ins and the backends (source roots in pyproject).
-"$python" -m mypy -p vally -p vally_builtin -p vally_backends
-lint-imports
+"$python" -m mypy -p vally -p vally_builtin -p vally_backends -p vally_ray
+"$python" -c "from importlinter.cli import lint_imports_command as c; c()"
 "$python" -m pytest "$@"

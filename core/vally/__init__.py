@@ -64,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "Exporter": "vally.contracts.protocols",
     "LoadedEval": "vally.contracts.protocols",
     "ShardStrategy": "vally.contracts.protocols",
+    "Runner": "vally.contracts.protocols",
+    "TrialDispatch": "vally.contracts.protocols",
     "LLMProvider": "vally.contracts.protocols",
     "ChatMessage": "vally.contracts.protocols",
     "ChatRequest": "vally.contracts.protocols",
@@ -116,6 +118,10 @@ _EXPORTS: dict[str, str] = {
     "prepare_run": "vally.engine.run",
     "ReporterChoice": "vally.engine.run",
     "BackendChoice": "vally.engine.run",
+    "RunnerChoice": "vally.engine.run",
+    "TrialJob": "vally.engine.remote",
+    "TrialOutcome": "vally.engine.remote",
+    "run_trial_job": "vally.engine.remote",
     "PlanInput": "vally.engine.planner",
     "PlanOptions": "vally.engine.planner",
     "Session": "vally.plugins.session",
@@ -212,12 +218,14 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         PairwiseJudge as PairwiseJudge,
         PairwiseVerdict as PairwiseVerdict,
         Process as Process,
+        Runner as Runner,
         Sandbox as Sandbox,
         ShardStrategy as ShardStrategy,
         SkillRef as SkillRef,
         ToolCall as ToolCall,
         ToolSpec as ToolSpec,
         TrialContext as TrialContext,
+        TrialDispatch as TrialDispatch,
         TrialKey as TrialKey,
     )
     from vally.engine.evals import (
@@ -232,10 +240,16 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         PlanInput as PlanInput,
         PlanOptions as PlanOptions,
     )
+    from vally.engine.remote import (
+        TrialJob as TrialJob,
+        TrialOutcome as TrialOutcome,
+        run_trial_job as run_trial_job,
+    )
     from vally.engine.run import (
         BackendChoice as BackendChoice,
         PreparedRun as PreparedRun,
         ReporterChoice as ReporterChoice,
+        RunnerChoice as RunnerChoice,
         RunRequest as RunRequest,
         prepare_run as prepare_run,
     )

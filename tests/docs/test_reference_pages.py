@@ -65,6 +65,7 @@ def test_every_builtin_entry_point_is_documented_under_its_kind() -> None:
         "shard_strategy": "Shard strategies",
         "llm_provider": "LLM providers",
         "exporter": "Exporters",
+        "runner": "Runners",
     }
     for kind, name, target in declared:
         body = kinds[titles[kind]]

@@ -66,7 +66,18 @@ ReporterPlugins = Annotated[
     list[str] | None, opt("SPEC", "Reporter plugin to load (repeatable).", "--reporter-plugin")
 ]
 OtlpEndpoint = Annotated[str | None, opt("URL", "Export traces to this OTLP/HTTP endpoint.")]
-Workers = Annotated[int | None, opt("N", "Parallel trials (default 5).")]
+Workers = Annotated[
+    int | None, opt("N", "Parallel trials (default 5); with --runner ray, cluster-wide.")
+]
+Runner = Annotated[
+    str | None, opt("NAME", "Where trials run: local (default) or ray (pip install 'vally[ray]').")
+]
+RunnerArgs = Annotated[
+    list[str] | None, opt("KEY=VALUE", "Runner argument KEY=VALUE (repeatable).", "--runner-args")
+]
+RayAddress = Annotated[
+    str | None, opt("ADDRESS", "With --runner ray: auto, HOST:PORT or ray://HOST:PORT.")
+]
 RequirePass = Annotated[bool, switch("--require-pass", "Exit 1 when a verdict fails.")]
 Verbose = Annotated[
     bool,

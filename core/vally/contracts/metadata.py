@@ -26,6 +26,7 @@ PluginKind = Literal[
     "shard_strategy",
     "llm_provider",
     "exporter",
+    "runner",
 ]
 """The kinds of plugin vally loads; each has one entry-point group
 (see :mod:`vally.plugins.groups`)."""

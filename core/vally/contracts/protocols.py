@@ -232,6 +232,70 @@ class Backend(Protocol):
         """Release run-wide resources. Raises :class:`CleanupError` on failure."""
 
 
+# --------------------------------------------------------------------------- runner
+
+
+@runtime_checkable
+class TrialDispatch(Protocol):
+    """What the kernel hands a :class:`Runner` for each trial attempt.
+
+    A runner either runs the attempt in this process (:meth:`run_here`), or ships
+    :meth:`job` (a picklable description of the attempt) to another process or machine,
+    executes it there with :func:`vally.run_trial_job`, and hands the result back through
+    :meth:`accept`, which writes the trial's files into the run folder.
+    """
+
+    async def run_here(self) -> Any:
+        """Run the attempt in this process and return its ``TrialResultRecord``."""
+
+    def job(self) -> Any:
+        """The attempt as a picklable ``TrialJob`` (the spec's files travel in it)."""
+
+    async def accept(self, outcome: Any) -> Any:
+        """Take a ``TrialOutcome`` computed elsewhere: write its files into the run folder,
+        deliver its grader events, and return its ``TrialResultRecord``."""
+
+    def cancelled(self) -> Any:
+        """The ``TrialResultRecord`` of an attempt stopped by an interrupt before it
+        returned (status ``cancelled``); its record and files are written like any other."""
+
+    def failed(self, message: str) -> Any:
+        """The ``TrialResultRecord`` of an attempt the runner could not complete (status
+        ``error``, code ``VALLY_RUNNER``, ``message`` saying why)."""
+
+
+class Runner(Protocol):
+    """Where and how a run's trials execute: the built-in ``local`` runner runs them in
+    this process's worker pool; a distributed runner (``ray``) ships each trial to a node.
+
+    The kernel keeps scheduling (``--workers`` trials in flight at most, so the plan is
+    never all in flight), records and reports; a runner only decides where each attempt
+    runs. Lifecycle: ``start`` once per run, ``run_trial`` once per attempt (concurrently),
+    ``shutdown`` once.
+    """
+
+    metadata: ClassVar[PluginMetadata]
+    Config: ClassVar[type[BaseModel]]
+    runs_elsewhere: ClassVar[bool]
+    """True when every attempt runs in other processes (never ``dispatch.run_here()``): the
+    run then starts no backend in this process (each worker starts its own). Optional,
+    default False."""
+
+    async def start(self, run_id: str) -> None:
+        """Prepare for a run (connect to the cluster).
+
+        Raises:
+            SetupError: The runner cannot run trials (no cluster at the address).
+        """
+
+    async def run_trial(self, dispatch: TrialDispatch) -> Any:
+        """Run one attempt and return its ``TrialResultRecord``. When cancelled (Ctrl-C),
+        stop the attempt wherever it runs and return ``dispatch.cancelled()``."""
+
+    async def shutdown(self) -> None:
+        """Release the run's resources (disconnect)."""
+
+
 # --------------------------------------------------------------------------- executor
 
 

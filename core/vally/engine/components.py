@@ -17,7 +17,7 @@ from vally.errors import PluginNotFoundError, UnsupportedError
 from vally.plugins.defaults import DEFAULT_BACKEND, DEFAULT_EVAL_PROVIDER
 
 if TYPE_CHECKING:
-    from vally.contracts.protocols import Executor, LoadedEval
+    from vally.contracts.protocols import Executor, LoadedEval, Runner
     from vally.engine.planner import Plan, PlannedTrial
     from vally.engine.run import ReporterChoice
     from vally.engine.rundir import Scrubber
@@ -125,6 +125,27 @@ def build_backend(
     name = session.resolve_single("backend", spec or DEFAULT_BACKEND, base_dir=base)
     cls = session.plugin_class("backend", name)
     return session.create("backend", name, listify_args(cls, args), where=where)
+
+
+def build_runner(
+    session: Session, specifier: str, args: Mapping[str, Any], *, base_dir: Path
+) -> Runner:
+    """The ``--runner`` plugin (resolved from ``base_dir``) with its ``--runner-args``.
+
+    Raises:
+        PluginNotFoundError: The runner is not installed (``ray`` names its extra).
+    """
+    from vally.errors import PluginNotFoundError
+
+    try:
+        name = session.resolve_single("runner", specifier, base_dir=base_dir)
+    except PluginNotFoundError as exc:
+        hint = exc.hint
+        if specifier == "ray":
+            hint = "install the Ray runner with: pip install 'vally[ray]'"
+        raise PluginNotFoundError(f"--runner: {exc.message}", hint=hint) from None
+    cls = session.plugin_class("runner", name)
+    return session.create("runner", name, listify_args(cls, args), where="--runner-args")
 
 
 def needs_llm(session: Session, trials: Sequence[PlannedTrial]) -> bool:

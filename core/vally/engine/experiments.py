@@ -266,6 +266,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         workers=opts.workers or (experiment.execution.workers if experiment.execution else None),
         select=select,
         run_id=run_id,
+        runner=opts.runner_choice(),
         options={
             "verbose": opts.verbose,
             "quiet": opts.quiet,

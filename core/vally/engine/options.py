@@ -7,9 +7,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vally.errors import ConfigError
 from vally.specs.selection import absolute as absolute
+
+if TYPE_CHECKING:
+    from vally.engine.run import RunnerChoice
 
 
 def looks_like_path(specifier: str) -> bool:
@@ -94,6 +98,37 @@ class RunOptions:
     console: bool = True
     resume: str | None = None
     retry_errors: bool = False
+    runner: str | None = None
+    runner_args: list[str] = field(default_factory=list)
+    ray_address: str | None = None
+
+    def runner_choice(self) -> RunnerChoice | None:
+        """``--runner`` with ``--runner-args`` (and ``--ray-address`` as ``address``); None
+        runs the trials in this process.
+
+        Raises:
+            ConfigError: Runner arguments without a runner, or malformed.
+        """
+        from vally.engine.run import RunnerChoice
+        from vally.specs.params import parse_key_values
+
+        if self.runner is None:
+            if self.runner_args or self.ray_address:
+                flag = "--runner-args" if self.runner_args else "--ray-address"
+                raise ConfigError(
+                    f"{flag} needs --runner (the arguments belong to one runner)",
+                    hint="add e.g. --runner ray",
+                )
+            return None
+        args = parse_key_values(self.runner_args, flag="--runner-args", collect_repeats=True)
+        if self.ray_address:
+            if self.runner != "ray":
+                raise ConfigError(
+                    f"--ray-address is for --runner ray, not --runner {self.runner}",
+                    hint="drop --ray-address, or pass --runner ray",
+                )
+            args["address"] = self.ray_address
+        return RunnerChoice(self.runner, args)
 
     def check_common(self) -> None:
         """Reject shared options that cannot work.
@@ -118,3 +153,4 @@ class RunOptions:
                 "--retry-errors needs --resume: it re-runs the errored trials of a run folder",
                 hint="add --resume <run-dir>",
             )
+        self.runner_choice()

@@ -26,9 +26,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vally.contracts.events import RunInfo
-from vally.contracts.protocols import Backend, Executor, LLMProvider, LoadedEval, TrialKey
+from vally.contracts.protocols import (
+    Backend,
+    Executor,
+    LLMProvider,
+    LoadedEval,
+    Runner,
+    TrialKey,
+)
 from vally.engine import components
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
+from vally.engine.remote import RemoteRun
 from vally.engine.runner import (
     GraderFactory,
     RunContext,
@@ -83,6 +91,19 @@ class BackendChoice:
     specifier: str | None = None
     args: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where the trials execute (``--runner``).
+
+    Attributes:
+        specifier: A runner name (``local``, ``ray``) or plugin specifier.
+        args: Its config (``--runner-args``, ``--ray-address``).
+    """
+
+    specifier: str
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,6 +164,7 @@ class RunRequest:
         select: Picks this process's shard of the plan's keys (None: every key).
         experiment: Set for experiment runs.
         run_id: A stable run id (None: a new UUID).
+        runner: Where the trials execute (None: in this process, as ``--runner local``).
         options: Presentation options given to reporters (``RunInfo.options``).
         gate: Decides during the run which trials still start (sequential experiments);
             None runs every selected trial.
@@ -164,6 +186,7 @@ class RunRequest:
     select: ShardSelector | None = None
     experiment: ExperimentMode | None = None
     run_id: str | None = None
+    runner: RunnerChoice | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: TrialGate | None = None
 
@@ -249,6 +272,10 @@ def prepare_run(
         project_root=request.project_root,
     )
     prepared.llm = components.llm_provider_for(session, project, distinct)
+    if request.runner is not None:
+        prepared.runner = components.build_runner(
+            session, request.runner.specifier, request.runner.args, base_dir=request.plugin_base
+        )
     return prepared
 
 
@@ -267,6 +294,7 @@ class PreparedRun:
         llm: The project's LLM provider when a plugin needs one.
         reused: Records a resumed run keeps from its folder (see :meth:`resume`).
         resumed_id: The run id of the run being resumed.
+        runner: The ``--runner`` plugin (None: trials run in this process).
     """
 
     request: RunRequest
@@ -277,6 +305,7 @@ class PreparedRun:
     backend: Backend | None = None
     reporters: list[tuple[str, object]] = field(default_factory=list)
     llm: LLMProvider | None = None
+    runner: Runner | None = None
     engine: RunEngine | None = None
     reused: list[TrialResultRecord] = field(default_factory=list)
     resumed_id: str | None = None
@@ -402,8 +431,26 @@ class PreparedRun:
             max_retries=request.max_retries,
             gate=request.gate,
             reused=self.reused,
+            trial_runner=self.runner,
+            remote=self.remote_run(run, scrubber) if self.runner is not None else None,
         )
         return self.engine
+
+    def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
+        """The run as a distributed runner's workers rebuild it."""
+        request = self.request
+        choice = request.backend
+        return RemoteRun(
+            run=run,
+            project=request.project,
+            project_root=request.project_root,
+            backend=choice.specifier,
+            backend_args=dict(choice.args),
+            backend_base=choice.base_dir or request.plugin_base,
+            skip_grade=request.skip_grade,
+            scrubber=scrubber,
+            experiment_blocks=request.experiment.blocks if request.experiment else {},
+        )
 
     async def execute_async(
         self, run_dir: Path | None = None, *, run_id: str | None = None

@@ -21,12 +21,13 @@ import contextvars
 import fnmatch
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pydantic_core
 
@@ -36,6 +37,7 @@ from vally.contracts.protocols import (
     Executor,
     ExecutorOptions,
     LLMProvider,
+    Runner,
     Sandbox,
     SkillRef,
     TrialContext,
@@ -73,6 +75,9 @@ from vally.models.trajectory import (
 )
 from vally.models.usage import trial_usage
 
+if TYPE_CHECKING:
+    from vally.engine.remote import RemoteRun
+
 log = logging.getLogger("vally.engine.runner")
 
 TIMEOUT_GRACE = 5.0
@@ -83,6 +88,11 @@ Phase = Literal["setup", "execute", "grade", "cleanup", "plan"]
 
 ATTEMPT: contextvars.ContextVar[int] = contextvars.ContextVar("vally_trial_attempt", default=0)
 """The 0-based attempt of the trial running in the current task (``--max-retries``)."""
+
+NODE: contextvars.ContextVar[str] = contextvars.ContextVar("vally_trial_node", default="")
+"""Where the trial in the current task runs: the runner's node id (a Ray node id with
+``--runner ray``), empty for this machine; written as ``node`` into the trial's
+``metadata.json`` (this machine's host name when empty)."""
 
 RETRIED_PHASES = frozenset({"setup", "execute"})
 """Operational failures of these phases are retried with ``--max-retries``."""
@@ -221,6 +231,23 @@ class TrialRunner:
         record = self._final_record(trial, state, started_at, t0)
         if trial_dir is not None:
             record = await self._save(trial, trial_dir, record, state.notes)
+        return record
+
+    def stub_record(self, trial: PlannedTrial, error: TrialError | None) -> TrialResultRecord:
+        """The record of a trial that ran elsewhere and could not report: ``cancelled``
+        (interrupted) when ``error`` is None, else ``error``; its files are written like any
+        other trial's."""
+        state = _TrialState()
+        if error is None:
+            state.cancel()
+        else:
+            state.fail(error)
+        record = self.context.scrubber.record(
+            self._record(trial, state, utc_now(), time.monotonic())
+        )
+        trial_dir = self.trial_dir(trial)
+        if trial_dir is not None:
+            self._write_trial_files(trial, trial_dir, record, state.notes)
         return record
 
     @staticmethod
@@ -532,6 +559,7 @@ class TrialRunner:
             "keptWorkspace": str(trial.keep_workspace) if trial.keep_workspace else None,
             "endReason": record.trajectory.end_reason if record.trajectory else None,
             "attempt": ATTEMPT.get(),
+            "node": NODE.get() or socket.gethostname(),
             "notes": notes,
             "vallyVersion": __version__,
         }
@@ -707,6 +735,9 @@ class RunEngine:
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
         reused: Records of a resumed run's finished trials: summarised and reported with
             the new ones, not emitted again.
+        trial_runner: Where each attempt runs (a :class:`~vally.contracts.protocols.Runner`
+            plugin); None runs them in this process.
+        remote: The run as workers rebuild it (needed with ``trial_runner``).
     """
 
     def __init__(
@@ -718,10 +749,14 @@ class RunEngine:
         max_retries: int = 0,
         gate: TrialGate | None = None,
         reused: Sequence[TrialResultRecord] = (),
+        trial_runner: Runner | None = None,
+        remote: RemoteRun | None = None,
     ) -> None:
         self.context = context
         self.gate = gate
         self.skipped: list[PlannedTrial] = []
+        self.trial_runner = trial_runner
+        self.remote = remote
         self.summaries = summaries
         self.workers = workers
         self.max_retries = max_retries
@@ -751,14 +786,17 @@ class RunEngine:
         """
         ctx = self.context
         started_at = ctx.run.started_at
-        backend_started = False
+        backend_started = runner_started = False
         try:
             if trials:
-                try:
-                    await ctx.backend.start(ctx.run.run_id)
-                    backend_started = True
-                except Exception as exc:
-                    raise _as_vally("backend", exc) from exc
+                if self._runs_here():
+                    try:
+                        await ctx.backend.start(ctx.run.run_id)
+                        backend_started = True
+                    except Exception as exc:
+                        raise _as_vally("backend", exc) from exc
+                runner_started = self.trial_runner is not None
+                await self._start_runner()
             ctx.emitter.emit("vally_run_start", run=ctx.run)
             self.scheduler = Scheduler(
                 self._attempts,
@@ -770,7 +808,7 @@ class RunEngine:
                 self.scheduler.stop()
             await self.scheduler.run(self.gate.order(trials) if self.gate else trials)
         finally:
-            await self._shutdown(backend_started)
+            await self._shutdown(backend_started, runner_started)
         return self._finish(started_at)
 
     def _finish(self, started_at: str) -> RunResult:
@@ -813,7 +851,7 @@ class RunEngine:
         attempt = 0
         while True:
             ATTEMPT.set(attempt)
-            record = await self.runner.run(trial)
+            record = await self._attempt(trial, attempt)
             error = record.error
             if (
                 attempt >= self.max_retries
@@ -828,6 +866,29 @@ class RunEngine:
                 folder.rename(folder.with_name(f"{folder.name}.attempt-{attempt}"))
             log.info("retrying %s after %s: %s", trial.key.as_id(), error.code, error.message)
             attempt += 1
+
+    def _runs_here(self) -> bool:
+        """False when the runner plugin runs every trial elsewhere (its class sets
+        ``runs_elsewhere = True``): then this process needs no started backend."""
+        return not getattr(self.trial_runner, "runs_elsewhere", False)
+
+    async def _start_runner(self) -> None:
+        if self.trial_runner is None:
+            return
+        try:
+            await self.trial_runner.start(self.context.run.run_id)
+        except Exception as exc:
+            raise _as_vally("runner", exc) from exc
+
+    async def _attempt(self, trial: PlannedTrial, attempt: int) -> TrialResultRecord:
+        """One attempt, in this process or through the runner plugin."""
+        if self.trial_runner is None or self.remote is None:
+            return await self.runner.run(trial)
+        from vally.engine.remote import Dispatch
+
+        dispatch = Dispatch(self.runner, self.remote, trial, attempt)
+        record: TrialResultRecord = await self.trial_runner.run_trial(dispatch)
+        return record
 
     def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
         self.records.append(record)
@@ -855,7 +916,12 @@ class RunEngine:
         if self.scheduler is not None:
             self.scheduler.stop()
 
-    async def _shutdown(self, backend_started: bool) -> None:
+    async def _shutdown(self, backend_started: bool, runner_started: bool) -> None:
+        if self.trial_runner is not None and runner_started:
+            try:
+                await self.trial_runner.shutdown()
+            except Exception as exc:
+                self.failures.append(f"runner shutdown failed: {_as_vally('runner', exc).render()}")
         for ref, executor in self.context.executors.items():
             try:
                 await executor.shutdown()
@@ -874,8 +940,8 @@ class RunEngine:
 def _as_vally(what: str, exc: BaseException) -> VallyError:
     if isinstance(exc, VallyError):
         return exc
-    if what == "backend":
-        return SetupError(f"the backend failed: {type(exc).__name__}: {exc}")
+    if what in ("backend", "runner"):
+        return SetupError(f"the {what} failed: {type(exc).__name__}: {exc}")
     return CleanupError(f"{what} failed: {type(exc).__name__}: {exc}")
 
 

@@ -32,6 +32,7 @@ ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
     "shard_strategy": "vally.shard_strategies",
     "llm_provider": "vally.llm_providers",
     "exporter": "vally.exporters",
+    "runner": "vally.runners",
 }
 """Run kind -> entry-point group. Built-ins are declared in these groups like any plugin."""
 
@@ -53,6 +54,7 @@ KIND_LABELS: dict[RegistryKind, str] = {
     "shard_strategy": "shard strategy",
     "llm_provider": "LLM provider",
     "exporter": "exporter",
+    "runner": "runner",
     CLI_COMMAND_KIND: "CLI command",
 }
 """Human-readable kind names for messages."""

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         Exporter,
         Grader,
         LLMProvider,
+        Runner,
         ShardStrategy,
     )
     from vally.models.project import ProjectConfig
@@ -328,6 +329,16 @@ class Session:
         *,
         where: str = ...,
     ) -> Exporter: ...
+
+    @overload
+    def create(
+        self,
+        kind: Literal["runner"],
+        name: str,
+        config: Mapping[str, Any] | None = ...,
+        *,
+        where: str = ...,
+    ) -> Runner: ...
 
     @overload
     def create(

@@ -1,0 +1,260 @@
+"""Trials that run in another process or on another machine (distributed runners).
+
+The driver turns each attempt into a :class:`TrialJob` (picklable: the planned trial, the
+run's identity, the backend choice, the secrets to hide); the worker runs it with
+:func:`run_trial_job`, which rebuilds the run's plugins once per worker process and run,
+runs the trial with the ordinary :class:`~vally.engine.runner.TrialRunner` into a scratch
+folder, and returns a :class:`TrialOutcome`: the record, the trial's files and the grader
+events. The driver's :class:`Dispatch` writes those files into the run folder and delivers
+the events, so records and reports are the same as a local run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vally.contracts.events import RunInfo
+from vally.engine.planner import PlannedTrial, PluginRef
+from vally.engine.rundir import Scrubber, trial_relpath
+from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
+from vally.errors import OutputError
+from vally.models.project import ProjectConfig
+from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
+
+
+@dataclass(frozen=True)
+class RemoteRun:
+    """What a worker needs to rebuild a run's plugins (one value per run).
+
+    Attributes:
+        run: The run's identity.
+        project: The project configuration.
+        project_root: The folder of ``.vally.yaml`` (None without one).
+        backend: The backend specifier (None: the project's, else ``local``).
+        backend_args: The backend's ``--backend-args``.
+        backend_base: Where a relative backend specifier resolves.
+        skip_grade: Execute without grading.
+        scrubber: Hides secret values in the trial's record and files.
+        experiment_blocks: The ``experiment`` block per (variant, eval) (experiments).
+    """
+
+    run: RunInfo
+    project: ProjectConfig
+    project_root: Path | None
+    backend: str | None
+    backend_args: Mapping[str, Any]
+    backend_base: Path
+    skip_grade: bool
+    scrubber: Scrubber
+    experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One attempt of one trial, picklable, for a worker.
+
+    Attributes:
+        remote: The run (shared by every job of the run).
+        trial: The planned trial.
+        attempt: The 0-based attempt (``--max-retries``).
+    """
+
+    remote: RemoteRun
+    trial: PlannedTrial
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What a worker returns for a :class:`TrialJob`.
+
+    Attributes:
+        record: The trial's (scrubbed) record.
+        files: The trial folder's files by path relative to it.
+        grader_results: The grader results in the order they were delivered.
+        node: Where the trial ran (the runner's node id).
+    """
+
+    record: TrialResultRecord
+    files: Mapping[str, bytes]
+    grader_results: tuple[GraderResult, ...]
+    node: str
+
+
+class _Collector:
+    """A stand-in event emitter on workers: keeps grader results for the driver."""
+
+    def __init__(self) -> None:
+        self.grader_results: list[GraderResult] = []
+
+    def emit(self, hook_name: str, **kwargs: Any) -> None:
+        """Keep ``vally_grader_result`` payloads; the driver emits every other event."""
+        if hook_name == "vally_grader_result":
+            self.grader_results.append(kwargs["result"])
+
+
+@dataclass
+class _WorkerRun:
+    """One run's plugins in one worker process."""
+
+    session: Any
+    backend: Any
+    executors: dict[PluginRef, Any]
+    graders: Any
+    llm: Any
+    started: bool = False
+
+
+_RUNS: dict[str, _WorkerRun] = {}
+
+
+def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
+    from vally.engine import components
+    from vally.plugins.session import Session
+
+    state = _RUNS.get(remote.run.run_id)
+    if state is None:
+        session = Session(remote.project, remote.project_root)
+        backend = components.build_backend(
+            session,
+            remote.project,
+            flag_spec=remote.backend,
+            flag_args=remote.backend_args,
+            flag_base=remote.backend_base,
+            project_root=remote.project_root,
+        )
+        state = _WorkerRun(session, backend, {}, None, None)
+        _RUNS.clear()  # one run at a time per worker process: drop an earlier run's plugins
+        _RUNS[remote.run.run_id] = state
+    if trial.executor_ref not in state.executors:
+        state.executors.update(components.build_executors(state.session, [trial]))
+    if state.graders is None:
+        state.graders = components.build_grader_factory(state.session, [trial], validate=False)
+    if state.llm is None:
+        state.llm = components.llm_provider_for(state.session, remote.project, [trial])
+    return state
+
+
+async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
+    """Run ``job`` in this (worker) process and return its outcome.
+
+    The run's plugins are built on the first job of a run in this process (and event
+    loop) and reused; the trial's files are written to a scratch folder and returned with
+    the record. Cancelling the call stops the trial like an interrupt: its sandbox is
+    closed and the outcome says ``cancelled``.
+
+    Args:
+        job: The attempt.
+        node: This node's id, written into the trial's ``metadata.json`` (``node``).
+    """
+    remote = job.remote
+    state = _worker_run(remote, job.trial)
+    if not state.started:
+        await state.backend.start(remote.run.run_id)
+        state.started = True
+    collector = _Collector()
+    scratch = Path(tempfile.mkdtemp(prefix="vally-trial-"))
+    try:
+        context = RunContext(
+            run=remote.run,
+            backend=state.backend,
+            executors=state.executors,
+            create_grader=state.graders,
+            emitter=collector,  # type: ignore[arg-type]
+            scrubber=remote.scrubber,
+            run_dir=scratch,
+            skip_grade=remote.skip_grade,
+            llm=state.llm,
+            experiment_blocks=remote.experiment_blocks,
+        )
+        ATTEMPT.set(job.attempt)
+        NODE.set(node)
+        record = await TrialRunner(context).run(job.trial)
+        folder = scratch / trial_relpath(job.trial.key)
+        files = {
+            str(path.relative_to(folder)): path.read_bytes()
+            for path in sorted(folder.rglob("*"))
+            if path.is_file() and not path.is_symlink()
+        }
+        return TrialOutcome(record, files, tuple(collector.grader_results), node)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+class Dispatch:
+    """The driver's side of one attempt (see :class:`~vally.contracts.protocols.TrialDispatch`).
+
+    Args:
+        runner: The driver's trial runner (its context is the run's).
+        remote: The run as workers rebuild it.
+        trial: The planned trial.
+        attempt: The 0-based attempt.
+    """
+
+    def __init__(
+        self, runner: TrialRunner, remote: RemoteRun, trial: PlannedTrial, attempt: int
+    ) -> None:
+        self.runner = runner
+        self.remote = remote
+        self.trial = trial
+        self.attempt = attempt
+        self._announced = False
+
+    def _announce(self) -> None:
+        ctx = self.runner.context
+        if self.attempt == 0 and not self._announced:
+            self._announced = True
+            ctx.emitter.emit("vally_trial_start", run=ctx.run, key=self.trial.key)
+
+    async def run_here(self) -> TrialResultRecord:
+        """Run the attempt in this process."""
+        return await self.runner.run(self.trial)
+
+    def job(self) -> TrialJob:
+        """The attempt for a worker (announces the trial's start to reporters)."""
+        self._announce()
+        return TrialJob(self.remote, self.trial, self.attempt)
+
+    async def accept(self, outcome: TrialOutcome) -> TrialResultRecord:
+        """Write the outcome's files into the run folder, deliver its grader events and
+        return its record."""
+        ctx = self.runner.context
+        for result in outcome.grader_results:
+            ctx.emitter.emit("vally_grader_result", run=ctx.run, key=self.trial.key, result=result)
+        folder = self.runner.trial_dir(self.trial)
+        if folder is not None:
+            await asyncio.to_thread(_write_files, folder, outcome.files)
+        return outcome.record
+
+    def cancelled(self) -> TrialResultRecord:
+        """The record of the attempt stopped by an interrupt (its files written)."""
+        return self.runner.stub_record(self.trial, None)
+
+    def failed(self, message: str) -> TrialResultRecord:
+        """The record of an attempt the runner could not complete (``status: error``,
+        code ``VALLY_RUNNER``), e.g. every node that took it died; its files are written."""
+        error = TrialError(phase="execute", code="VALLY_RUNNER", message=message)
+        return self.runner.stub_record(self.trial, error)
+
+
+def _write_files(folder: Path, files: Mapping[str, bytes]) -> None:
+    try:
+        for rel, data in files.items():
+            path = folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write the trial files in {folder}: {exc.strerror or exc}",
+            hint="check free disk space and permissions of the output directory",
+        ) from exc
+
+
+DispatchRunner = Callable[[Dispatch], Awaitable[TrialResultRecord]]
+"""A runner's ``run_trial``."""

@@ -1,0 +1,1 @@
+"""Built-in runners: where a run's trials execute."""

@@ -1,0 +1,229 @@
+"""The Ray runner plugin (see :mod:`vally_ray`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from vally import (
+    ConfigError,
+    PluginMetadata,
+    SetupError,
+    StrictConfig,
+    TrialDispatch,
+    TrialJob,
+    TrialOutcome,
+    run_trial_job,
+)
+
+CANCEL_GRACE_SECONDS = 10.0
+"""How long an interrupted trial's task gets to close its sandbox before the driver goes on."""
+
+
+class RayRunnerConfig(StrictConfig):
+    """``--runner-args`` of the Ray runner.
+
+    Attributes:
+        address: The cluster: ``auto`` (the one this machine belongs to), ``HOST:PORT`` of
+            the head's GCS, or ``ray://HOST:PORT`` (Ray Client).
+        num_cpus: CPUs each trial reserves on its node.
+        memory: Bytes of memory each trial reserves (None: none reserved).
+        resources: Custom resources each trial needs, as ``NAME:AMOUNT`` (``docker:1`` for
+            nodes started with ``--resources '{"docker": 1}'``).
+        max_retries: How often Ray runs a trial again when its worker or node dies.
+        scheduling: ``SPREAD`` spreads trials over the nodes; ``DEFAULT`` packs them.
+        namespace: The Ray namespace of the run's tasks.
+    """
+
+    address: str = "auto"
+    num_cpus: float = Field(default=1.0, ge=0)
+    memory: int | None = Field(default=None, ge=0)
+    resources: list[str] = Field(default_factory=list)
+    max_retries: int = Field(default=3, ge=0)
+    scheduling: Literal["SPREAD", "DEFAULT"] = "SPREAD"
+    namespace: str = "vally"
+
+
+def parse_resources(items: list[str]) -> dict[str, float]:
+    """``["docker:1", "gpu_box:0.5"]`` -> ``{"docker": 1.0, "gpu_box": 0.5}``.
+
+    Raises:
+        ConfigError: An item is not ``NAME:AMOUNT`` with a non-negative number.
+    """
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, amount = item.partition(":")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = -1.0
+        if not sep or not name or value < 0:
+            raise ConfigError(
+                f"--runner-args resources={item}: expected NAME:AMOUNT, e.g. docker:1",
+                hint="repeat resources=NAME:AMOUNT for each custom resource a trial needs",
+            )
+        out[name] = value
+    return out
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _worker_loop() -> asyncio.AbstractEventLoop:
+    """This worker process's event loop, in a thread of its own, shared by its tasks (the
+    run's plugins are built once and stay bound to it)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="vally-trials", daemon=True).start()
+            _LOOP = loop
+        return _LOOP
+
+
+def _trial_task(job: TrialJob) -> TrialOutcome:
+    """The Ray task: run one attempt on this node. A cancellation (``ray.cancel`` raises
+    KeyboardInterrupt here) cancels the trial, which closes its sandbox before the task
+    ends."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    future = asyncio.run_coroutine_threadsafe(run_trial_job(job, node=node), _worker_loop())
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        future.cancel()
+        with contextlib.suppress(BaseException):
+            future.result(timeout=CANCEL_GRACE_SECONDS)
+        raise
+
+
+class RayRunner:
+    """Runs each trial attempt as a Ray task; ``--workers`` caps the tasks in flight
+    cluster-wide (the kernel never submits more)."""
+
+    metadata: ClassVar[PluginMetadata] = PluginMetadata(
+        name="ray",
+        kind="runner",
+        description="Run trials as tasks on a Ray cluster (pip install 'vally[ray]').",
+    )
+    Config = RayRunnerConfig
+    runs_elsewhere: ClassVar[bool] = True
+
+    def __init__(self, config: RayRunnerConfig | None = None) -> None:
+        self.config = config or RayRunnerConfig()
+        self.resources = parse_resources(self.config.resources)
+        self._task: Any = None
+        self._connected = False
+
+    async def start(self, run_id: str) -> None:
+        """Connect to the cluster and check that some node can take a trial.
+
+        Raises:
+            SetupError: Ray is not installed, no cluster answers at the address, or no node
+                has the resources a trial needs.
+        """
+        try:
+            import ray
+        except ImportError as exc:
+            raise SetupError(
+                "the ray runner needs Ray, which is not installed",
+                hint="install it with: pip install 'vally[ray]'",
+            ) from exc
+        try:
+            self._connect(ray)  # in the main thread, where Ray can set its signal handlers
+        except Exception as exc:
+            raise SetupError(
+                f"cannot connect to the Ray cluster at {self.config.address!r}: "
+                f"{type(exc).__name__}: {exc}",
+                hint="start one with `ray start --head` (see docs/distributed.md) and pass "
+                "its address with --ray-address HOST:PORT",
+            ) from exc
+        self._check_capacity(ray.cluster_resources())
+        options: dict[str, Any] = {
+            "num_cpus": self.config.num_cpus,
+            "max_retries": self.config.max_retries,
+            "retry_exceptions": False,
+            "scheduling_strategy": self.config.scheduling,
+        }
+        if self.resources:
+            options["resources"] = self.resources
+        if self.config.memory is not None:
+            options["memory"] = self.config.memory
+        self._task = ray.remote(_trial_task).options(**options)
+
+    def _connect(self, ray: Any) -> None:
+        # Ray sets its own SIGTERM handler in the main thread: keep the run's handlers (an
+        # interrupt stops the run and cancels the tasks).
+        saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._init(ray)
+        finally:
+            for sig, handler in saved.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+
+    def _init(self, ray: Any) -> None:
+        ray.init(
+            address=self.config.address,
+            namespace=self.config.namespace,
+            ignore_reinit_error=True,
+            logging_level="WARNING",
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        self._connected = True
+
+    def _check_capacity(self, total: dict[str, float]) -> None:
+        wanted = {"CPU": self.config.num_cpus, **self.resources}
+        missing = [f"{k}: {v:g}" for k, v in wanted.items() if v > 0 and total.get(k, 0.0) < v]
+        if missing:
+            have = ", ".join(f"{k}: {v:g}" for k, v in sorted(total.items())) or "nothing"
+            raise SetupError(
+                f"no node of the Ray cluster can run a trial: it needs {', '.join(missing)}, "
+                f"the cluster has {have}",
+                hint="start nodes with those resources (ray start --num-cpus/--resources), "
+                "or lower --runner-args num_cpus=/resources=",
+            )
+
+    async def run_trial(self, dispatch: TrialDispatch) -> Any:
+        """Submit the attempt, await its outcome and hand it to the kernel; on an interrupt
+        cancel the task (its sandbox is closed on the node) and record it as cancelled."""
+        import ray
+        from ray.exceptions import RayError, TaskCancelledError
+
+        ref = self._task.remote(dispatch.job())
+        try:
+            outcome = await ref
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            ray.cancel(ref)
+            settling = asyncio.ensure_future(_settle(ref))
+            await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS)
+            return dispatch.cancelled()
+        except TaskCancelledError:
+            return dispatch.cancelled()
+        except RayError as exc:
+            return dispatch.failed(f"the trial's Ray task failed: {type(exc).__name__}: {exc}")
+        return await dispatch.accept(outcome)
+
+    async def shutdown(self) -> None:
+        """Disconnect from the cluster (the cluster keeps running)."""
+        if self._connected:
+            import ray
+
+            await asyncio.to_thread(ray.shutdown)
+            self._connected = False
+
+
+async def _settle(ref: Any) -> None:
+    with contextlib.suppress(Exception):
+        await ref

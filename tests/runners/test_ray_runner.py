@@ -1,0 +1,275 @@
+"""``--runner ray`` on a real local cluster (a head and two worker nodes in a loopback-only
+network namespace): a 200-trial eval whose records and reports match a local run's, a
+worker node killed mid-run, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster import Cluster, alive, require_ray, start_cluster
+
+pytestmark = pytest.mark.slow
+
+VALLY = [sys.executable, "-m", "vally"]
+
+AGENT = """
+import os, pathlib, sys, time
+prompt = sys.stdin.read().strip()
+marks = pathlib.Path(os.environ["MARKS"])
+marks.joinpath(f"{prompt}.{os.getpid()}").write_text("")
+if prompt.startswith("slow"):
+    deadline = time.monotonic() + 90
+    while not pathlib.Path(os.environ["GO"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+print("ok", prompt)
+"""
+
+TIMING_KEYS = {
+    "runId", "run_id", "startedAt", "completedAt", "durationMs", "started_at", "completed_at",
+    "duration_ms", "work_dir", "workDir", "wallTimeMs", "wall_time_ms", "runDir", "timestamp",
+    "sessionId", "id", "meanWallTimeMs",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    require_ray()
+    running = start_cluster()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def write_eval(folder: Path, stimuli: list[str], *, runs: int, agent: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    marks = folder / "marks"
+    marks.mkdir(exist_ok=True)
+    entries = "\n".join(
+        f"  - {{name: {name}, prompt: {name}, graders: "
+        f"[{{type: output-contains, config: {{substring: {'ok' if i % 3 else 'nope'}}}}}]}}"
+        for i, name in enumerate(stimuli)
+    )
+    spec = folder / "eval.yaml"
+    spec.write_text(textwrap.dedent(f"""\
+        name: dist
+        environment: {{env: {{MARKS: "{marks}", GO: "{folder / 'go'}"}}}}
+        defaults:
+          runs: {runs}
+          timeout: 120s
+          executor:
+            name: command
+            config: {{command: {json.dumps(agent)}, prompt_via: stdin}}
+        stimuli:
+        """) + entries + "\n")
+    return spec
+
+
+def python_agent(folder: Path) -> list[str]:
+    script = folder / "agent.py"
+    script.write_text(AGENT)
+    return [sys.executable, str(script)]
+
+
+def eval_args(spec: Path, out: Path, cluster: Cluster | None, *, workers: int) -> list[str]:
+    args = [*VALLY, "eval", "-e", str(spec), "--output-dir", str(out), "--workers", str(workers)]
+    if cluster is not None:
+        args = cluster.command([*args, "--runner", "ray", "--ray-address", cluster.address])
+    return args
+
+
+def run_dir(out: Path) -> Path:
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    return folder
+
+
+def records(folder: Path) -> list[dict[str, Any]]:
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def trial_metadata(folder: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in folder.rglob("metadata.json"):
+        data = json.loads(path.read_text())
+        found[data["trialId"]] = data
+    return found
+
+
+def without_timings(value: Any) -> Any:
+    if isinstance(value, dict) and "plugins" in value:  # provenance names the runner too
+        plugins = [p for p in value["plugins"] if p["kind"] != "runner"]
+        value = {**value, "plugins": plugins}
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+def report_text(folder: Path) -> str:
+    text = (folder / "report.md").read_text()
+    text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", "<time>", text)
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "<run>", text)
+    text = re.sub(r"\b\d+(\.\d+)?(ms|s|m)\b", "<dur>", text)
+    return text.replace(str(folder), "<dir>")
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "NO_COLOR": "1"}
+
+
+def test_200_trials_across_two_workers_match_a_local_run(cluster: Cluster, tmp_path: Path) -> None:
+    stimuli = [f"s{i:02d}" for i in range(20)]
+    spec = write_eval(tmp_path / "spec", stimuli, runs=10, agent=["sh", "-c", "cat; echo ok"])
+    local = subprocess.run(
+        eval_args(spec, tmp_path / "local", None, workers=8),
+        capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert local.returncode == 0, local.stderr
+    dist = subprocess.run(
+        eval_args(spec, tmp_path / "ray", cluster, workers=8),
+        capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert dist.returncode == 0, dist.stderr
+    local_dir, ray_dir = run_dir(tmp_path / "local"), run_dir(tmp_path / "ray")
+    got = records(ray_dir)
+    ids = [r["trialId"] for r in got]
+    assert len(ids) == 200 and len(set(ids)) == 200
+    assert {r["status"] for r in got} == {"success"}
+    expected = sorted((without_timings(r) for r in records(local_dir)), key=lambda r: r["trialId"])
+    assert sorted((without_timings(r) for r in got), key=lambda r: r["trialId"]) == expected
+    summary = [without_timings(json.loads(x)) for x in (ray_dir / "run-summary.jsonl").open()]
+    local_summary = [
+        without_timings(json.loads(x)) for x in (local_dir / "run-summary.jsonl").open()
+    ]
+    assert summary == local_summary
+    assert report_text(ray_dir) == report_text(local_dir)
+    nodes = Counter(m["node"] for m in trial_metadata(ray_dir).values())
+    assert set(nodes) == set(cluster.nodes.values()), nodes  # both workers, never the head
+    assert sum(nodes.values()) == 200
+
+
+def wait_for(condition: Any, what: str, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended before {what}: {proc.communicate()}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def marks_of(folder: Path) -> list[tuple[str, int]]:
+    return [
+        (name, int(pid))
+        for name, _, pid in (p.name.rpartition(".") for p in (folder / "marks").iterdir())
+    ]
+
+
+def test_a_killed_worker_node_s_trials_rerun_on_the_other(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    stimuli = [f"slow{i:02d}" for i in range(24)]
+    folder = tmp_path / "spec"
+    spec = write_eval(folder, stimuli, runs=1, agent=python_agent(tmp_path))
+    proc = subprocess.Popen(
+        eval_args(spec, tmp_path / "out", cluster, workers=8),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+    )
+    try:
+        wait_for(lambda: len(marks_of(folder)) >= 8, "8 trials in flight", proc)
+        killed = set(cluster.kill_worker(2))
+        on_dead_node = {name for name, pid in marks_of(folder) if pid in killed}
+        assert on_dead_node, "no trial was running on worker 2"
+        (folder / "go").write_text("")
+        _stdout, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster.start_worker(2)
+    assert proc.returncode == 0, stderr
+    out = run_dir(tmp_path / "out")
+    got = records(out)
+    assert sorted(r["stimulusName"] for r in got) == stimuli  # each exactly once
+    assert {r["status"] for r in got} == {"success"}
+    metadata = {m["stimulus"]: m for m in trial_metadata(out).values()}
+    survivor = cluster.nodes[1]
+    for name in on_dead_node:
+        assert metadata[name]["node"] == survivor
+    started = Counter(name for name, _ in marks_of(folder))
+    assert all(started[name] >= 2 for name in on_dead_node), started
+
+
+def test_ctrl_c_cancels_the_remote_trials_and_keeps_the_finished(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    stimuli = [f"fast{i}" for i in range(4)] + [f"slow{i}" for i in range(6)]
+    folder = tmp_path / "spec"
+    spec = write_eval(folder, stimuli, runs=1, agent=python_agent(tmp_path))
+    proc = subprocess.Popen(
+        eval_args(spec, tmp_path / "out", cluster, workers=4),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+    )
+    try:
+        def slow_running() -> list[int]:
+            return [pid for name, pid in marks_of(folder) if name.startswith("slow")]
+
+        wait_for(lambda: len(slow_running()) >= 4, "4 slow trials in flight", proc)
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    got = records(run_dir(tmp_path / "out"))
+    status = {r["stimulusName"]: r["status"] for r in got}
+    assert len(got) == len(status) == 8  # every started trial once; 2 never started
+    assert all(status[f"fast{i}"] == "success" for i in range(4))
+    assert sorted(s for s in status.values() if s == "cancelled") == ["cancelled"] * 4
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in slow_running()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in slow_running()), "a cancelled trial's agent survived"
+
+
+def test_an_experiment_runs_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    agent = ["sh", "-c", "cat; echo ok"]
+    write_eval(tmp_path / "evals" / "dist", ["e0", "e1"], runs=2, agent=agent)
+    (tmp_path / "experiment.yaml").write_text(textwrap.dedent("""\
+        name: spread
+        evals: [evals/*/eval.yaml]
+        vary: [/defaults/timeout]
+        baseline: a
+        variants: {a: {}, b: {defaults: {timeout: 90s}}}
+        """))
+    done = subprocess.run(
+        cluster.command([*VALLY, "experiment", "run", "experiment.yaml", "--run-id", "r",
+                         "--output-dir", "out", "--runner", "ray",
+                         "--ray-address", cluster.address]),
+        cwd=tmp_path, capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    folders = {p.parent.name: p.parent for p in out.rglob("results.jsonl")}
+    assert set(folders) == {"a", "b"}
+    for variant in ("a", "b"):
+        got = records(folders[variant])
+        assert sorted(r["trialId"] for r in got) == sorted(
+            f"{variant}/dist/{s}/default/{i}" for s in ("e0", "e1") for i in range(2)
+        )
+        assert {r["experiment"]["variant"] for r in got} == {variant}
+    nodes = {m["node"] for m in trial_metadata(out).values()}
+    assert nodes <= set(cluster.nodes.values()) and nodes

@@ -1,0 +1,175 @@
+"""The runner plugin kind without a cluster: the ``local`` runner through the whole run API
+(and the dispatch a distributed runner uses, run in this process), the flags' errors, and
+the Ray runner's checks that need no cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from vally import (
+    ConfigError,
+    EmptyConfig,
+    EvalRequest,
+    PluginMetadata,
+    PluginNotFoundError,
+    RunnerChoice,
+    SetupError,
+    TrialDispatch,
+    run_trial_job,
+)
+from vally.engine.evals import prepare_eval
+
+SPEC = """\
+name: dist
+defaults:
+  runs: 3
+  executor: {name: mock, config: {output: "hello {prompt}"}}
+stimuli:
+  - {name: a, prompt: x, graders: [{type: output-contains, config: {substring: hello}}]}
+  - {name: b, prompt: y, graders: [{type: output-contains, config: {substring: nope}}]}
+"""
+
+
+class InlineRemoteRunner:
+    """Runs each attempt the way a distributed runner does, but in this process: ship the
+    job (through pickle), run it with run_trial_job, accept the outcome."""
+
+    metadata: ClassVar[PluginMetadata] = PluginMetadata(name="inline", kind="runner")
+    Config = EmptyConfig
+    runs_elsewhere: ClassVar[bool] = True  # the driver starts no backend of its own
+    jobs: ClassVar[int] = 0
+
+    def __init__(self, config: EmptyConfig | None = None) -> None:
+        self.config = config
+
+    async def start(self, run_id: str) -> None:
+        pass
+
+    async def run_trial(self, dispatch: TrialDispatch) -> Any:
+        import pickle
+
+        job = pickle.loads(pickle.dumps(dispatch.job()))
+        InlineRemoteRunner.jobs += 1
+        outcome = await run_trial_job(job, node="node-7")
+        return await dispatch.accept(pickle.loads(pickle.dumps(outcome)))
+
+    async def shutdown(self) -> None:
+        pass
+
+
+def run(tmp_path: Path, runner: str | None, **kwargs: Any) -> tuple[Any, Path]:
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(SPEC)
+    out = tmp_path / f"out-{runner}"
+    opts = EvalRequest(
+        eval_specs=[str(spec)], output_dir=str(out), console=False, runner=runner, **kwargs
+    )
+    prepared, output_dir = prepare_eval(opts)
+    from vally.engine.rundir import create_run_dir
+
+    run_dir = create_run_dir(output_dir)
+    return prepared.execute(run_dir), run_dir
+
+
+def comparable(run_dir: Path) -> list[dict[str, Any]]:
+    drop = {"runId", "startedAt", "completedAt", "durationMs", "timestamp", "id", "sessionId",
+            "workDir", "wallTimeMs"}
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in drop}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return sorted((clean(json.loads(x)) for x in lines), key=lambda r: r["trialId"])
+
+
+def metadata(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in run_dir.rglob("metadata.json")]
+
+
+def test_local_runner_and_a_remote_style_runner_write_what_no_runner_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baseline, base_dir = run(tmp_path, None)
+    _, local_dir = run(tmp_path, "local")
+    # "inline" is no installed plugin: the run API builds it through a patched factory.
+    monkeypatch.setattr(InlineRemoteRunner, "jobs", 0)
+    from vally.engine import components
+
+    monkeypatch.setattr(components, "build_runner", lambda *a, **k: InlineRemoteRunner())
+    remote, remote_dir = run(tmp_path, "inline")
+    assert InlineRemoteRunner.jobs == 6
+    assert comparable(local_dir) == comparable(base_dir) == comparable(remote_dir)
+    assert [s.passed for s in remote.summaries] == [s.passed for s in baseline.summaries] == [3]
+    assert {m["node"] for m in metadata(base_dir)} == {socket.gethostname()}
+    assert {m["node"] for m in metadata(remote_dir)} == {"node-7"}
+    # the trial folders came back with the records: the executor's events too
+    assert len(list(remote_dir.rglob("events.jsonl"))) == 6
+
+
+def test_runner_flags_say_what_is_wrong() -> None:
+    with pytest.raises(ConfigError, match="--ray-address needs --runner"):
+        EvalRequest(eval_specs=["x"], ray_address="127.0.0.1:1").runner_choice()
+    with pytest.raises(ConfigError, match="--ray-address is for --runner ray"):
+        EvalRequest(eval_specs=["x"], runner="local", ray_address="h:1").runner_choice()
+    choice = EvalRequest(
+        eval_specs=["x"], runner="ray", ray_address="h:1", runner_args=["num_cpus=0.5"]
+    ).runner_choice()
+    assert choice == RunnerChoice("ray", {"num_cpus": "0.5", "address": "h:1"})
+
+
+def test_an_unknown_runner_names_the_installed_ones(tmp_path: Path) -> None:
+    with pytest.raises(PluginNotFoundError) as caught:
+        run(tmp_path, "nope")
+    assert "--runner" in caught.value.message
+    assert "local" in caught.value.render()
+
+
+def test_the_cli_takes_runner_flags(tmp_path: Path) -> None:
+    (tmp_path / "eval.yaml").write_text(SPEC)
+    done = subprocess.run(
+        [sys.executable, "-m", "vally", "eval", "-e", "eval.yaml", "--runner", "local",
+         "--output-dir", "out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "vally", "eval", "-e", "eval.yaml", "--ray-address", "h:1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 1 and "--ray-address needs --runner" in bad.stderr
+
+
+def test_ray_runner_checks_resources_and_capacity() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner, RayRunnerConfig, parse_resources
+
+    assert parse_resources(["docker:1", "gpu_box:0.5"]) == {"docker": 1.0, "gpu_box": 0.5}
+    for bad in ("docker", "docker:x", ":1", "docker:-1"):
+        with pytest.raises(ConfigError, match="NAME:AMOUNT"):
+            parse_resources([bad])
+    runner = RayRunner(RayRunnerConfig(num_cpus=2, resources=["docker:1"]))
+    with pytest.raises(SetupError, match="needs docker: 1") as caught:
+        runner._check_capacity({"CPU": 8.0})
+    assert "CPU: 8" in caught.value.message
+    runner._check_capacity({"CPU": 8.0, "docker": 2.0})
+
+
+def test_the_ray_runner_without_ray_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vally_ray.runner import RayRunner
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    with pytest.raises(SetupError, match="not installed") as caught:
+        asyncio.run(RayRunner().start("r"))
+    assert "vally[ray]" in (caught.value.hint or "")
