@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from vally import (
     BackendError,
@@ -577,12 +577,25 @@ class DockerSandbox(BaseSandbox):
         Links are neither followed nor listed; ``.git`` and ``node_modules`` are skipped.
         Uses ``find`` in the container when it has one, else walks a tar of the folder.
         """
+        return await self._find(path, "f")
+
+    async def list_links(self, path: str = ".") -> list[str]:
+        """Every symbolic link below ``path`` (to a file or a folder, inside the workspace
+        or not, dangling or not) as sorted workspace-relative POSIX paths, never followed;
+        ``.git`` and ``node_modules`` are skipped. Uses ``find`` in the container when it has
+        one, else walks a tar of the folder."""
+        return await self._find(path, "l")
+
+    async def _find(self, path: str, kind: Literal["f", "l"]) -> list[str]:
+        """The entries of ``find -type KIND`` below ``path`` (``f``: regular files, with
+        ``path`` itself when it is one; ``l``: symbolic links), sorted and relative."""
         self._check_open()
         absolute = self.resolve(path)
         prune = " -o ".join(f"-name {name}" for name in SKIPPED_DIRS)
+        itself = '[ -f "$1" ] && printf "%s\\0" "$1"; ' if kind == "f" else ""
         script = (
             f'[ -e "$1" ] || exit 0; find "$1" -mindepth 1 \\( {prune} \\) -prune '
-            '-o -type f -print0; [ -f "$1" ] && printf "%s\\0" "$1"; true'
+            f"-o -type {kind} -print0; {itself}true"
         )
         result = await self.exec(
             ["sh", "-c", script, "list-files", absolute], output_limit=256 * 1024 * 1024
@@ -590,45 +603,10 @@ class DockerSandbox(BaseSandbox):
         if result.exit_code == 0 and not result.truncated and "not found" not in result.stderr:
             found = [p for p in result.stdout.split("\0") if p]
             return sorted(self._relative(posixpath.normpath(p)) for p in found)
-        return await run_blocking(self._walk, absolute)
+        return await run_blocking(self._walk, absolute, kind)
 
-    def _walk(self, absolute: str) -> list[str]:
-        try:
-            archive, _stat = self._get(absolute)
-        except FileNotFoundError:
-            return []
-        parent = posixpath.dirname(absolute)
-        found: list[str] = []
-        with archive:
-            for _tar, member in members(archive):
-                name = posixpath.normpath(member.name)
-                if any(part in SKIPPED_DIRS for part in name.split("/")[1:]):
-                    continue
-                if member.isfile():
-                    found.append(self._relative(posixpath.join(parent, name)))
-        return sorted(found)
-
-    async def list_links(self, path: str = ".") -> list[str]:
-        """Every symbolic link below ``path`` (to a file or a folder, inside the workspace
-        or not, dangling or not) as sorted workspace-relative POSIX paths, never followed;
-        ``.git`` and ``node_modules`` are skipped. Uses ``find`` in the container when it has
-        one, else walks a tar of the folder."""
-        self._check_open()
-        absolute = self.resolve(path)
-        prune = " -o ".join(f"-name {name}" for name in SKIPPED_DIRS)
-        script = (
-            f'[ -e "$1" ] || exit 0; find "$1" -mindepth 1 \\( {prune} \\) -prune '
-            '-o -type l -print0; true'
-        )
-        result = await self.exec(
-            ["sh", "-c", script, "list-links", absolute], output_limit=256 * 1024 * 1024
-        )
-        if result.exit_code == 0 and not result.truncated and "not found" not in result.stderr:
-            found = [p for p in result.stdout.split("\0") if p]
-            return sorted(self._relative(posixpath.normpath(p)) for p in found)
-        return await run_blocking(self._walk_links, absolute)
-
-    def _walk_links(self, absolute: str) -> list[str]:
+    def _walk(self, absolute: str, kind: Literal["f", "l"]) -> list[str]:
+        """:meth:`_find` without ``find``: the members of a tar of ``absolute``."""
         try:
             archive, _stat = self._get(absolute)
         except FileNotFoundError:
@@ -639,7 +617,10 @@ class DockerSandbox(BaseSandbox):
             for _tar, member in members(archive):
                 name = posixpath.normpath(member.name)
                 parts = name.split("/")[1:]
-                if parts and not any(part in SKIPPED_DIRS for part in parts) and member.issym():
+                if any(part in SKIPPED_DIRS for part in parts):
+                    continue
+                wanted = member.isfile() if kind == "f" else bool(parts) and member.issym()
+                if wanted:
                     found.append(self._relative(posixpath.join(parent, name)))
         return sorted(found)
 
