@@ -145,7 +145,8 @@ class RayRunner:
                 hint="start one with `ray start --head` (see docs/distributed.md) and pass "
                 "its address with --ray-address HOST:PORT",
             ) from exc
-        self._check_capacity(ray.cluster_resources())
+        untyped: Any = ray  # cluster_resources() has no annotations
+        self._check_capacity(untyped.cluster_resources())
         options: dict[str, Any] = {
             "num_cpus": self.config.num_cpus,
             "max_retries": self.config.max_retries,
