@@ -22,6 +22,7 @@ else
     fi
   fi
 fi
+venv="$(cd "$venv" && pwd)"  # absolute: PATH entries are read from every working folder
 python="$venv/bin/python"
 export PATH="$venv/bin:$PATH"
 "$python" -m pip install -q -e '.[dev,mcp,copilot,serve]'

@@ -207,7 +207,7 @@ def test_retry_errors_runs_errored_trials_again(project: Path) -> None:
     assert [r["status"] for r in first.records()] == ["success"] * 6
     superseded = _lines(first.run_dir / "results.superseded.jsonl")
     assert [r["status"] for r in superseded] == ["error"] * 6
-    old_folders = list(first.run_dir.glob("resumable/*/*/trial-*.superseded-1"))
+    old_folders = list(first.run_dir.glob("resumable-*/*/*/trial-*.superseded-1"))
     assert len(old_folders) == 6
 
 

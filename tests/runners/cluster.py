@@ -50,7 +50,10 @@ def require_ray() -> None:
 
 
 def _ray_bin() -> str:
-    return str(Path(sys.executable).with_name("ray"))
+    """The ``ray`` program of this interpreter's environment, else the one on PATH (a
+    virtual environment with the system's packages has Ray's program outside its bin)."""
+    beside = Path(sys.executable).with_name("ray")
+    return str(beside) if beside.is_file() else shutil.which("ray") or str(beside)
 
 
 @dataclass
