@@ -11,19 +11,17 @@ the requests the server received next to the case file.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from tests.agents.netns import bring_loopback_up
+
 REPO = Path(__file__).resolve().parents[2]
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 @dataclasses.dataclass
@@ -103,19 +101,10 @@ def _server(kind: str, model: str, steps: list[dict[str, Any]]) -> Any:
     return responses
 
 
-def loopback_up() -> None:
-    """Bring the ``lo`` interface of this (new) network namespace up, as ``ip link set lo
-    up`` does."""
-    request = struct.pack("16sH22x", b"lo", 0)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        flags = struct.unpack("16sH", fcntl.ioctl(sock, _SIOCGIFFLAGS, request)[:18])[1]
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
-
-
 def main(case_file: str) -> int:
     """Inside the namespace: serve, run the command, save the requests; its exit code."""
     case = json.loads(Path(case_file).read_text())
-    loopback_up()
+    bring_loopback_up()
     server = _server(case["server"], case["model"], case["steps"])
     with server:
         url = server.base_url
