@@ -94,7 +94,7 @@ class Cluster:
             f"--node-manager-port={WORKER_PORTS[number]}",
             f"--resources={json.dumps({f'w{number}': 1, 'vally_test': 100})}",
         )
-        self.nodes[number] = self._node_id(number)
+        self.nodes[number] = self._node_id(number, replaced=self.nodes.get(number))
 
     def _start(self, *args: str) -> None:
         result = self.run(
@@ -103,17 +103,27 @@ class Cluster:
         )
         assert result.returncode == 0, result.stdout + result.stderr
 
-    def _node_id(self, number: int) -> str:
+    def _node_id(self, number: int, replaced: str | None = None) -> str:
+        """The node id of worker ``number``. A restarted worker has the same port as the
+        node it replaces, which the head lists as alive until it misses its heartbeats, so
+        the ``replaced`` id is never the answer."""
         script = (
             "import json, ray\n"
             f"ray.init(address={self.address!r}, logging_level='ERROR')\n"
-            "print(json.dumps({n['NodeManagerPort']: n['NodeID'] for n in ray.nodes() "
-            "if n['Alive']}))\n"
+            "print(json.dumps([[n['NodeManagerPort'], n['NodeID']] for n in ray.nodes() "
+            "if n['Alive']]))\n"
         )
-        result = self.run([sys.executable, "-c", script], timeout=120)
-        assert result.returncode == 0, result.stderr
-        ids = json.loads(result.stdout.strip().splitlines()[-1])
-        return str(ids[str(WORKER_PORTS[number])])
+        deadline = time.monotonic() + 120
+        while True:
+            result = self.run([sys.executable, "-c", script], timeout=120)
+            assert result.returncode == 0, result.stderr
+            listed = json.loads(result.stdout.strip().splitlines()[-1])
+            ids = [str(node) for port, node in listed
+                   if port == WORKER_PORTS[number] and node != replaced]
+            if ids:
+                return ids[0]
+            assert time.monotonic() < deadline, f"worker {number} never joined: {listed}"
+            time.sleep(0.5)
 
     def raylet_pid(self, number: int) -> int:
         """The pid of worker node ``number``'s raylet."""
