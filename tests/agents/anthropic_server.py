@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.agents.sse_server import Answer, Received, SseServer
+from tests.llm.http_server import Answer, Received, ScriptedServer
 
 
 @dataclass
@@ -137,7 +137,7 @@ class AnthropicServer:
     model: str = "claude-test"
     steps: deque[Step] = field(default_factory=deque)
     served: list[Received] = field(default_factory=list)
-    _http: SseServer | None = None
+    _http: ScriptedServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script(self, *steps: Step) -> None:
@@ -204,7 +204,7 @@ class AnthropicServer:
         return Answer(events=_stream(step, model))
 
     def __enter__(self) -> AnthropicServer:
-        self._http = SseServer(self._route).start()
+        self._http = ScriptedServer(self._route).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,19 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.agents.loopback import run_offline
+from tests.agents.netns import require_namespace, require_or_skip
 
-from tests.agents.loopback import namespace_prefix, run_offline
-
-REQUIRE_ENV = "VALLY_REQUIRE_AGENT_CLIS"
 DIR_ENV = "VALLY_AGENT_CLIS_DIR"
 DEFAULT_PREFIX = Path.home() / ".cache" / "vally" / "agent-clis"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
-        pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def find_cli(name: str) -> str | None:
@@ -41,19 +33,12 @@ def find_cli(name: str) -> str | None:
     return shutil.which(name)
 
 
-def require_namespace() -> None:
-    """Skip (or fail under ``VALLY_REQUIRE_AGENT_CLIS=1``) when no loopback-only network
-    namespace can be made."""
-    if namespace_prefix() is None:
-        _unavailable("no network namespace can be made here (unshare -n / -rn)")
-
-
 def require_cli(name: str) -> str:
     """The CLI's path; skips (or fails under ``VALLY_REQUIRE_AGENT_CLIS=1``) when it or a
     loopback-only network namespace is missing."""
     path = find_cli(name)
     if path is None:
-        _unavailable(f"{name} is not installed (run scripts/install-agent-clis.sh)")
+        require_or_skip(f"{name} is not installed (run scripts/install-agent-clis.sh)")
     require_namespace()
     assert path is not None
     return path
@@ -102,7 +87,7 @@ def run_eval(
             "--workers",
             "1",
             "-p",
-            "BASE_URL={base_url}",
+            "BASE_URL=__BASE_URL__",
         ],
         env={"HOME": str(home)},
         folder=folder,

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.agents.netns import require_namespace, run_isolated
+from tests.agents.loopback import REPO, run_offline
+from tests.llm.chat_server import Reply, completion, error, tool_call
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["REPO", "SCRUBBED_PREFIXES", "AgentRun", "reply", "run_agent_eval", "scripted_reply"]
 
 SCRUBBED_PREFIXES = ("OPENAI_", "COPILOT_", "GH_", "GITHUB_", "ANTHROPIC_", "CODEX_")
 """Variables removed from the test's environment so nothing of the host's agent setup
@@ -41,6 +42,28 @@ def reply(
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
     }
+
+
+def scripted_reply(spec: Mapping[str, Any]) -> Reply:
+    """The chat server's reply for a :func:`reply` dict, or ``{"status", "message"}`` for
+    an error, or ``{"hang": seconds}`` for a reply that never comes in time."""
+    if "status" in spec:
+        return error(int(spec["status"]), str(spec["message"]))
+    if "hang" in spec:
+        late = completion("too late")
+        late.delay = float(spec["hang"])
+        return late
+    calls = [
+        tool_call(c["name"], c["arguments"], c.get("id")) for c in spec.get("tool_calls") or []
+    ]
+    return completion(
+        spec.get("content"),
+        calls or None,
+        model=spec.get("model", "test-model"),
+        prompt_tokens=int(spec.get("prompt_tokens", 10)),
+        completion_tokens=int(spec.get("completion_tokens", 5)),
+        cached_tokens=int(spec.get("cached_tokens", 0)),
+    )
 
 
 @dataclass
@@ -76,28 +99,25 @@ def run_agent_eval(
     timeout: float = 300,
 ) -> AgentRun:
     """Write ``files`` into a project folder, start the scripted server with ``replies``
-    inside a private network namespace and run ``vally *vally_args`` there."""
-    require_namespace()
+    inside a private network namespace and run ``vally *vally_args`` there
+    (``__BASE_URL__`` in the project's ``.vally.yaml`` is the server's URL)."""
     project = tmp_path / "project"
     project.mkdir()
     for name, text in files.items():
         path = project / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    scenario = tmp_path / "scenario.json"
-    received = tmp_path / "received.json"
-    scenario.write_text(
-        json.dumps({"replies": list(replies), "project": str(project), "received": str(received)})
-    )
+    settings = project / ".vally.yaml"
     base = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_PREFIXES)}
-    base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), base.get("PYTHONPATH")]))
-    proc = run_isolated(
-        [sys.executable, "-m", "tests.agents.driver", str(scenario), "--", *vally_args],
-        cwd=REPO,
-        env={**base, **(env or {})},
+    run = run_offline(
+        "chat",
+        list(replies),
+        [sys.executable, "-m", "vally", *vally_args],
+        env=dict(env or {}),
+        folder=tmp_path,
+        cwd=project,
+        fill=[settings] if settings.exists() else [],
+        process_env=base,
         timeout=timeout,
     )
-    run = AgentRun(proc.returncode, proc.stdout + proc.stderr, project)
-    if received.exists():
-        run.received = json.loads(received.read_text())
-    return run
+    return AgentRun(run.returncode, run.stdout + run.stderr, project, run.requests)

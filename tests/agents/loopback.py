@@ -1,11 +1,12 @@
 """Run a command next to a scripted model server inside a network namespace that has only
 the loopback interface, so an agent CLI can reach the test server and nothing else.
 
-``run_offline`` (for tests) starts ``python -m tests.agents.loopback`` under
-``unshare -n`` (``unshare -rn`` when not root). Inside, this module brings ``lo`` up, starts
-the server named by the case file (``anthropic`` or ``responses``) with its scripted steps,
-runs the command with ``{base_url}`` replaced in its arguments and environment, then writes
-the requests the server received next to the case file.
+``run_offline`` (for tests) starts ``python -m tests.agents.loopback CASE`` under the
+namespace prefix of :mod:`tests.agents.netns`. Inside, this module brings ``lo`` up, starts
+the server the case names (``chat``: OpenAI Chat Completions, ``anthropic``: Messages,
+``responses``: OpenAI Responses) with its scripted steps, replaces ``__BASE_URL__`` by the
+server's URL in the command's arguments, its environment and the files the case lists,
+runs the command, then writes the requests the server received next to the case file.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.agents.netns import bring_loopback_up
+from tests.agents.netns import bring_loopback_up, require_namespace
 
 REPO = Path(__file__).resolve().parents[2]
+PLACEHOLDER = "__BASE_URL__"
 
 
 @dataclasses.dataclass
@@ -34,49 +36,48 @@ class OfflineRun:
     requests: list[dict[str, Any]]
 
 
-def namespace_prefix() -> list[str] | None:
-    """The ``unshare`` argv that gives a private network namespace, or None when this
-    machine cannot make one."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None
-    argv = [unshare, "-n"] if os.geteuid() == 0 else [unshare, "-rn"]
-    probe = subprocess.run([*argv, "true"], capture_output=True, check=False)
-    return argv if probe.returncode == 0 else None
-
-
 def run_offline(
     server: str,
-    steps: list[Any],
-    command: list[str],
+    steps: Sequence[Any],
+    command: Sequence[str],
     *,
-    env: dict[str, str],
+    env: Mapping[str, str],
     folder: Path,
-    model: str,
+    model: str = "test-model",
+    cwd: Path | None = None,
+    fill: Sequence[Path] = (),
+    process_env: Mapping[str, str] | None = None,
     timeout: float = 300,
 ) -> OfflineRun:
     """Run ``command`` in a loopback-only namespace next to a scripted ``server``.
 
-    ``steps`` are the server's dataclass steps; ``{base_url}`` in ``command`` and ``env``
-    values becomes the server's URL.
+    ``steps`` are the server's steps (dataclasses, or reply dicts for ``chat``); ``env``
+    is added to the command's environment (``process_env``, else this process's);
+    ``__BASE_URL__`` in ``command``, ``env`` values and the ``fill`` files becomes the
+    server's URL. The case and the requests are kept in ``folder``.
     """
-    prefix = namespace_prefix()
-    assert prefix is not None, "no network namespace available"
+    prefix = require_namespace()
     case = folder / "loopback-case.json"
     case.write_text(
         json.dumps(
             {
                 "server": server,
                 "model": model,
-                "steps": [dataclasses.asdict(s) for s in steps],
-                "command": command,
-                "env": env,
+                "steps": [dataclasses.asdict(s) if dataclasses.is_dataclass(s) else s
+                          for s in steps],
+                "command": list(command),
+                "env": dict(env),
+                "cwd": str(cwd) if cwd is not None else None,
+                "fill": [str(f) for f in fill],
             }
         )
     )
+    outer = dict(process_env if process_env is not None else os.environ)
+    outer["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), outer.get("PYTHONPATH")]))
     proc = subprocess.run(
         [*prefix, sys.executable, "-m", "tests.agents.loopback", str(case)],
         cwd=REPO,
+        env=outer,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -88,6 +89,13 @@ def run_offline(
 
 
 def _server(kind: str, model: str, steps: list[dict[str, Any]]) -> Any:
+    if kind == "chat":
+        from tests.agents.harness import scripted_reply
+        from tests.llm.chat_server import ChatServer
+
+        chat = ChatServer()
+        chat.enqueue(*[scripted_reply(s) for s in steps])
+        return chat
     if kind == "anthropic":
         from tests.agents.anthropic_server import AnthropicServer, Step
 
@@ -108,9 +116,12 @@ def main(case_file: str) -> int:
     server = _server(case["server"], case["model"], case["steps"])
     with server:
         url = server.base_url
-        argv = [a.replace("{base_url}", url) for a in case["command"]]
-        env = {**os.environ, **{k: v.replace("{base_url}", url) for k, v in case["env"].items()}}
-        code = subprocess.run(argv, env=env, check=False).returncode
+        for name in case["fill"]:
+            path = Path(name)
+            path.write_text(path.read_text().replace(PLACEHOLDER, url))
+        argv = [a.replace(PLACEHOLDER, url) for a in case["command"]]
+        env = {**os.environ, **{k: v.replace(PLACEHOLDER, url) for k, v in case["env"].items()}}
+        code = subprocess.run(argv, env=env, cwd=case["cwd"], check=False).returncode
         requests = [dataclasses.asdict(r) for r in server.requests]
     out = Path(case_file).with_name("loopback-requests.json")
     out.write_text(json.dumps(requests))

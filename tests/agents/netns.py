@@ -1,10 +1,13 @@
-"""Run a command in a network namespace of its own with only loopback up.
+"""Network namespaces with only loopback, for running agent CLIs offline for real.
 
-Agent CLIs are tested for real, offline: the test starts a driver (:mod:`tests.agents.driver`)
-under ``unshare -n``; the driver brings ``lo`` up, starts the scripted model server on
-127.0.0.1 inside the namespace and runs ``vally eval``. Any connection to another address
-fails at once (there is no other interface), so a stray request fails the test instead of
-leaving the machine.
+A test runs a driver (:mod:`tests.agents.loopback`) under ``unshare -n`` (``unshare -rn``
+when not root); the driver brings ``lo`` up, starts the scripted model server on 127.0.0.1
+inside the namespace and runs the command. Any connection to another address fails at once
+(there is no other interface), so a stray request fails the test instead of leaving the
+machine.
+
+Tests that need a namespace or an agent CLI skip with the reason when it is missing, unless
+``VALLY_REQUIRE_AGENT_CLIS=1`` (CI), which makes them fail instead.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import shutil
 import socket
 import struct
 import subprocess
-from collections.abc import Mapping, Sequence
 from functools import cache
 
 import pytest
+
+REQUIRE_ENV = "VALLY_REQUIRE_AGENT_CLIS"
 
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
@@ -34,51 +38,30 @@ def bring_loopback_up() -> None:
 
 
 @cache
-def namespace_problem() -> str | None:
-    """Why commands cannot run in a private network namespace here (None when they can)."""
+def namespace_prefix() -> tuple[str, ...] | None:
+    """The ``unshare`` argv that gives a private network namespace, or None when this
+    machine cannot make one."""
     unshare = shutil.which("unshare")
     if unshare is None:
-        return "the unshare command (util-linux) is not installed"
-    probe = subprocess.run(
-        [unshare, "-n", "true"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if probe.returncode != 0:
-        return f"unshare -n failed: {probe.stderr.strip() or probe.returncode}"
-    return None
-
-
-def require_namespace() -> None:
-    """Skip the test when network namespaces are unavailable (fail with
-    ``VALLY_REQUIRE_AGENT_CLIS=1``, as CI sets)."""
-    problem = namespace_problem()
-    if problem is not None:
-        require_or_skip(f"needs a private network namespace: {problem}")
+        return None
+    argv = (unshare, "-n") if os.geteuid() == 0 else (unshare, "-rn")
+    probe = subprocess.run([*argv, "true"], capture_output=True, timeout=30, check=False)
+    return argv if probe.returncode == 0 else None
 
 
 def require_or_skip(reason: str) -> None:
     """Skip with ``reason``, or fail when ``VALLY_REQUIRE_AGENT_CLIS=1`` says the agent-CLI
     tests must run."""
-    if os.environ.get("VALLY_REQUIRE_AGENT_CLIS") == "1":
-        pytest.fail(f"{reason} (VALLY_REQUIRE_AGENT_CLIS=1 requires these tests to run)")
+    if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
+        pytest.fail(f"{REQUIRE_ENV}=1 but {reason}", pytrace=False)
     pytest.skip(reason)
 
 
-def run_isolated(
-    argv: Sequence[str],
-    *,
-    cwd: str | os.PathLike[str],
-    env: Mapping[str, str],
-    timeout: float,
-) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` under ``unshare -n`` (no network but the namespace's own loopback)."""
-    unshare = shutil.which("unshare")
-    assert unshare is not None
-    return subprocess.run(
-        [unshare, "-n", *argv],
-        cwd=cwd,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def require_namespace() -> tuple[str, ...]:
+    """The namespace argv; skips (or fails under ``VALLY_REQUIRE_AGENT_CLIS=1``) when no
+    loopback-only network namespace can be made here."""
+    prefix = namespace_prefix()
+    if prefix is None:
+        require_or_skip("no network namespace can be made here (unshare -n / -rn)")
+    assert prefix is not None
+    return prefix

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.agents.sse_server import Answer, Received, SseServer
+from tests.llm.http_server import Answer, Received, ScriptedServer
 
 
 @dataclass
@@ -135,7 +135,7 @@ class ResponsesServer:
     model: str = "gpt-test"
     steps: deque[Step] = field(default_factory=deque)
     served: list[Received] = field(default_factory=list)
-    _http: SseServer | None = None
+    _http: ScriptedServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def script(self, *steps: Step) -> None:
@@ -178,7 +178,7 @@ class ResponsesServer:
         return Answer(events=_stream(step, model))
 
     def __enter__(self) -> ResponsesServer:
-        self._http = SseServer(self._route).start()
+        self._http = ScriptedServer(self._route).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from tests.agents.anthropic_server import Step, text
-from tests.agents.clis import require_namespace
 from tests.agents.loopback import run_offline
 
 PROBE = """
@@ -25,11 +24,10 @@ print(json.dumps({"interfaces": [name for _, name in socket.if_nameindex()],
 
 
 def test_namespace_has_only_loopback_and_reaches_the_server(tmp_path: Path) -> None:
-    require_namespace()
     run = run_offline(
         "anthropic",
         [Step([text("pong")], output_tokens=7)],
-        [sys.executable, "-c", PROBE, "{base_url}"],
+        [sys.executable, "-c", PROBE, "__BASE_URL__"],
         env={},
         folder=tmp_path,
         model="claude-test",

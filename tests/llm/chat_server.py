@@ -14,13 +14,15 @@ choices, then ``data: [DONE]``. Error replies stay plain JSON with their status.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.llm.http_server import DONE, Answer, Received, ScriptedServer
+
+__all__ = ["ChatServer", "Received", "Reply", "completion", "error", "stream_chunks", "tool_call"]
 
 
 @dataclass
@@ -31,23 +33,6 @@ class Reply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
-
-
-@dataclass
-class Received:
-    """A request the server got."""
-
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self.body.get("messages", [])) if isinstance(self.body, dict) else []
 
 
 def tool_call(
@@ -162,36 +147,50 @@ class ChatServer:
     """
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self.host = host
-        self.requests: list[Received] = []
         self.default: Reply | Responder | None = None
         self.gate: int | None = None
         self.gate_open = False
         self.gate_timeout = 5.0
         self.hold = 0.0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.connections: set[tuple[str, int]] = set()
         self._queues: dict[str | None, deque[Reply]] = {}
-        self._cond = threading.Condition()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = ScriptedServer(self._route, host)
+
+    # ------------------------------------------------------------------ what it saw
+
+    @property
+    def requests(self) -> list[Received]:
+        """Every request received, in order."""
+        return self._http.requests
+
+    @property
+    def max_in_flight(self) -> int:
+        """The largest number of requests held at once."""
+        return self._http.max_in_flight
+
+    @property
+    def in_flight(self) -> int:
+        """The requests held now."""
+        return self._http.in_flight
+
+    @property
+    def connections(self) -> set[tuple[str, int]]:
+        """The client (address, port) pairs that sent requests."""
+        return self._http.connections
 
     # ------------------------------------------------------------------ scripting
 
     def enqueue(self, *replies: Reply, model: str | None = None) -> None:
         """Queue replies, for one model or (``model=None``) for any request."""
-        with self._cond:
+        with self._http.cond:
             self._queues.setdefault(model, deque()).extend(replies)
 
     def requests_for(self, model: str) -> list[Received]:
         """The requests received for ``model``."""
-        with self._cond:
+        with self._http.cond:
             return [r for r in self.requests if r.model == model]
 
     def _next_reply(self, request: Received) -> Reply:
-        with self._cond:
+        with self._http.cond:
             for key in (request.model, None):
                 queue = self._queues.get(key)
                 if queue:
@@ -203,124 +202,50 @@ class ChatServer:
             return default(request)
         return error(500, "no scripted reply left in the test server")
 
+    def _wait_at_gate(self) -> None:
+        http = self._http
+        with http.cond:
+            if http.in_flight >= (self.gate or 0):
+                self.gate_open = True  # a latch: stays open for later requests
+                http.cond.notify_all()
+            http.cond.wait_for(
+                lambda: self.gate_open or http.stopping.is_set(), timeout=self.gate_timeout
+            )
+        if self.hold:
+            http.stopping.wait(self.hold)
+
+    def _route(self, request: Received) -> Answer:
+        if self.gate is not None:
+            self._wait_at_gate()
+        if request.path.rstrip("/") != "/v1/chat/completions":
+            reply = error(404, f"unknown path {request.path}")
+        else:
+            reply = self._next_reply(request)
+        if reply.delay:
+            self._http.stopping.wait(reply.delay)
+        body = request.body if isinstance(request.body, dict) else {}
+        if not (body.get("stream") and reply.status == 200):
+            return Answer(reply.status, reply.body, headers=reply.headers)
+        options = body.get("stream_options") or {}
+        chunks = stream_chunks(reply.body, include_usage=bool(options.get("include_usage")))
+        events: list[tuple[str | None, Any]] = [(None, c) for c in chunks]
+        return Answer(events=[*events, (None, DONE)], headers=reply.headers, close=True)
+
     # ------------------------------------------------------------------ lifecycle
 
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        """The OpenAI base URL (``.../v1``)."""
+        return f"{self._http.origin}/v1"
 
     def start(self) -> ChatServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # silence
-                return
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                received = Received(
-                    self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
-                with server._cond:
-                    server.requests.append(received)
-                    server.connections.add(self.client_address[:2])
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    if server.gate is not None and server.in_flight >= server.gate:
-                        server.gate_open = True  # a latch: stays open for later requests
-                    server._cond.notify_all()
-                try:
-                    if server.gate is not None:
-                        with server._cond:
-                            server._cond.wait_for(
-                                lambda: server.gate_open or server._stopping.is_set(),
-                                timeout=server.gate_timeout,
-                            )
-                        if server.hold:
-                            server._stopping.wait(server.hold)
-                    if self.path.rstrip("/") != "/v1/chat/completions":
-                        reply = error(404, f"unknown path {self.path}")
-                    else:
-                        reply = server._next_reply(received)
-                    if reply.delay:
-                        server._stopping.wait(reply.delay)
-                    if isinstance(body, dict) and body.get("stream") and reply.status == 200:
-                        self._send_stream(reply, body)
-                    else:
-                        self._send(reply)
-                finally:
-                    with server._cond:
-                        server.in_flight -= 1
-                        server._cond.notify_all()
-
-            def _send(self, reply: Reply) -> None:
-                if isinstance(reply.body, (dict, list)):
-                    data = json.dumps(reply.body).encode()
-                    ctype = "application/json"
-                else:
-                    data = str(reply.body or "").encode()
-                    ctype = "text/plain"
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", ctype)
-                    self.send_header("Content-Length", str(len(data)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def _send_stream(self, reply: Reply, request: dict[str, Any]) -> None:
-                options = request.get("stream_options") or {}
-                chunks = stream_chunks(reply.body, include_usage=bool(options.get("include_usage")))
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Cache-Control", "no-cache")
-                    self.send_header("Connection", "close")
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    for chunk in chunks:
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-                self.close_connection = True
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = 128
-            daemon_threads = True
-
-        httpd = Server((self.host, 0), Handler)
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.daemon = True
-        self._thread.start()
+        """Listen on a free loopback port."""
+        self._http.start()
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        with self._cond:
-            self._cond.notify_all()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        """Stop listening."""
+        self._http.stop()
 
     def __enter__(self) -> ChatServer:
         return self.start()
