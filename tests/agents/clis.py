@@ -13,6 +13,8 @@ import os
 import shutil
 import signal
 import sys
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,47 @@ def run_eval(
     for log in out.glob("*/**/trial-*/events.jsonl"):
         raw += [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     return EvalRun(run.returncode, run.stdout, run.stderr, records, run.requests, raw)
+
+
+GREET_SKILL = """---
+name: greet
+description: Greets the user in the house style. Use when asked to greet someone.
+---
+Greet with "Ahoy!".
+"""
+"""The skill the CLI tests install as ``skills/greet``."""
+
+
+def run_cli_case(
+    cli: str,
+    server: str,
+    steps: Sequence[Any],
+    spec: Callable[[str, str], str],
+    folder: Path,
+    *,
+    model: str,
+) -> tuple[dict[str, Any], EvalRun, str]:
+    """Run one scripted trial of the ``cli`` agent offline: ``spec(program, marker)`` is the
+    eval (``marker`` a fresh id to find its processes by), ``skills/greet`` and an empty
+    ``HOME`` are in ``folder``. Returns the trajectory, the run and the marker."""
+    program = require_cli(cli)
+    (folder / "skills" / "greet").mkdir(parents=True)
+    (folder / "skills" / "greet" / "SKILL.md").write_text(GREET_SKILL)
+    (folder / "home").mkdir()
+    marker = uuid.uuid4().hex
+    run = run_eval(
+        server, list(steps), spec(program, marker), folder, model=model, home=folder / "home"
+    )
+    return run.trajectory, run, marker
+
+
+def steps_by_turn(steps: Sequence[Any], turn_steps: Sequence[int]) -> list[list[Any]]:
+    """The scripted ``steps`` split into turns of ``turn_steps`` model calls each."""
+    turns, first = [], 0
+    for count in turn_steps:
+        turns.append(list(steps[first : first + count]))
+        first += count
+    return turns
 
 
 def by_turn(events: list[dict[str, Any]], kind: str) -> dict[int, list[dict[str, Any]]]:

@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.agents.anthropic_server import Step, api_error, text, thinking, tool_use
-from tests.agents.clis import EvalRun, by_turn, reap_leftovers, require_cli, run_eval
+from tests.agents.clis import EvalRun, by_turn, reap_leftovers, run_cli_case, steps_by_turn
 
 pytestmark = pytest.mark.slow
 
 MODEL = "claude-test"
-SKILL = """---
-name: greet
-description: Greets the user in the house style. Use when asked to greet someone.
----
-Greet with "Ahoy!".
-"""
 
 
 @dataclass
@@ -145,20 +140,9 @@ stimuli:
 
 
 def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], EvalRun, str]:
-    program = require_cli("claude")
-    (tmp_path / "skills" / "greet").mkdir(parents=True)
-    (tmp_path / "skills" / "greet" / "SKILL.md").write_text(SKILL)
-    (tmp_path / "home").mkdir()
-    marker = uuid.uuid4().hex
-    run = run_eval(
-        "anthropic",
-        case.steps,
-        _spec(case, program, marker),
-        tmp_path,
-        model=MODEL,
-        home=tmp_path / "home",
+    return run_cli_case(
+        "claude", "anthropic", case.steps, partial(_spec, case), tmp_path, model=MODEL
     )
-    return run.trajectory, run, marker
 
 
 def _tokens(steps: list[Step]) -> tuple[int, int]:
@@ -184,10 +168,7 @@ def test_claude_code_record_matches_the_script(case: Case, tmp_path: Path) -> No
     assert {c["toolCallId"] for c in calls} == {r["toolCallId"] for r in results}
     # Tokens per turn and per trial are the scripted ones, and the CLI's own totals.
     usage = by_turn(events, "token_usage")
-    first = 0
-    for turn, count in enumerate(case.turn_steps):
-        steps = case.steps[first : first + count]
-        first += count
+    for turn, steps in enumerate(steps_by_turn(case.steps, case.turn_steps)):
         got = usage.get(turn, [])
         assert (sum(u["inputTokens"] for u in got), sum(u["outputTokens"] for u in got)) == (
             _tokens(steps)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.agents.clis import EvalRun, by_turn, reap_leftovers, require_cli, run_eval
+from tests.agents.clis import EvalRun, by_turn, reap_leftovers, run_cli_case, steps_by_turn
 from tests.agents.responses_server import (
     Step,
     failed,
@@ -25,12 +26,6 @@ from tests.agents.responses_server import (
 pytestmark = pytest.mark.slow
 
 MODEL = "gpt-test"
-SKILL = """---
-name: greet
-description: Greets the user in the house style. Use when asked to greet someone.
----
-Greet with "Ahoy!".
-"""
 
 
 @dataclass
@@ -129,20 +124,9 @@ stimuli:
 
 
 def _run(case: Case, tmp_path: Path) -> tuple[dict[str, Any], EvalRun, str]:
-    program = require_cli("codex")
-    (tmp_path / "skills" / "greet").mkdir(parents=True)
-    (tmp_path / "skills" / "greet" / "SKILL.md").write_text(SKILL)
-    (tmp_path / "home").mkdir()
-    marker = uuid.uuid4().hex
-    run = run_eval(
-        "responses",
-        case.steps,
-        _spec(case, program, marker),
-        tmp_path,
-        model=MODEL,
-        home=tmp_path / "home",
+    return run_cli_case(
+        "codex", "responses", case.steps, partial(_spec, case), tmp_path, model=MODEL
     )
-    return run.trajectory, run, marker
 
 
 def _tokens(steps: list[Step]) -> tuple[int, int, int]:
@@ -171,10 +155,7 @@ def test_codex_record_matches_the_script(case: Case, tmp_path: Path) -> None:
         assert got["success"] is success and needle in str(got["result"]), got
     # Tokens per turn and per trial are the scripted ones (Codex reports one total per run).
     usage = by_turn(events, "token_usage")
-    first = 0
-    for turn, count in enumerate(case.turn_steps):
-        steps = case.steps[first : first + count]
-        first += count
+    for turn, steps in enumerate(steps_by_turn(case.steps, case.turn_steps)):
         got = usage.get(turn, [])
         seen = (
             sum(u["inputTokens"] for u in got),
