@@ -11,13 +11,11 @@ final ``message_delta`` the true output count.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tests.llm.http_server import Answer, Received, ScriptedServer
+from tests.llm.http_server import Answer, Received, ScriptedModelServer
 
 
 @dataclass
@@ -130,34 +128,20 @@ def _block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str
     return events
 
 
-@dataclass
-class AnthropicServer:
-    """The scripted server; ``model`` names the agent's model (the one the script serves)."""
+class AnthropicServer(ScriptedModelServer[Step]):
+    """The scripted Messages API; ``model`` names the agent's model (the one the script
+    serves)."""
 
-    model: str = "claude-test"
-    steps: deque[Step] = field(default_factory=deque)
-    served: list[Received] = field(default_factory=list)
-    _http: ScriptedServer | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def script(self, *steps: Step) -> None:
-        """Queue the agent model's answers, in order."""
-        with self._lock:
-            self.steps.extend(steps)
+    def __init__(self, model: str = "claude-test") -> None:
+        super().__init__(model)
 
     @property
     def base_url(self) -> str:
         """The value for ``ANTHROPIC_BASE_URL``."""
-        assert self._http is not None
-        return self._http.origin
+        return self.origin
 
-    @property
-    def requests(self) -> list[Received]:
-        """Every request received (scripted or not)."""
-        assert self._http is not None
-        return list(self._http.requests)
-
-    def _route(self, request: Received) -> Answer:
+    def route(self, request: Received) -> Answer:
+        """Token counts, or the next step as a message (streamed when asked)."""
         path = request.path.split("?")[0]
         body = request.body if isinstance(request.body, dict) else {}
         if path.endswith("/count_tokens"):
@@ -167,15 +151,11 @@ class AnthropicServer:
                 404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
             )
         model = str(body.get("model") or "")
-        step: Step | None = None
-        if model == self.model:
-            with self._lock:
-                step = self.steps.popleft() if self.steps else None
-                self.served.append(request)
-            if step is None:
-                step = api_error(500, "no scripted answer left in the test server", "api_error")
-        else:
-            step = Step([text("ok")], input_tokens=10, output_tokens=1)
+        step = self.take(
+            request,
+            exhausted=api_error(500, "no scripted answer left in the test server", "api_error"),
+            other=Step([text("ok")], input_tokens=10, output_tokens=1),
+        )
         if step.error is not None:
             status, kind, message = step.error
             return Answer(status, {"type": "error", "error": {"type": kind, "message": message}})
@@ -202,11 +182,3 @@ class AnthropicServer:
                 }
             )
         return Answer(events=_stream(step, model))
-
-    def __enter__(self) -> AnthropicServer:
-        self._http = ScriptedServer(self._route).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._http is not None:
-            self._http.stop()

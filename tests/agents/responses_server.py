@@ -9,13 +9,11 @@ fixed answer. ``GET /v1/models`` answers an empty list.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tests.llm.http_server import Answer, Received, ScriptedServer
+from tests.llm.http_server import Answer, Received, ScriptedModelServer
 
 
 @dataclass
@@ -128,34 +126,19 @@ def _stream(step: Step, model: str) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-@dataclass
-class ResponsesServer:
-    """The scripted server; ``model`` names the agent's model."""
+class ResponsesServer(ScriptedModelServer[Step]):
+    """The scripted Responses API; ``model`` names the agent's model."""
 
-    model: str = "gpt-test"
-    steps: deque[Step] = field(default_factory=deque)
-    served: list[Received] = field(default_factory=list)
-    _http: ScriptedServer | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def script(self, *steps: Step) -> None:
-        """Queue the agent model's answers, in order."""
-        with self._lock:
-            self.steps.extend(steps)
+    def __init__(self, model: str = "gpt-test") -> None:
+        super().__init__(model)
 
     @property
     def base_url(self) -> str:
         """The provider's ``base_url`` (ends in ``/v1``)."""
-        assert self._http is not None
-        return self._http.origin + "/v1"
+        return self.origin + "/v1"
 
-    @property
-    def requests(self) -> list[Received]:
-        """Every request received."""
-        assert self._http is not None
-        return list(self._http.requests)
-
-    def _route(self, request: Received) -> Answer:
+    def route(self, request: Received) -> Answer:
+        """The model list, or the next step as a streamed response."""
         path = request.path.split("?")[0].rstrip("/")
         body = request.body if isinstance(request.body, dict) else {}
         if request.method == "GET" and path.endswith("/models"):
@@ -163,24 +146,12 @@ class ResponsesServer:
         if not path.endswith("/responses"):
             return Answer(404, {"error": {"message": f"unknown path {path}"}})
         model = str(body.get("model") or "")
-        step: Step | None
-        if model == self.model:
-            with self._lock:
-                step = self.steps.popleft() if self.steps else None
-                self.served.append(request)
-            if step is None:
-                step = http_error(400, "no scripted answer left in the test server")
-        else:
-            step = Step([message("ok")], input_tokens=10, output_tokens=1)
+        step = self.take(
+            request,
+            exhausted=http_error(400, "no scripted answer left in the test server"),
+            other=Step([message("ok")], input_tokens=10, output_tokens=1),
+        )
         if step.error is not None:
             status, code, text = step.error
             return Answer(status, {"error": {"message": text, "type": code, "code": code}})
         return Answer(events=_stream(step, model))
-
-    def __enter__(self) -> ResponsesServer:
-        self._http = ScriptedServer(self._route).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._http is not None:
-            self._http.stop()

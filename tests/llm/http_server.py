@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
 
 DONE = "[DONE]"
 """An SSE data value sent as is (OpenAI's end-of-stream marker), not JSON-encoded."""
@@ -56,6 +57,7 @@ class Answer:
 
 
 Route = Callable[[Received], Answer]
+StepT = TypeVar("StepT")
 
 
 def _sse(events: list[tuple[str | None, Any]]) -> bytes:
@@ -184,3 +186,53 @@ class ScriptedServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ScriptedModelServer(Generic[StepT]):
+    """A model API whose scripted ``model`` takes the next queued step per request; the
+    subclass turns a request into an :class:`Answer` in :meth:`route`. A context manager."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.steps: deque[StepT] = deque()
+        self.served: list[Received] = []
+        self._lock = threading.Lock()
+        self._http: ScriptedServer | None = None
+
+    def script(self, *steps: StepT) -> None:
+        """Queue the scripted model's answers, in order."""
+        with self._lock:
+            self.steps.extend(steps)
+
+    @property
+    def origin(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        assert self._http is not None, "server not started"
+        return self._http.origin
+
+    @property
+    def requests(self) -> list[Received]:
+        """Every request received (scripted or not)."""
+        assert self._http is not None, "server not started"
+        return list(self._http.requests)
+
+    def take(self, request: Received, *, exhausted: StepT, other: StepT) -> StepT:
+        """The next step for a request to the scripted model (``exhausted`` when none is
+        left); ``other`` for a request to any other model (a CLI's helper calls)."""
+        if request.model != self.model:
+            return other
+        with self._lock:
+            self.served.append(request)
+            return self.steps.popleft() if self.steps else exhausted
+
+    def route(self, request: Received) -> Answer:
+        """The answer to ``request``."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._http = ScriptedServer(self.route).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._http is not None:
+            self._http.stop()
