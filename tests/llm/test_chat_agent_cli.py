@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.llm.chat_server import ChatServer, Received, Reply, completion, tool_call
+from tests.llm.project_run import eval_with_project_llm
 
 EVAL_YAML = """\
 name: chat-cli
@@ -36,30 +37,14 @@ def test_vally_eval_runs_the_chat_agent_with_the_project_llm(
     chat_server: ChatServer, tmp_path: Path
 ) -> None:
     chat_server.default = _agent
-    (tmp_path / "eval.yaml").write_text(EVAL_YAML)
-    (tmp_path / ".vally.yaml").write_text(
-        f"llm:\n  base_url: {chat_server.base_url}\n  api_key_env: CHAT_CLI_TEST_KEY\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env["CHAT_CLI_TEST_KEY"] = "sk-cli-test"
-    proc = subprocess.run(
-        [sys.executable, "-m", "vally", "eval", "-e", "eval.yaml", "--model", "m1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [results] = list(tmp_path.glob("**/results.jsonl"))
-    [record] = [json.loads(line) for line in results.read_text().splitlines()]
+    record = eval_with_project_llm(tmp_path, EVAL_YAML, chat_server.base_url)
     assert record["gradeResult"]["passed"] is True
     trajectory = record["trajectory"]
     assert trajectory["metadata"]["executor"] == "chat-agent"
     assert trajectory["endReason"] == "completed"
     assert len(trajectory["metadata"]["extra"]["harness_sha256"]) == 64
     assert [r.model for r in chat_server.requests] == ["m1", "m1"]
-    assert chat_server.requests[0].headers["authorization"] == "Bearer sk-cli-test"
+    assert chat_server.requests[0].headers["authorization"] == "Bearer sk-test"
 
 
 EXPERIMENT_YAML = """\
