@@ -122,6 +122,7 @@ _EXPORTS: dict[str, str] = {
     "TrialJob": "vally.engine.remote",
     "TrialOutcome": "vally.engine.remote",
     "run_trial_job": "vally.engine.remote",
+    "SpecArchive": "vally.engine.spec_files",
     "PlanInput": "vally.engine.planner",
     "PlanOptions": "vally.engine.planner",
     "Session": "vally.plugins.session",
@@ -268,6 +269,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.engine.shards import (
         order_records as order_records,
     )
+    from vally.engine.spec_files import SpecArchive as SpecArchive
     from vally.errors import (
         BackendError as BackendError,
         CleanupError as CleanupError,

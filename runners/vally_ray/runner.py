@@ -14,6 +14,7 @@ from vally import (
     ConfigError,
     PluginMetadata,
     SetupError,
+    SpecArchive,
     StrictConfig,
     TrialDispatch,
     TrialJob,
@@ -87,14 +88,16 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _trial_task(job: TrialJob) -> TrialOutcome:
-    """The Ray task: run one attempt on this node. A cancellation (``ray.cancel`` raises
-    KeyboardInterrupt here) cancels the trial, which closes its sandbox before the task
-    ends."""
+def _trial_task(job: TrialJob, files: SpecArchive | None) -> TrialOutcome:
+    """The Ray task: run one attempt on this node, reading the spec's files from ``files``
+    (unpacked once per node). A cancellation (``ray.cancel`` raises KeyboardInterrupt
+    here) cancels the trial, which closes its sandbox before the task ends."""
     import ray
 
     node = ray.get_runtime_context().get_node_id()
-    future = asyncio.run_coroutine_threadsafe(run_trial_job(job, node=node), _worker_loop())
+    future = asyncio.run_coroutine_threadsafe(
+        run_trial_job(job, node=node, files=files), _worker_loop()
+    )
     try:
         return future.result()
     except KeyboardInterrupt:
@@ -121,6 +124,9 @@ class RayRunner:
         self.resources = parse_resources(self.config.resources)
         self._task: Any = None
         self._connected = False
+        self._files: Any = None
+        self._files_shipped = False
+        self._files_lock = asyncio.Lock()
 
     async def start(self, run_id: str) -> None:
         """Connect to the cluster and check that some node can take a trial.
@@ -199,7 +205,8 @@ class RayRunner:
         import ray
         from ray.exceptions import RayError, TaskCancelledError
 
-        ref = self._task.remote(dispatch.job())
+        files = await self._spec_files(dispatch)
+        ref = self._task.remote(dispatch.job(), files)
         try:
             outcome = await ref
         except asyncio.CancelledError:
@@ -215,6 +222,18 @@ class RayRunner:
         except RayError as exc:
             return dispatch.failed(f"the trial's Ray task failed: {type(exc).__name__}: {exc}")
         return await dispatch.accept(outcome)
+
+    async def _spec_files(self, dispatch: TrialDispatch) -> Any:
+        """The run's spec files in the object store (put once; every task gets the one
+        reference, which Ray fetches once per node)."""
+        async with self._files_lock:
+            if not self._files_shipped:
+                import ray
+
+                archive = await asyncio.to_thread(dispatch.spec_archive)
+                self._files = ray.put(archive)
+                self._files_shipped = True
+            return self._files
 
     async def shutdown(self) -> None:
         """Disconnect from the cluster (the cluster keeps running)."""

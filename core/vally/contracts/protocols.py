@@ -249,7 +249,14 @@ class TrialDispatch(Protocol):
         """Run the attempt in this process and return its ``TrialResultRecord``."""
 
     def job(self) -> Any:
-        """The attempt as a picklable ``TrialJob`` (the spec's files travel in it)."""
+        """The attempt as a picklable ``TrialJob`` (the run's spec files travel apart, see
+        :meth:`spec_archive`)."""
+
+    def spec_archive(self) -> Any:
+        """The run's spec files (fixtures, skills, grader files) as one ``SpecArchive``,
+        packed once per run (blocking: call it off the event loop). A runner whose nodes do
+        not see this file system ships it once and passes it to
+        ``run_trial_job(job, node=..., files=archive)``, which unpacks it on the node."""
 
     async def accept(self, outcome: Any) -> Any:
         """Take a ``TrialOutcome`` computed elsewhere: write its files into the run folder,

@@ -124,6 +124,9 @@ class PlannedTrial:
         tags: The stimulus's effective tags (eval tags overridden by stimulus tags).
         reasoning_effort: Passed to the executor.
         keep_workspace: Where to keep the workspace (``--workspace``), else None.
+        files_root: On a node of a distributed run, the folder that mirrors the driver's
+            ``/`` with the spec's files (see :mod:`vally.engine.spec_files`); the eval's
+            folder is read there. None where the eval file itself is read.
     """
 
     key: TrialKey
@@ -142,11 +145,16 @@ class PlannedTrial:
     tags: Mapping[str, str] = field(default_factory=dict)
     reasoning_effort: str | None = None
     keep_workspace: Path | None = None
+    files_root: Path | None = None
 
     @property
     def spec_dir(self) -> Path:
-        """The folder of the eval file (anchor of relative paths)."""
-        return self.loaded.source.parent
+        """The folder of the eval file (anchor of relative paths), or its copy under
+        ``files_root``."""
+        folder = self.loaded.source.parent
+        if self.files_root is None:
+            return folder
+        return self.files_root.joinpath(*Path(os.path.normpath(folder.absolute())).parts[1:])
 
 
 @dataclass(frozen=True)

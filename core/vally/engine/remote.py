@@ -1,12 +1,14 @@
 """Trials that run in another process or on another machine (distributed runners).
 
 The driver turns each attempt into a :class:`TrialJob` (picklable: the planned trial, the
-run's identity, the backend choice, the secrets to hide); the worker runs it with
-:func:`run_trial_job`, which rebuilds the run's plugins once per worker process and run,
-runs the trial with the ordinary :class:`~vally.engine.runner.TrialRunner` into a scratch
-folder, and returns a :class:`TrialOutcome`: the record, the trial's files and the grader
-events. The driver's :class:`Dispatch` writes those files into the run folder and delivers
-the events, so records and reports are the same as a local run's.
+run's identity, the backend choice, the secrets to hide) and the run's spec files into one
+:class:`~vally.engine.spec_files.SpecArchive` (shipped once per run). The worker runs the
+job with :func:`run_trial_job`, which unpacks the archive once per node, rebuilds the run's
+plugins once per worker process and run, runs the trial with the ordinary
+:class:`~vally.engine.runner.TrialRunner` into a scratch folder, and returns a
+:class:`TrialOutcome`: the record, the trial's files and the grader events. The driver's
+:class:`Dispatch` writes those files into the run folder and delivers the events, so
+records and reports are the same as a local run's.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from vally.contracts.events import RunInfo
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
+from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, unpack
 from vally.errors import OutputError
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
@@ -141,7 +144,9 @@ def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
     return state
 
 
-async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
+async def run_trial_job(
+    job: TrialJob, *, node: str, files: SpecArchive | None = None
+) -> TrialOutcome:
     """Run ``job`` in this (worker) process and return its outcome.
 
     The run's plugins are built on the first job of a run in this process (and event
@@ -152,9 +157,16 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
     Args:
         job: The attempt.
         node: This node's id, written into the trial's ``metadata.json`` (``node``).
+        files: The run's spec files (:meth:`Dispatch.spec_archive`): unpacked once on this
+            node and read by the trial instead of the driver's paths. None reads the
+            driver's paths (a node that shares the driver's file system).
     """
     remote = job.remote
-    state = _worker_run(remote, job.trial)
+    trial = job.trial
+    if files is not None:
+        root = await asyncio.to_thread(unpack, files)
+        trial = relocate(trial, root)
+    state = _worker_run(remote, trial)
     if not state.started:
         await state.backend.start(remote.run.run_id)
         state.started = True
@@ -175,14 +187,14 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
         )
         ATTEMPT.set(job.attempt)
         NODE.set(node)
-        record = await TrialRunner(context).run(job.trial)
-        folder = scratch / trial_relpath(job.trial.key)
-        files = {
+        record = await TrialRunner(context).run(trial)
+        folder = scratch / trial_relpath(trial.key)
+        trial_files = {
             str(path.relative_to(folder)): path.read_bytes()
             for path in sorted(folder.rglob("*"))
             if path.is_file() and not path.is_symlink()
         }
-        return TrialOutcome(record, files, tuple(collector.grader_results), node)
+        return TrialOutcome(record, trial_files, tuple(collector.grader_results), node)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -195,15 +207,22 @@ class Dispatch:
         remote: The run as workers rebuild it.
         trial: The planned trial.
         attempt: The 0-based attempt.
+        spec_files: The run's spec files (None: the run ships none).
     """
 
     def __init__(
-        self, runner: TrialRunner, remote: RemoteRun, trial: PlannedTrial, attempt: int
+        self,
+        runner: TrialRunner,
+        remote: RemoteRun,
+        trial: PlannedTrial,
+        attempt: int,
+        spec_files: SpecFiles | None = None,
     ) -> None:
         self.runner = runner
         self.remote = remote
         self.trial = trial
         self.attempt = attempt
+        self.spec_files = spec_files
         self._announced = False
 
     def _announce(self) -> None:
@@ -220,6 +239,15 @@ class Dispatch:
         """The attempt for a worker (announces the trial's start to reporters)."""
         self._announce()
         return TrialJob(self.remote, self.trial, self.attempt)
+
+    def spec_archive(self) -> SpecArchive | None:
+        """The run's spec files packed (once per run; blocking, so call it off the event
+        loop), for :func:`run_trial_job` on nodes that do not see this file system.
+
+        Raises:
+            ConfigError: The files are too large to ship or unreadable.
+        """
+        return self.spec_files.archive() if self.spec_files is not None else None
 
     async def accept(self, outcome: TrialOutcome) -> TrialResultRecord:
         """Write the outcome's files into the run folder, deliver its grader events and

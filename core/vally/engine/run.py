@@ -46,6 +46,7 @@ from vally.engine.runner import (
     new_run_id,
 )
 from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
+from vally.engine.spec_files import SpecFiles, spec_roots
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
 from vally.models.project import ProjectConfig
@@ -433,8 +434,22 @@ class PreparedRun:
             reused=self.reused,
             trial_runner=self.runner,
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
+            spec_files=self.spec_files(run) if self.runner is not None else None,
         )
         return self.engine
+
+    def spec_files(self, run: RunInfo) -> SpecFiles:
+        """The spec's files a distributed runner ships to its nodes (never the run's own
+        output folder, nor the output folder holding it unless the specs live there)."""
+        trials = self.plan.distinct_trials
+        if run.run_dir is None:
+            return SpecFiles(trials)
+        exclude = [run.run_dir.absolute()]
+        outputs = exclude[0].parent
+        roots, _whole = spec_roots(trials)
+        if not any(r == outputs or outputs in r.parents for r in roots):
+            exclude.append(outputs)
+        return SpecFiles(trials, exclude)
 
     def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
         """The run as a distributed runner's workers rebuild it."""
