@@ -45,9 +45,9 @@ TIMING_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     require_ray()
-    running = start_cluster()
+    running = start_cluster(tmp_path_factory.mktemp("driver-only"))
     try:
         yield running
     finally:
@@ -276,3 +276,38 @@ def test_an_experiment_runs_on_the_cluster(cluster: Cluster, tmp_path: Path) -> 
         assert {r["experiment"]["variant"] for r in got} == {variant}
     nodes = {m["node"] for m in trial_metadata(out).values()}
     assert nodes <= set(cluster.nodes.values()) and nodes
+
+
+def test_trials_on_nodes_that_cannot_see_the_spec_read_its_files(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    folder = cluster.hidden / "fixtures-eval"
+    (folder / "fixtures").mkdir(parents=True)
+    (folder / "fixtures" / "greeting.txt").write_text("hello from the driver")
+    (folder / "checks").mkdir()
+    (folder / "checks" / "check.sh").write_text('grep -q "from the driver" greeting.txt\n')
+    (folder / "eval.yaml").write_text(textwrap.dedent("""\
+        name: shipped
+        environment: {files: [{src: fixtures/greeting.txt, dest: greeting.txt}]}
+        defaults:
+          runs: 4
+          executor:
+            name: command
+            config: {command: [sh, -c, "cat greeting.txt"], prompt_via: stdin}
+        stimuli:
+          - name: reads
+            prompt: x
+            graders:
+              - {type: output-contains, config: {substring: hello from the driver}}
+              - {type: run-command, config: {command: sh check.sh, files: [{src: checks/check.sh}]}}
+        """))
+    assert not any(cluster.sees(n, folder / "eval.yaml") for n in cluster.nodes)
+    done = subprocess.run(
+        eval_args(folder / "eval.yaml", tmp_path / "out", cluster, workers=4),
+        capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    got = records(run_dir(tmp_path / "out"))
+    assert len(got) == 4
+    assert all(r["status"] == "success" and r["gradeResult"]["passed"] for r in got), got
+    assert {r["evalFile"] for r in got} == {str(folder / "eval.yaml")}
