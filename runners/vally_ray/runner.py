@@ -21,6 +21,7 @@ from vally import (
     TrialOutcome,
     run_trial_job,
 )
+from vally_ray.permits import ClusterLLMGate
 
 CANCEL_GRACE_SECONDS = 10.0
 """How long an interrupted trial's task gets to close its sandbox before the driver goes on."""
@@ -88,15 +89,18 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _trial_task(job: TrialJob, files: SpecArchive | None) -> TrialOutcome:
+def _trial_task(
+    job: TrialJob, files: SpecArchive | None, llm_gate: ClusterLLMGate
+) -> TrialOutcome:
     """The Ray task: run one attempt on this node, reading the spec's files from ``files``
-    (unpacked once per node). A cancellation (``ray.cancel`` raises KeyboardInterrupt
-    here) cancels the trial, which closes its sandbox before the task ends."""
+    (unpacked once per node) and taking LLM permits from ``llm_gate``. A cancellation
+    (``ray.cancel`` raises KeyboardInterrupt here) cancels the trial, which closes its
+    sandbox before the task ends."""
     import ray
 
     node = ray.get_runtime_context().get_node_id()
     future = asyncio.run_coroutine_threadsafe(
-        run_trial_job(job, node=node, files=files), _worker_loop()
+        run_trial_job(job, node=node, files=files, llm_gate=llm_gate), _worker_loop()
     )
     try:
         return future.result()
@@ -127,6 +131,7 @@ class RayRunner:
         self._files: Any = None
         self._files_shipped = False
         self._files_lock = asyncio.Lock()
+        self._llm_gate: ClusterLLMGate | None = None
 
     async def start(self, run_id: str) -> None:
         """Connect to the cluster and check that some node can take a trial.
@@ -164,6 +169,7 @@ class RayRunner:
         if self.config.memory is not None:
             options["memory"] = self.config.memory
         self._task = ray.remote(_trial_task).options(**options)
+        self._llm_gate = ClusterLLMGate(run_id, self.config.namespace)
 
     def _connect(self, ray: Any) -> None:
         # Ray sets its own SIGTERM handler in the main thread: keep the run's handlers (an
@@ -206,7 +212,7 @@ class RayRunner:
         from ray.exceptions import RayError, TaskCancelledError
 
         files = await self._spec_files(dispatch)
-        ref = self._task.remote(dispatch.job(), files)
+        ref = self._task.remote(dispatch.job(), files, self._llm_gate)
         try:
             outcome = await ref
         except asyncio.CancelledError:
@@ -236,10 +242,13 @@ class RayRunner:
             return self._files
 
     async def shutdown(self) -> None:
-        """Disconnect from the cluster (the cluster keeps running)."""
+        """Remove the run's LLM permits and disconnect from the cluster (the cluster keeps
+        running)."""
         if self._connected:
             import ray
 
+            if self._llm_gate is not None:
+                await asyncio.to_thread(self._llm_gate.remove)
             await asyncio.to_thread(ray.shutdown)
             self._connected = False
 

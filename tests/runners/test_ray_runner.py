@@ -311,3 +311,62 @@ def test_trials_on_nodes_that_cannot_see_the_spec_read_its_files(
     assert len(got) == 4
     assert all(r["status"] == "success" and r["gradeResult"]["passed"] for r in got), got
     assert {r["evalFile"] for r in got} == {str(folder / "eval.yaml")}
+
+
+LLM_SERVER = """
+import json, sys
+from tests.llm.chat_server import ChatServer, completion
+server = ChatServer()
+server.default = completion("done")
+server.gate = int(sys.argv[1]) + 1  # opens only if the cap is exceeded
+server.gate_timeout = 1.0  # otherwise each request is held this long, so calls overlap
+server.start()
+print(server.base_url, flush=True)
+sys.stdin.read()
+print(json.dumps({"max": server.max_in_flight, "count": len(server.requests)}), flush=True)
+server.stop()
+"""
+
+
+def test_the_llm_concurrency_cap_holds_across_the_cluster(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    cap = 2
+    server = subprocess.Popen(
+        cluster.command([sys.executable, "-c", LLM_SERVER, str(cap)]),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2], env=env(),
+    )
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        (tmp_path / ".vally.yaml").write_text(
+            f"llm: {{base_url: {base_url}, api_key_env: RAY_LLM_KEY, max_concurrency: {cap}}}\n"
+        )
+        (tmp_path / "eval.yaml").write_text(textwrap.dedent("""\
+            name: chatty
+            defaults:
+              runs: 12
+              model: m1
+              executor: {name: chat-agent, config: {max_steps: 2}}
+            stimuli:
+              - {name: talk, prompt: say done,
+                 graders: [{type: output-contains, config: {substring: done}}]}
+            """))
+        done = subprocess.run(
+            cluster.command([*VALLY, "eval", "-e", "eval.yaml", "--output-dir", "out",
+                             "--workers", "8", "--runner", "ray",
+                             "--ray-address", cluster.address]),
+            cwd=tmp_path, capture_output=True, text=True, env={**env(), "RAY_LLM_KEY": "k"},
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        stats_line, _ = server.communicate("", timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    stats = json.loads(stats_line.strip().splitlines()[-1])
+    assert stats["count"] == 12
+    assert stats["max"] == cap, stats  # reached, never exceeded
+    out = run_dir(tmp_path / "out")
+    assert len({m["node"] for m in trial_metadata(out).values()}) == 2  # calls from both nodes

@@ -173,3 +173,46 @@ def test_the_ray_runner_without_ray_says_how_to_install(monkeypatch: pytest.Monk
     with pytest.raises(SetupError, match="not installed") as caught:
         asyncio.run(RayRunner().start("r"))
     assert "vally[ray]" in (caught.value.hint or "")
+
+
+def test_a_gated_llm_holds_a_permit_per_call_and_gives_it_back_on_errors() -> None:
+    from vally import ChatRequest, LLMError
+    from vally.engine.llm_gate import GatedLLM
+
+    events: list[str] = []
+
+    class Gate:
+        async def acquire(self, limit: int) -> None:
+            events.append(f"acquire {limit}")
+
+        async def release(self) -> None:
+            events.append("release")
+
+    class Failing:
+        metadata = PluginMetadata(name="failing", kind="llm_provider")
+        Config = EmptyConfig
+
+        async def chat(self, request: ChatRequest) -> Any:
+            events.append("chat")
+            raise LLMError("down", retryable=False, error_class="server")
+
+        async def aclose(self) -> None:
+            pass
+
+    llm = GatedLLM(Failing(), Gate(), 3)
+    with pytest.raises(LLMError):
+        asyncio.run(llm.chat(ChatRequest(model="m", messages=[])))
+    assert events == ["acquire 3", "chat", "release"]
+    assert llm.metadata.name == "failing"
+
+
+def test_the_cluster_llm_gate_travels_without_its_actor_handle() -> None:
+    import pickle
+
+    pytest.importorskip("vally_ray")
+    from vally_ray.permits import ClusterLLMGate
+
+    gate = ClusterLLMGate("run-1", "ns")
+    gate._handle = object()  # a live handle stays behind
+    copy = pickle.loads(pickle.dumps(gate))
+    assert (copy.name, copy.namespace, copy._handle) == ("vally-llm-permits-run-1", "ns", None)

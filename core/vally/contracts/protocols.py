@@ -271,6 +271,20 @@ class TrialDispatch(Protocol):
         ``error``, code ``VALLY_RUNNER``, ``message`` saying why)."""
 
 
+class LLMGate(Protocol):
+    """A concurrency cap shared by every process of a distributed run: a runner hands one to
+    :func:`vally.run_trial_job`, and each LLM call a trial makes (judge, ``chat-agent``)
+    holds one of ``limit`` permits while it runs, so the project's ``llm.max_concurrency``
+    holds across the cluster instead of per node. Picklable (it travels to the nodes)."""
+
+    async def acquire(self, limit: int) -> None:
+        """Wait for a permit (``limit``: the cap, the same on every call of a run). A
+        cancelled wait must not keep a permit."""
+
+    async def release(self) -> None:
+        """Give a permit back."""
+
+
 class Runner(Protocol):
     """Where and how a run's trials execute: the built-in ``local`` runner runs them in
     this process's worker pool; a distributed runner (``ray``) ships each trial to a node.

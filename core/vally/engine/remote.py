@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.events import RunInfo
+from vally.contracts.protocols import LLMGate
+from vally.engine.llm_gate import GatedLLM
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
@@ -117,7 +119,9 @@ class _WorkerRun:
 _RUNS: dict[str, _WorkerRun] = {}
 
 
-def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
+def _worker_run(
+    remote: RemoteRun, trial: PlannedTrial, llm_gate: LLMGate | None = None
+) -> _WorkerRun:
     from vally.engine import components
     from vally.plugins.session import Session
 
@@ -140,12 +144,19 @@ def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
     if state.graders is None:
         state.graders = components.build_grader_factory(state.session, [trial], validate=False)
     if state.llm is None:
-        state.llm = components.llm_provider_for(state.session, remote.project, [trial])
+        llm = components.llm_provider_for(state.session, remote.project, [trial])
+        if llm is not None and llm_gate is not None:
+            llm = GatedLLM(llm, llm_gate, remote.project.llm.max_concurrency)
+        state.llm = llm
     return state
 
 
 async def run_trial_job(
-    job: TrialJob, *, node: str, files: SpecArchive | None = None
+    job: TrialJob,
+    *,
+    node: str,
+    files: SpecArchive | None = None,
+    llm_gate: LLMGate | None = None,
 ) -> TrialOutcome:
     """Run ``job`` in this (worker) process and return its outcome.
 
@@ -160,13 +171,15 @@ async def run_trial_job(
         files: The run's spec files (:meth:`Dispatch.spec_archive`): unpacked once on this
             node and read by the trial instead of the driver's paths. None reads the
             driver's paths (a node that shares the driver's file system).
+        llm_gate: The run's cluster-wide LLM permits: every LLM call of the trial holds
+            one of the project's ``llm.max_concurrency`` (None: capped per process only).
     """
     remote = job.remote
     trial = job.trial
     if files is not None:
         root = await asyncio.to_thread(unpack, files)
         trial = relocate(trial, root)
-    state = _worker_run(remote, trial)
+    state = _worker_run(remote, trial, llm_gate)
     if not state.started:
         await state.backend.start(remote.run.run_id)
         state.started = True
