@@ -139,7 +139,7 @@ _MODEL_NAMES = (
     "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
     "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
-    "TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
+    "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
     "compute_metrics last_assistant_text utc_now"
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})

@@ -19,6 +19,7 @@ from vally import (
     TrialDispatch,
     TrialJob,
     TrialOutcome,
+    TrialResources,
     run_trial_job,
 )
 from vally_ray.permits import ClusterLLMGate
@@ -132,6 +133,9 @@ class RayRunner:
         self._files_shipped = False
         self._files_lock = asyncio.Lock()
         self._llm_gate: ClusterLLMGate | None = None
+        self._totals: dict[str, float] = {}
+        self._remote: Any = None
+        self._tasks: dict[str, Any] = {}
 
     async def start(self, run_id: str) -> None:
         """Connect to the cluster and check that some node can take a trial.
@@ -157,18 +161,10 @@ class RayRunner:
                 "its address with --ray-address HOST:PORT",
             ) from exc
         untyped: Any = ray  # cluster_resources() has no annotations
-        self._check_capacity(untyped.cluster_resources())
-        options: dict[str, Any] = {
-            "num_cpus": self.config.num_cpus,
-            "max_retries": self.config.max_retries,
-            "retry_exceptions": False,
-            "scheduling_strategy": self.config.scheduling,
-        }
-        if self.resources:
-            options["resources"] = self.resources
-        if self.config.memory is not None:
-            options["memory"] = self.config.memory
-        self._task = ray.remote(_trial_task).options(**options)
+        self._totals = dict(untyped.cluster_resources())
+        self._check_capacity(self._totals)
+        self._remote = ray.remote(_trial_task)
+        self._task = self._remote.options(**self._options(None))
         self._llm_gate = ClusterLLMGate(run_id, self.config.namespace)
 
     def _connect(self, ray: Any) -> None:
@@ -193,8 +189,59 @@ class RayRunner:
         )
         self._connected = True
 
-    def _check_capacity(self, total: dict[str, float]) -> None:
-        wanted = {"CPU": self.config.num_cpus, **self.resources}
+    def _options(self, spec: TrialResources | None) -> dict[str, Any]:
+        """The task options of a trial: ``--runner-args`` given explicitly win over the
+        spec's ``defaults.resources``, which win over the runner's defaults."""
+        given = self.config.model_fields_set
+        num_cpus, memory = self.config.num_cpus, self.config.memory
+        custom: dict[str, float] = {}
+        if spec is not None:
+            if spec.cpus is not None and "num_cpus" not in given:
+                num_cpus = spec.cpus
+            if spec.memory is not None and "memory" not in given:
+                memory = int(spec.memory)
+            custom.update(spec.custom)
+        custom.update(self.resources)
+        options: dict[str, Any] = {
+            "num_cpus": num_cpus,
+            "max_retries": self.config.max_retries,
+            "retry_exceptions": False,
+            "scheduling_strategy": self.config.scheduling,
+        }
+        if custom:
+            options["resources"] = custom
+        if memory is not None:
+            options["memory"] = memory
+        return options
+
+    def _task_for(self, dispatch: TrialDispatch) -> Any:
+        """The task with the trial's resources (one per distinct setting).
+
+        Raises:
+            SetupError: No node of the cluster has what the trial needs.
+        """
+        spec: TrialResources | None = dispatch.resources
+        if spec is None:
+            return self._task
+        key = spec.model_dump_json()
+        task = self._tasks.get(key)
+        if task is None:
+            options = self._options(spec)
+            wanted = {"CPU": options["num_cpus"], **options.get("resources", {})}
+            if "memory" in options:
+                wanted["memory"] = options["memory"]
+            self._check_capacity(self._totals, wanted, "defaults.resources of the eval")
+            task = self._tasks[key] = self._remote.options(**options)
+        return task
+
+    def _check_capacity(
+        self,
+        total: dict[str, float],
+        wanted: dict[str, float] | None = None,
+        lower: str = "--runner-args num_cpus=/resources=",
+    ) -> None:
+        if wanted is None:
+            wanted = {"CPU": self.config.num_cpus, **self.resources}
         missing = [f"{k}: {v:g}" for k, v in wanted.items() if v > 0 and total.get(k, 0.0) < v]
         if missing:
             have = ", ".join(f"{k}: {v:g}" for k, v in sorted(total.items())) or "nothing"
@@ -202,7 +249,7 @@ class RayRunner:
                 f"no node of the Ray cluster can run a trial: it needs {', '.join(missing)}, "
                 f"the cluster has {have}",
                 hint="start nodes with those resources (ray start --num-cpus/--resources), "
-                "or lower --runner-args num_cpus=/resources=",
+                f"or lower {lower}",
             )
 
     async def run_trial(self, dispatch: TrialDispatch) -> Any:
@@ -211,8 +258,12 @@ class RayRunner:
         import ray
         from ray.exceptions import RayError, TaskCancelledError
 
+        try:
+            task = self._task_for(dispatch)
+        except SetupError as exc:
+            return dispatch.failed(exc.render())
         files = await self._spec_files(dispatch)
-        ref = self._task.remote(dispatch.job(), files, self._llm_gate)
+        ref = task.remote(dispatch.job(), files, self._llm_gate)
         try:
             outcome = await ref
         except asyncio.CancelledError:

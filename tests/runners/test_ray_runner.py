@@ -370,3 +370,29 @@ def test_the_llm_concurrency_cap_holds_across_the_cluster(
     assert stats["max"] == cap, stats  # reached, never exceeded
     out = run_dir(tmp_path / "out")
     assert len({m["node"] for m in trial_metadata(out).values()}) == 2  # calls from both nodes
+
+
+def test_a_trial_needing_a_custom_resource_runs_only_where_it_is(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    spec = write_eval(tmp_path / "spec", [f"r{i}" for i in range(8)], runs=1,
+                      agent=["sh", "-c", "cat; echo ok"])
+    text = spec.read_text().replace(
+        "  runs: 1\n", "  runs: 1\n  resources: {cpus: 0.5, custom: {w2: 0.1}}\n"
+    )
+    spec.write_text(text)
+    done = subprocess.run(eval_args(spec, tmp_path / "out", cluster, workers=8),
+                          capture_output=True, text=True, env=env(), timeout=240)
+    assert done.returncode in (0, 1), done.stderr  # a third of the stimuli fail their grader
+    out = run_dir(tmp_path / "out")
+    assert {r["status"] for r in records(out)} == {"success"}
+    nodes = Counter(m["node"] for m in trial_metadata(out).values())
+    assert nodes == {cluster.nodes[2]: 8}
+
+    spec.write_text(text.replace("w2: 0.1", "gpu: 1"))
+    done = subprocess.run(eval_args(spec, tmp_path / "none", cluster, workers=8),
+                          capture_output=True, text=True, env=env(), timeout=240)
+    got = records(run_dir(tmp_path / "none"))
+    assert {r["status"] for r in got} == {"error"}, done.stderr
+    message = got[0]["error"]["message"]
+    assert "needs gpu: 1" in message and "defaults.resources" in message, message

@@ -216,3 +216,35 @@ def test_the_cluster_llm_gate_travels_without_its_actor_handle() -> None:
     gate._handle = object()  # a live handle stays behind
     copy = pickle.loads(pickle.dumps(gate))
     assert (copy.name, copy.namespace, copy._handle) == ("vally-llm-permits-run-1", "ns", None)
+
+
+def test_spec_resources_are_validated_with_where_and_what(tmp_path: Path) -> None:
+    from vally import load_eval_file
+
+    for bad, message in (
+        ("{cpus: -1}", "greater than or equal to 0"),
+        ("{memory: lots}", "memory"),
+        ("{custom: {docker: -1}}", "amounts are 0 or more"),
+        ("{gpus: 1}", "gpus"),
+    ):
+        spec = tmp_path / "eval.yaml"
+        spec.write_text(SPEC.replace("  runs: 3\n", f"  runs: 3\n  resources: {bad}\n"))
+        with pytest.raises(ConfigError) as caught:
+            load_eval_file(spec)
+        text = caught.value.render()
+        assert message in text and "resources" in text and "eval.yaml" in text, text
+
+
+def test_ray_trial_options_take_the_spec_resources_unless_flags_say_otherwise() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner, RayRunnerConfig
+
+    from vally import TrialResources
+
+    spec = TrialResources(cpus=0.5, memory="1KiB", custom={"docker": 1, "w1": 2})
+    plain = RayRunner(RayRunnerConfig())._options(spec)
+    assert (plain["num_cpus"], plain["memory"]) == (0.5, 1024)
+    assert plain["resources"] == {"docker": 1, "w1": 2}
+    flagged = RayRunner(RayRunnerConfig(num_cpus=2, resources=["w1:1"]))._options(spec)
+    assert flagged["num_cpus"] == 2 and flagged["resources"] == {"docker": 1, "w1": 1}
+    assert RayRunner(RayRunnerConfig())._options(None)["num_cpus"] == 1.0

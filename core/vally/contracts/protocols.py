@@ -252,6 +252,11 @@ class TrialDispatch(Protocol):
         """The attempt as a picklable ``TrialJob`` (the run's spec files travel apart, see
         :meth:`spec_archive`)."""
 
+    @property
+    def resources(self) -> Any:
+        """What the trial reserves on its node (a ``TrialResources`` from the spec's
+        ``defaults.resources``), None for the runner's defaults."""
+
     def spec_archive(self) -> Any:
         """The run's spec files (fixtures, skills, grader files) as one ``SpecArchive``,
         packed once per run (blocking: call it off the event loop). A runner whose nodes do

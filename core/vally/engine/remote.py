@@ -31,6 +31,7 @@ from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, unpack
 from vally.errors import OutputError
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
+from vally.models.spec import TrialResources
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,11 @@ class Dispatch:
         """The attempt for a worker (announces the trial's start to reporters)."""
         self._announce()
         return TrialJob(self.remote, self.trial, self.attempt)
+
+    @property
+    def resources(self) -> TrialResources | None:
+        """What the trial reserves on its node (the spec's ``defaults.resources``)."""
+        return self.trial.resources
 
     def spec_archive(self) -> SpecArchive | None:
         """The run's spec files packed (once per run; blocking, so call it off the event
