@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import signal
 import threading
@@ -25,7 +26,12 @@ from vally import (
 from vally_ray.permits import ClusterLLMGate
 
 CANCEL_GRACE_SECONDS = 10.0
-"""How long an interrupted trial's task gets to close its sandbox before the driver goes on."""
+"""How long an interrupted trial's task gets to close its sandbox; after that (and a
+margin) the driver kills the task's worker process, whose agents' keepers then kill
+them."""
+
+INTERRUPT_POLL_SECONDS = 0.1
+"""How often a task's thread wakes while its trial runs, so a cancellation reaches it."""
 
 
 class RayRunnerConfig(StrictConfig):
@@ -99,16 +105,22 @@ def _trial_task(
     sandbox before the task ends."""
     import ray
 
-    node = ray.get_runtime_context().get_node_id()
-    future = asyncio.run_coroutine_threadsafe(
-        run_trial_job(job, node=node, files=files, llm_gate=llm_gate), _worker_loop()
-    )
+    future: concurrent.futures.Future[TrialOutcome] | None = None
     try:
+        node = ray.get_runtime_context().get_node_id()
+        future = asyncio.run_coroutine_threadsafe(
+            run_trial_job(job, node=node, files=files, llm_gate=llm_gate), _worker_loop()
+        )
+        while not future.done():
+            # In slices: Ray raises the cancellation's KeyboardInterrupt in this thread only
+            # between bytecodes, never inside one long blocking wait.
+            concurrent.futures.wait([future], timeout=INTERRUPT_POLL_SECONDS)
         return future.result()
     except KeyboardInterrupt:
-        future.cancel()
-        with contextlib.suppress(BaseException):
-            future.result(timeout=CANCEL_GRACE_SECONDS)
+        if future is not None:
+            future.cancel()
+            with contextlib.suppress(BaseException):
+                future.result(timeout=CANCEL_GRACE_SECONDS)
         raise
 
 
@@ -272,7 +284,12 @@ class RayRunner:
                 task.uncancel()
             ray.cancel(ref)
             settling = asyncio.ensure_future(_settle(ref))
-            await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS)
+            done, _ = await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS + 5)
+            if not done:
+                # The task did not stop in time: kill its worker process (the keeper of
+                # every agent it started gets SIGHUP when it dies and kills the agent).
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
             return dispatch.cancelled()
         except TaskCancelledError:
             return dispatch.cancelled()

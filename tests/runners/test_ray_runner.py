@@ -239,13 +239,8 @@ def test_ctrl_c_cancels_the_remote_trials_and_keeps_the_finished(
     assert len(got) == len(status) == 8  # every started trial once; 2 never started
     assert all(status[f"fast{i}"] == "success" for i in range(4))
     assert sorted(s for s in status.values() if s == "cancelled") == ["cancelled"] * 4
-    deadline = time.monotonic() + 60
-    while any(alive(pid) for pid in slow_running()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if any(alive(pid) for pid in slow_running()):
-        # Known open problem (issue 20): after Ctrl-C a cancelled remote trial's agent can
-        # outlive the cancel on its worker node; seen once in CI, not reproduced since.
-        pytest.xfail("a cancelled remote trial's agent outlived Ctrl-C on its worker node")
+    # each cancelled task closed its sandbox before the driver went on: no agent is left
+    assert not [pid for pid in slow_running() if alive(pid)]
 
 
 def test_an_experiment_runs_on_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
