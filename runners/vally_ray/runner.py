@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import signal
 import threading
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -47,6 +48,10 @@ class RayRunnerConfig(StrictConfig):
         max_retries: How often Ray runs a trial again when its worker or node dies.
         scheduling: ``SPREAD`` spreads trials over the nodes; ``DEFAULT`` packs them.
         namespace: The Ray namespace of the run's tasks.
+        runtime_env: The Ray runtime environment of the run's tasks: a JSON object, or a
+            YAML/JSON file holding one (``pip``, ``py_modules``, ``working_dir``,
+            ``env_vars``, ...; local paths in a file are relative to it). None: the
+            nodes' own Python environment.
     """
 
     address: str = "auto"
@@ -56,6 +61,7 @@ class RayRunnerConfig(StrictConfig):
     max_retries: int = Field(default=3, ge=0)
     scheduling: Literal["SPREAD", "DEFAULT"] = "SPREAD"
     namespace: str = "vally"
+    runtime_env: str | None = None
 
 
 def parse_resources(items: list[str]) -> dict[str, float]:
@@ -77,6 +83,66 @@ def parse_resources(items: list[str]) -> dict[str, float]:
                 hint="repeat resources=NAME:AMOUNT for each custom resource a trial needs",
             )
         out[name] = value
+    return out
+
+
+PATH_KEYS = ("working_dir",)
+"""Runtime-env keys holding one local path (resolved against the file that names them)."""
+
+PATH_LIST_KEYS = ("py_modules",)
+"""Runtime-env keys holding a list of local paths or URIs."""
+
+
+def load_runtime_env(value: str) -> dict[str, Any]:
+    """``--runner-args runtime_env=``: a JSON object, or a YAML/JSON file holding one
+    (relative ``working_dir``/``py_modules`` paths in a file resolve against its folder).
+
+    Raises:
+        ConfigError: The value is neither, or does not hold a mapping.
+    """
+    import json
+
+    import yaml
+
+    where = f"--runner-args runtime_env={value}"
+    text, base = value, None
+    if not value.lstrip().startswith("{"):
+        path = Path(value).expanduser()
+        try:
+            text, base = path.read_text(encoding="utf-8"), path.absolute().parent
+        except OSError as exc:
+            raise ConfigError(
+                f"{where}: cannot read {path}: {exc.strerror or exc}",
+                hint="give a JSON object ('{\"pip\": [\"requests\"]}') or a YAML file",
+            ) from exc
+    try:
+        env = json.loads(text) if base is None else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ConfigError(
+            f"{where}: not valid {'JSON' if base is None else 'YAML'}: {exc}",
+            hint="write a mapping such as {py_modules: [./my_plugins]}",
+        ) from exc
+    if not isinstance(env, dict):
+        raise ConfigError(
+            f"{where}: a runtime environment is a mapping, got {type(env).__name__}",
+            hint="write a mapping such as {py_modules: [./my_plugins]}",
+        )
+    return env if base is None else _anchored(env, base)
+
+
+def _anchored(env: dict[str, Any], base: Path) -> dict[str, Any]:
+    def local(item: Any) -> Any:
+        if isinstance(item, str) and "://" not in item and not Path(item).is_absolute():
+            return str(base / item)
+        return item
+
+    out = dict(env)
+    for key in PATH_KEYS:
+        if key in out:
+            out[key] = local(out[key])
+    for key in PATH_LIST_KEYS:
+        if isinstance(out.get(key), list):
+            out[key] = [local(item) for item in out[key]]
     return out
 
 
@@ -139,6 +205,9 @@ class RayRunner:
     def __init__(self, config: RayRunnerConfig | None = None) -> None:
         self.config = config or RayRunnerConfig()
         self.resources = parse_resources(self.config.resources)
+        self.runtime_env = (
+            load_runtime_env(self.config.runtime_env) if self.config.runtime_env else None
+        )
         self._task: Any = None
         self._connected = False
         self._files: Any = None
@@ -166,8 +235,9 @@ class RayRunner:
         try:
             self._connect(ray)  # in the main thread, where Ray can set its signal handlers
         except Exception as exc:
+            with_env = " with the runtime environment" if self.runtime_env else ""
             raise SetupError(
-                f"cannot connect to the Ray cluster at {self.config.address!r}: "
+                f"cannot connect to the Ray cluster at {self.config.address!r}{with_env}: "
                 f"{type(exc).__name__}: {exc}",
                 hint="start one with `ray start --head` (see docs/distributed.md) and pass "
                 "its address with --ray-address HOST:PORT",
@@ -195,6 +265,7 @@ class RayRunner:
             address=self.config.address,
             namespace=self.config.namespace,
             ignore_reinit_error=True,
+            runtime_env=self.runtime_env,
             logging_level="WARNING",
             log_to_driver=False,
             configure_logging=False,

@@ -391,3 +391,55 @@ def test_a_trial_needing_a_custom_resource_runs_only_where_it_is(
     assert {r["status"] for r in got} == {"error"}, done.stderr
     message = got[0]["error"]["message"]
     assert "needs gpu: 1" in message and "defaults.resources" in message, message
+
+
+GRADER_PLUGIN = '''
+from vally import BaseGrader, EmptyConfig, GraderMetadata
+
+
+class Says{cls}(BaseGrader[EmptyConfig]):
+    """Passes when the output says ok."""
+
+    metadata = GraderMetadata(name="{name}", description="output says ok")
+    Config = EmptyConfig
+
+    async def grade(self, context):
+        ok = "ok" in context.trajectory.output
+        return self.result(context, passed=ok, evidence="{name}")
+
+
+def register(registrar):
+    registrar.grader(Says{cls})
+'''
+
+
+def test_plugins_reach_nodes_that_cannot_see_them(cluster: Cluster, tmp_path: Path) -> None:
+    folder = cluster.hidden / "plugin-eval"
+    (folder / "shipped_checks").mkdir(parents=True)
+    (folder / "shipped_checks" / "__init__.py").write_text(
+        GRADER_PLUGIN.format(cls="Module", name="module-says-ok"))
+    (folder / "file_grader.py").write_text(GRADER_PLUGIN.format(cls="File", name="file-says-ok"))
+    (folder / "ray-env.yaml").write_text("py_modules: [shipped_checks]\n")
+    (folder / "eval.yaml").write_text(textwrap.dedent("""\
+        name: plugged
+        defaults:
+          runs: 4
+          executor: {name: command, config: {command: [sh, -c, "cat; echo ok"], prompt_via: stdin}}
+        stimuli:
+          - {name: p, prompt: x, graders: [{type: module-says-ok}, {type: file-says-ok}]}
+        """))
+    assert not any(cluster.sees(n, folder / "shipped_checks") for n in cluster.nodes)
+    done = subprocess.run(
+        cluster.command([*VALLY, "eval", "-e", "eval.yaml", "--output-dir", str(tmp_path / "out"),
+                         "--grader-plugin", "shipped_checks:register",
+                         "--grader-plugin", "./file_grader.py",
+                         "--runner", "ray", "--ray-address", cluster.address,
+                         "--runner-args", "runtime_env=ray-env.yaml"]),
+        cwd=folder, capture_output=True, text=True, env=env(), timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = records(run_dir(tmp_path / "out"))
+    assert len(got) == 4
+    assert all(r["status"] == "success" and r["gradeResult"]["passed"] for r in got), got
+    types = {d["type"] for r in got for d in r["gradeResult"]["details"]}
+    assert types == {"module-says-ok", "file-says-ok"}

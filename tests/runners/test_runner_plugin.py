@@ -248,3 +248,24 @@ def test_ray_trial_options_take_the_spec_resources_unless_flags_say_otherwise() 
     flagged = RayRunner(RayRunnerConfig(num_cpus=2, resources=["w1:1"]))._options(spec)
     assert flagged["num_cpus"] == 2 and flagged["resources"] == {"docker": 1, "w1": 1}
     assert RayRunner(RayRunnerConfig())._options(None)["num_cpus"] == 1.0
+
+
+def test_the_ray_runtime_env_is_json_or_a_file_with_paths_relative_to_it(tmp_path: Path) -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import load_runtime_env
+
+    assert load_runtime_env('{"env_vars": {"A": "1"}}') == {"env_vars": {"A": "1"}}
+    env_file = tmp_path / "ray-env.yaml"
+    env_file.write_text("working_dir: .\npy_modules: [plugins, s3://b/m.zip]\npip: [x]\n")
+    assert load_runtime_env(str(env_file)) == {
+        "working_dir": str(tmp_path / "."),
+        "py_modules": [str(tmp_path / "plugins"), "s3://b/m.zip"],
+        "pip": ["x"],
+    }
+    for bad, message in (("{nope", "not valid JSON"), (str(tmp_path / "missing.yaml"),
+                         "cannot read"), ("[1]", "cannot read")):
+        with pytest.raises(ConfigError, match=message):
+            load_runtime_env(bad)
+    env_file.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="is a mapping, got list"):
+        load_runtime_env(str(env_file))

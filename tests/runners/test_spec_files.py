@@ -45,6 +45,23 @@ stimuli:
         config:
           command: 'test "$(cat greeting.txt)" = hello && sh check.sh'
           files: [{src: checks/check.sh}]
+      - type: says-done
+"""
+
+FILE_PLUGIN = """
+from vally import BaseGrader, EmptyConfig, GraderMetadata
+
+
+class SaysDone(BaseGrader[EmptyConfig]):
+    metadata = GraderMetadata(name="says-done", description="output says done")
+    Config = EmptyConfig
+
+    async def grade(self, context):
+        return self.result(context, passed="done" in context.trajectory.output, evidence="")
+
+
+def register(registrar):
+    registrar.grader(SaysDone)
 """
 
 
@@ -73,7 +90,10 @@ class HidingRunner:
                 self.spec_dir.rename(self.spec_dir.with_name("hidden"))
         job = pickle.loads(pickle.dumps(dispatch.job()))
         files = pickle.loads(pickle.dumps(archive)) if self.ship_files else None
-        outcome = await run_trial_job(job, node="far", files=files)
+        try:
+            outcome = await run_trial_job(job, node="far", files=files)
+        except Exception as exc:  # as Ray reports a task that raised
+            return dispatch.failed(f"{type(exc).__name__}: {exc}")
         return await dispatch.accept(outcome)
 
     async def shutdown(self) -> None:
@@ -87,6 +107,8 @@ def project(tmp_path: Path) -> Path:
     (spec_dir / "fixtures" / "greeting.txt").write_text("hello")
     (spec_dir / "checks" / "check.sh").write_text("test -f greeting.txt\n")
     (spec_dir / "eval.yaml").write_text(SPEC)
+    (spec_dir / "plugins").mkdir()
+    (spec_dir / "plugins" / "says_done.py").write_text(FILE_PLUGIN)
     return spec_dir
 
 
@@ -107,7 +129,7 @@ def run_hidden(
     monkeypatch.setattr(components, "build_runner", lambda *a, **k: HidingRunner(spec_dir))
     request = EvalRequest(
         eval_specs=[str(spec_dir / "eval.yaml")], output_dir=str(out), console=False,
-        runner="hiding",
+        runner="hiding", grader_plugins=["./plugins/says_done.py"],
     )
     prepared, output_dir = prepare_eval(request)
     run_dir = create_run_dir(output_dir)
@@ -140,7 +162,7 @@ def test_without_the_spec_files_the_hidden_fixtures_are_missing(
 ) -> None:
     got = run_hidden(tmp_path, monkeypatch, ship=False)
     assert {r["status"] for r in got} == {"error"}
-    assert {r["error"]["phase"] for r in got} == {"setup"}
+    assert "says_done.py" in got[0]["error"]["message"]  # the plugin is not there either
 
 
 def test_roots_skip_nested_paths_and_pack_git_sources_whole(tmp_path: Path) -> None:
@@ -153,7 +175,9 @@ def test_roots_skip_nested_paths_and_pack_git_sources_whole(tmp_path: Path) -> N
     skill = tmp_path / "skills" / "greet"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: greet\ndescription: d\n---\n")
-    prepared, _ = prepare_eval(EvalRequest(eval_specs=[str(spec_dir / "eval.yaml")]))
+    prepared, _ = prepare_eval(EvalRequest(
+        eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
+    ))
     (trial,) = prepared.plan.distinct_trials
     env = trial.environment.model_copy(
         update={"skills": [str(skill)], "git": GitConfig(source="../../repo")}
@@ -181,7 +205,9 @@ def test_too_large_spec_files_say_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec_dir = project(tmp_path)
-    prepared, _ = prepare_eval(EvalRequest(eval_specs=[str(spec_dir / "eval.yaml")]))
+    prepared, _ = prepare_eval(EvalRequest(
+        eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
+    ))
     monkeypatch.setattr(spec_files, "MAX_ARCHIVE_BYTES", 10)
     with pytest.raises(ConfigError, match="more than the") as caught:
         spec_files.SpecFiles(prepared.plan.distinct_trials).archive()

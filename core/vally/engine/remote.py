@@ -27,7 +27,7 @@ from vally.engine.llm_gate import GatedLLM
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
-from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, unpack
+from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, relocated_path, unpack
 from vally.errors import OutputError
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
@@ -48,6 +48,9 @@ class RemoteRun:
         skip_grade: Execute without grading.
         scrubber: Hides secret values in the trial's record and files.
         experiment_blocks: The ``experiment`` block per (variant, eval) (experiments).
+        plugins: ``(kind, specifier, base_dir)`` of the executor and grader plugins the
+            driver loaded by flag (``--grader-plugin``); workers load the same, path
+            specifiers from the shipped spec files.
     """
 
     run: RunInfo
@@ -59,6 +62,11 @@ class RemoteRun:
     skip_grade: bool
     scrubber: Scrubber
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+    plugins: tuple[tuple[str, str, Path], ...] = ()
+
+
+REPLAYED_KINDS = ("executor", "grader")
+"""Plugin kinds whose flag-loaded plugins workers load too (the others stay on the driver)."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,20 @@ class _WorkerRun:
 _RUNS: dict[str, _WorkerRun] = {}
 
 
+def _on_node(path: str | Path, root: Path | None) -> str:
+    """``path`` in the shipped spec files under ``root`` when it is there, else as given
+    (names, modules, paths the node has itself)."""
+    if root is None:
+        return str(path)
+    moved = relocated_path(path, root)
+    return moved if Path(moved).exists() else str(path)
+
+
 def _worker_run(
-    remote: RemoteRun, trial: PlannedTrial, llm_gate: LLMGate | None = None
+    remote: RemoteRun,
+    trial: PlannedTrial,
+    llm_gate: LLMGate | None = None,
+    root: Path | None = None,
 ) -> _WorkerRun:
     from vally.engine import components
     from vally.plugins.session import Session
@@ -129,6 +149,12 @@ def _worker_run(
     state = _RUNS.get(remote.run.run_id)
     if state is None:
         session = Session(remote.project, remote.project_root)
+        for kind, specifier, base in remote.plugins:
+            session.load_plugins(
+                kind,  # type: ignore[arg-type]
+                [_on_node(specifier, root)],
+                base_dir=Path(_on_node(base, root)),
+            )
         backend = components.build_backend(
             session,
             remote.project,
@@ -177,10 +203,11 @@ async def run_trial_job(
     """
     remote = job.remote
     trial = job.trial
+    root = None
     if files is not None:
         root = await asyncio.to_thread(unpack, files)
         trial = relocate(trial, root)
-    state = _worker_run(remote, trial, llm_gate)
+    state = _worker_run(remote, trial, llm_gate, root)
     if not state.started:
         await state.backend.start(remote.run.run_id)
         state.started = True

@@ -62,10 +62,16 @@ class SpecFiles:
     Args:
         trials: Trials holding every distinct setting of the plan.
         exclude: Folders never packed (the run's output folder).
+        extra: More files or folders to pack (plugins given by path).
     """
 
-    def __init__(self, trials: Iterable[PlannedTrial], exclude: Sequence[Path] = ()) -> None:
-        self.roots, self.whole = spec_roots(trials)
+    def __init__(
+        self,
+        trials: Iterable[PlannedTrial],
+        exclude: Sequence[Path] = (),
+        extra: Sequence[Path] = (),
+    ) -> None:
+        self.roots, self.whole = spec_roots(trials, extra)
         self.exclude = tuple(_absolute(p) for p in exclude)
         self._archive: SpecArchive | None = None
         self._lock = threading.Lock()
@@ -123,10 +129,12 @@ class SpecFiles:
         return path in self.exclude
 
 
-def spec_roots(trials: Iterable[PlannedTrial]) -> tuple[tuple[Path, ...], frozenset[Path]]:
-    """The folders and files to pack for ``trials`` (none inside another) and which of them
-    are packed whole (``git.source`` repositories)."""
-    wanted: dict[Path, bool] = {}
+def spec_roots(
+    trials: Iterable[PlannedTrial], extra: Sequence[Path] = ()
+) -> tuple[tuple[Path, ...], frozenset[Path]]:
+    """The folders and files to pack for ``trials`` and ``extra`` (none inside another) and
+    which of them are packed whole (``git.source`` repositories)."""
+    wanted: dict[Path, bool] = {_absolute(p): False for p in extra}
     for trial in trials:
         wanted.setdefault(_absolute(trial.spec_dir), False)
         env = trial.environment
