@@ -48,6 +48,8 @@ class RayRunnerConfig(StrictConfig):
         max_retries: How often Ray runs a trial again when its worker or node dies.
         scheduling: ``SPREAD`` spreads trials over the nodes; ``DEFAULT`` packs them.
         namespace: The Ray namespace of the run's tasks.
+        ship_files: Ship the spec's files to the nodes (false: nodes read them at the
+            driver's paths, from a shared file system).
         runtime_env: The Ray runtime environment of the run's tasks: a JSON object, or a
             YAML/JSON file holding one (``pip``, ``py_modules``, ``working_dir``,
             ``env_vars``, ...; local paths in a file are relative to it). None: the
@@ -61,6 +63,7 @@ class RayRunnerConfig(StrictConfig):
     max_retries: int = Field(default=3, ge=0)
     scheduling: Literal["SPREAD", "DEFAULT"] = "SPREAD"
     namespace: str = "vally"
+    ship_files: bool = True
     runtime_env: str | None = None
 
 
@@ -371,6 +374,8 @@ class RayRunner:
     async def _spec_files(self, dispatch: TrialDispatch) -> Any:
         """The run's spec files in the object store (put once; every task gets the one
         reference, which Ray fetches once per node)."""
+        if not self.config.ship_files:
+            return None
         async with self._files_lock:
             if not self._files_shipped:
                 import ray

@@ -269,3 +269,15 @@ def test_the_ray_runtime_env_is_json_or_a_file_with_paths_relative_to_it(tmp_pat
     env_file.write_text("- a list\n")
     with pytest.raises(ConfigError, match="is a mapping, got list"):
         load_runtime_env(str(env_file))
+
+
+def test_the_ray_runner_ships_no_spec_files_when_told_the_nodes_share_them() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner, RayRunnerConfig
+
+    class NoPacking:
+        def spec_archive(self) -> Any:
+            raise AssertionError("packed although ship_files=false")
+
+    runner = RayRunner(RayRunnerConfig(ship_files=False))
+    assert asyncio.run(runner._spec_files(NoPacking())) is None  # type: ignore[arg-type]
