@@ -22,6 +22,7 @@ from vally import (
     TrialJob,
     TrialOutcome,
     TrialResources,
+    VallyError,
     run_trial_job,
 )
 from vally_ray.permits import ClusterLLMGate
@@ -346,9 +347,9 @@ class RayRunner:
 
         try:
             task = self._task_for(dispatch)
-        except SetupError as exc:
+            files = await self._spec_files(dispatch)
+        except VallyError as exc:  # no node fits the trial; the spec's files cannot ship
             return dispatch.failed(exc.render())
-        files = await self._spec_files(dispatch)
         ref = task.remote(dispatch.job(), files, self._llm_gate)
         try:
             outcome = await ref

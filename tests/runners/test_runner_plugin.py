@@ -281,3 +281,20 @@ def test_the_ray_runner_ships_no_spec_files_when_told_the_nodes_share_them() -> 
 
     runner = RayRunner(RayRunnerConfig(ship_files=False))
     assert asyncio.run(runner._spec_files(NoPacking())) is None  # type: ignore[arg-type]
+
+
+def test_spec_files_that_cannot_ship_fail_each_trial_with_the_reason() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner
+
+    class TooLarge:
+        resources = None
+
+        def spec_archive(self) -> Any:
+            raise ConfigError("the spec's files are 300 MiB packed", hint="move data out")
+
+        def failed(self, message: str) -> str:
+            return f"failed: {message}"
+
+    got = asyncio.run(RayRunner().run_trial(TooLarge()))  # type: ignore[arg-type]
+    assert got == "failed: the spec's files are 300 MiB packed\n  hint: move data out"
