@@ -105,7 +105,8 @@ def main() -> None:
         for count in (opts.trials, 2 * opts.trials, serial, 2 * serial):
             (base / str(count)).mkdir(exist_ok=True)
             specs[count] = write_spec(base / str(count), count)
-        cluster = start_cluster()
+        (base / "driver-only").mkdir()
+        cluster = start_cluster(base / "driver-only")
         try:
             run(specs[opts.trials], base / "warm", opts.workers, cluster)
             for runner, where in (("local", None), ("ray", cluster)):

@@ -65,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "LoadedEval": "vally.contracts.protocols",
     "ShardStrategy": "vally.contracts.protocols",
     "Runner": "vally.contracts.protocols",
+    "LLMGate": "vally.contracts.protocols",
     "TrialDispatch": "vally.contracts.protocols",
     "LLMProvider": "vally.contracts.protocols",
     "ChatMessage": "vally.contracts.protocols",
@@ -122,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     "TrialJob": "vally.engine.remote",
     "TrialOutcome": "vally.engine.remote",
     "run_trial_job": "vally.engine.remote",
+    "SpecArchive": "vally.engine.spec_files",
     "PlanInput": "vally.engine.planner",
     "PlanOptions": "vally.engine.planner",
     "Session": "vally.plugins.session",
@@ -137,7 +139,7 @@ _MODEL_NAMES = (
     "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
     "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
-    "TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
+    "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
     "compute_metrics last_assistant_text utc_now"
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
@@ -212,6 +214,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         GradeContext as GradeContext,
         Grader as Grader,
         JudgeSettings as JudgeSettings,
+        LLMGate as LLMGate,
         LLMProvider as LLMProvider,
         LoadedEval as LoadedEval,
         PairwiseContext as PairwiseContext,
@@ -268,6 +271,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.engine.shards import (
         order_records as order_records,
     )
+    from vally.engine.spec_files import SpecArchive as SpecArchive
     from vally.errors import (
         BackendError as BackendError,
         CleanupError as CleanupError,

@@ -3,9 +3,10 @@
 ``vally eval ... --runner ray --ray-address HOST:PORT`` connects to the cluster; each trial
 attempt (its executor, its sandbox on that node's backend, its grading) runs as a Ray task on
 some node, and its record and files come back to this process, which writes the run folder
-and reports exactly as a local run does, as trials finish. Install with
-``pip install 'vally[ray]'``; every node needs vally and the project's plugins installed in
-the Python environment its ``ray start`` runs with.
+and reports exactly as a local run does, as trials finish. The spec's files travel with the
+run; the nodes need vally (``pip install 'vally[ray]'``) and the plugins, installed in the
+environment their ``ray start`` runs with or shipped with ``--runner-args
+runtime_env=FILE`` (see docs/distributed.md).
 """
 
 from vally_ray.runner import RayRunner

@@ -1,7 +1,9 @@
 """A real Ray cluster for tests: a head and two worker nodes, separate ``ray start``
 processes with their own CPUs and custom resources, all inside a network namespace that
 has only loopback (Ray would otherwise advertise the machine's routable address), so no
-packet leaves the machine.
+packet leaves the machine. Each worker node runs in a mount namespace of its own with an
+empty tmpfs over the cluster's ``hidden`` folder: files the driver keeps there are out of
+the workers' sight, as on separate machines.
 
 When Ray, root or ``ip netns`` is missing the tests skip, unless ``VALLY_REQUIRE_RAY=1``
 (CI): then they fail.
@@ -42,6 +44,8 @@ def require_ray() -> None:
         reason = "network namespaces need root"
     if reason is None and shutil.which("ip") is None:
         reason = "the `ip` command (iproute2) is missing"
+    if reason is None and (shutil.which("unshare") is None or shutil.which("nsenter") is None):
+        reason = "the `unshare` and `nsenter` commands (util-linux) are missing"
     if reason is None:
         return
     if os.environ.get("VALLY_REQUIRE_RAY", "") not in ("", "0"):
@@ -62,6 +66,8 @@ class Cluster:
 
     ns: str
     temp_dir: Path
+    hidden: Path
+    """A folder the driver sees and the worker nodes do not."""
     nodes: dict[int, str] = field(default_factory=dict)
     """Worker number -> Ray node id."""
 
@@ -88,17 +94,31 @@ class Cluster:
         )
 
     def start_worker(self, number: int) -> None:
-        """Start worker node ``number`` with its CPUs and a custom resource ``w<number>``."""
+        """Start worker node ``number`` with its CPUs and a custom resource ``w<number>``,
+        in a mount namespace where ``hidden`` is an empty tmpfs."""
+        private = [
+            "unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs vally-hidden "$0" && exec "$@"', str(self.hidden),
+        ]
         self._start(
             f"--address={self.address}", f"--num-cpus={WORKER_CPUS}",
             f"--node-manager-port={WORKER_PORTS[number]}",
             f"--resources={json.dumps({f'w{number}': 1, 'vally_test': 100})}",
+            prefix=private,
         )
         self.nodes[number] = self._node_id(number, replaced=self.nodes.get(number))
 
-    def _start(self, *args: str) -> None:
+    def sees(self, number: int, path: Path) -> bool:
+        """True when worker node ``number``'s processes see ``path``."""
+        raylet = str(self.raylet_pid(number))
+        done = subprocess.run(["nsenter", "-t", raylet, "-m", "test", "-e", str(path)],
+                              check=False)
+        return done.returncode == 0
+
+    def _start(self, *args: str, prefix: Sequence[str] = ()) -> None:
         result = self.run(
-            [_ray_bin(), "start", "--node-ip-address=127.0.0.1", "--disable-usage-stats", *args],
+            [*prefix, _ray_bin(), "start", "--node-ip-address=127.0.0.1",
+             "--disable-usage-stats", *args],
             timeout=120,
         )
         assert result.returncode == 0, result.stdout + result.stderr
@@ -200,11 +220,12 @@ def descendants(root: int) -> list[int]:
     return out
 
 
-def start_cluster() -> Cluster:
-    """Start a head and two workers in a fresh namespace (stopped again on failure)."""
+def start_cluster(hidden: Path) -> Cluster:
+    """Start a head and two workers in a fresh namespace (stopped again on failure); the
+    workers do not see the folder ``hidden``."""
     ns = f"vally-ray-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
-    cluster = Cluster(ns, Path(tempfile.mkdtemp(prefix="vray-")))
+    cluster = Cluster(ns, Path(tempfile.mkdtemp(prefix="vray-")), hidden)
     try:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
         cluster.start_head()

@@ -173,3 +173,128 @@ def test_the_ray_runner_without_ray_says_how_to_install(monkeypatch: pytest.Monk
     with pytest.raises(SetupError, match="not installed") as caught:
         asyncio.run(RayRunner().start("r"))
     assert "vally[ray]" in (caught.value.hint or "")
+
+
+def test_a_gated_llm_holds_a_permit_per_call_and_gives_it_back_on_errors() -> None:
+    from vally import ChatRequest, LLMError
+    from vally.engine.llm_gate import GatedLLM
+
+    events: list[str] = []
+
+    class Gate:
+        async def acquire(self, limit: int) -> None:
+            events.append(f"acquire {limit}")
+
+        async def release(self) -> None:
+            events.append("release")
+
+    class Failing:
+        metadata = PluginMetadata(name="failing", kind="llm_provider")
+        Config = EmptyConfig
+
+        async def chat(self, request: ChatRequest) -> Any:
+            events.append("chat")
+            raise LLMError("down", retryable=False, error_class="server")
+
+        async def aclose(self) -> None:
+            pass
+
+    llm = GatedLLM(Failing(), Gate(), 3)
+    with pytest.raises(LLMError):
+        asyncio.run(llm.chat(ChatRequest(model="m", messages=[])))
+    assert events == ["acquire 3", "chat", "release"]
+    assert llm.metadata.name == "failing"
+
+
+def test_the_cluster_llm_gate_travels_without_its_actor_handle() -> None:
+    import pickle
+
+    pytest.importorskip("vally_ray")
+    from vally_ray.permits import ClusterLLMGate
+
+    gate = ClusterLLMGate("run-1", "ns")
+    gate._handle = object()  # a live handle stays behind
+    copy = pickle.loads(pickle.dumps(gate))
+    assert (copy.name, copy.namespace, copy._handle) == ("vally-llm-permits-run-1", "ns", None)
+
+
+def test_spec_resources_are_validated_with_where_and_what(tmp_path: Path) -> None:
+    from vally import load_eval_file
+
+    for bad, message in (
+        ("{cpus: -1}", "greater than or equal to 0"),
+        ("{memory: lots}", "memory"),
+        ("{custom: {docker: -1}}", "amounts are 0 or more"),
+        ("{gpus: 1}", "gpus"),
+    ):
+        spec = tmp_path / "eval.yaml"
+        spec.write_text(SPEC.replace("  runs: 3\n", f"  runs: 3\n  resources: {bad}\n"))
+        with pytest.raises(ConfigError) as caught:
+            load_eval_file(spec)
+        text = caught.value.render()
+        assert message in text and "resources" in text and "eval.yaml" in text, text
+
+
+def test_ray_trial_options_take_the_spec_resources_unless_flags_say_otherwise() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner, RayRunnerConfig
+
+    from vally import TrialResources
+
+    spec = TrialResources(cpus=0.5, memory="1KiB", custom={"docker": 1, "w1": 2})
+    plain = RayRunner(RayRunnerConfig())._options(spec)
+    assert (plain["num_cpus"], plain["memory"]) == (0.5, 1024)
+    assert plain["resources"] == {"docker": 1, "w1": 2}
+    flagged = RayRunner(RayRunnerConfig(num_cpus=2, resources=["w1:1"]))._options(spec)
+    assert flagged["num_cpus"] == 2 and flagged["resources"] == {"docker": 1, "w1": 1}
+    assert RayRunner(RayRunnerConfig())._options(None)["num_cpus"] == 1.0
+
+
+def test_the_ray_runtime_env_is_json_or_a_file_with_paths_relative_to_it(tmp_path: Path) -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import load_runtime_env
+
+    assert load_runtime_env('{"env_vars": {"A": "1"}}') == {"env_vars": {"A": "1"}}
+    env_file = tmp_path / "ray-env.yaml"
+    env_file.write_text("working_dir: .\npy_modules: [plugins, s3://b/m.zip]\npip: [x]\n")
+    assert load_runtime_env(str(env_file)) == {
+        "working_dir": str(tmp_path / "."),
+        "py_modules": [str(tmp_path / "plugins"), "s3://b/m.zip"],
+        "pip": ["x"],
+    }
+    for bad, message in (("{nope", "not valid JSON"), (str(tmp_path / "missing.yaml"),
+                         "cannot read"), ("[1]", "cannot read")):
+        with pytest.raises(ConfigError, match=message):
+            load_runtime_env(bad)
+    env_file.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="is a mapping, got list"):
+        load_runtime_env(str(env_file))
+
+
+def test_the_ray_runner_ships_no_spec_files_when_told_the_nodes_share_them() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner, RayRunnerConfig
+
+    class NoPacking:
+        def spec_archive(self) -> Any:
+            raise AssertionError("packed although ship_files=false")
+
+    runner = RayRunner(RayRunnerConfig(ship_files=False))
+    assert asyncio.run(runner._spec_files(NoPacking())) is None  # type: ignore[arg-type]
+
+
+def test_spec_files_that_cannot_ship_fail_each_trial_with_the_reason() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.runner import RayRunner
+
+    class TooLarge:
+        resources = None
+
+        def spec_archive(self) -> Any:
+            raise ConfigError("the spec's files are 300 MiB packed", hint="move data out")
+
+        def failed(self, message: str) -> str:
+            return f"failed: {message}"
+
+    got = asyncio.run(RayRunner().run_trial(TooLarge()))  # type: ignore[arg-type]
+    assert got == "failed: the spec's files are 300 MiB packed\n  hint: move data out"

@@ -249,7 +249,19 @@ class TrialDispatch(Protocol):
         """Run the attempt in this process and return its ``TrialResultRecord``."""
 
     def job(self) -> Any:
-        """The attempt as a picklable ``TrialJob`` (the spec's files travel in it)."""
+        """The attempt as a picklable ``TrialJob`` (the run's spec files travel apart, see
+        :meth:`spec_archive`)."""
+
+    @property
+    def resources(self) -> Any:
+        """What the trial reserves on its node (a ``TrialResources`` from the spec's
+        ``defaults.resources``), None for the runner's defaults."""
+
+    def spec_archive(self) -> Any:
+        """The run's spec files (fixtures, skills, grader files) as one ``SpecArchive``,
+        packed once per run (blocking: call it off the event loop). A runner whose nodes do
+        not see this file system ships it once and passes it to
+        ``run_trial_job(job, node=..., files=archive)``, which unpacks it on the node."""
 
     async def accept(self, outcome: Any) -> Any:
         """Take a ``TrialOutcome`` computed elsewhere: write its files into the run folder,
@@ -262,6 +274,20 @@ class TrialDispatch(Protocol):
     def failed(self, message: str) -> Any:
         """The ``TrialResultRecord`` of an attempt the runner could not complete (status
         ``error``, code ``VALLY_RUNNER``, ``message`` saying why)."""
+
+
+class LLMGate(Protocol):
+    """A concurrency cap shared by every process of a distributed run: a runner hands one to
+    :func:`vally.run_trial_job`, and each LLM call a trial makes (judge, ``chat-agent``)
+    holds one of ``limit`` permits while it runs, so the project's ``llm.max_concurrency``
+    holds across the cluster instead of per node. Picklable (it travels to the nodes)."""
+
+    async def acquire(self, limit: int) -> None:
+        """Wait for a permit (``limit``: the cap, the same on every call of a run). A
+        cancelled wait must not keep a permit."""
+
+    async def release(self) -> None:
+        """Give a permit back."""
 
 
 class Runner(Protocol):

@@ -33,6 +33,7 @@ from vally.models.spec import (
     ExecutorRef,
     GraderConfig,
     Stimulus,
+    TrialResources,
 )
 
 DEFAULT_TIMEOUT = 120.0
@@ -124,6 +125,11 @@ class PlannedTrial:
         tags: The stimulus's effective tags (eval tags overridden by stimulus tags).
         reasoning_effort: Passed to the executor.
         keep_workspace: Where to keep the workspace (``--workspace``), else None.
+        resources: What the trial reserves on its node (``defaults.resources``), None for
+            the runner's defaults.
+        files_root: On a node of a distributed run, the folder that mirrors the driver's
+            ``/`` with the spec's files (see :mod:`vally.engine.spec_files`); the eval's
+            folder is read there. None where the eval file itself is read.
     """
 
     key: TrialKey
@@ -142,11 +148,17 @@ class PlannedTrial:
     tags: Mapping[str, str] = field(default_factory=dict)
     reasoning_effort: str | None = None
     keep_workspace: Path | None = None
+    resources: TrialResources | None = None
+    files_root: Path | None = None
 
     @property
     def spec_dir(self) -> Path:
-        """The folder of the eval file (anchor of relative paths)."""
-        return self.loaded.source.parent
+        """The folder of the eval file (anchor of relative paths), or its copy under
+        ``files_root``."""
+        folder = self.loaded.source.parent
+        if self.files_root is None:
+            return folder
+        return self.files_root.joinpath(*Path(os.path.normpath(folder.absolute())).parts[1:])
 
 
 @dataclass(frozen=True)
@@ -544,6 +556,7 @@ def _groups_of(
                 judge=judge,
                 tags=tags,
                 reasoning_effort=spec.defaults.reasoning_effort,
+                resources=spec.defaults.resources,
             )
             groups.append(TrialGroup(first, selected.runs))
     return groups

@@ -1,12 +1,14 @@
 """Trials that run in another process or on another machine (distributed runners).
 
 The driver turns each attempt into a :class:`TrialJob` (picklable: the planned trial, the
-run's identity, the backend choice, the secrets to hide); the worker runs it with
-:func:`run_trial_job`, which rebuilds the run's plugins once per worker process and run,
-runs the trial with the ordinary :class:`~vally.engine.runner.TrialRunner` into a scratch
-folder, and returns a :class:`TrialOutcome`: the record, the trial's files and the grader
-events. The driver's :class:`Dispatch` writes those files into the run folder and delivers
-the events, so records and reports are the same as a local run's.
+run's identity, the backend choice, the secrets to hide) and the run's spec files into one
+:class:`~vally.engine.spec_files.SpecArchive` (shipped once per run). The worker runs the
+job with :func:`run_trial_job`, which unpacks the archive once per node, rebuilds the run's
+plugins once per worker process and run, runs the trial with the ordinary
+:class:`~vally.engine.runner.TrialRunner` into a scratch folder, and returns a
+:class:`TrialOutcome`: the record, the trial's files and the grader events. The driver's
+:class:`Dispatch` writes those files into the run folder and delivers the events, so
+records and reports are the same as a local run's.
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.events import RunInfo
+from vally.contracts.protocols import LLMGate
+from vally.engine.llm_gate import GatedLLM
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
+from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, relocated_path, unpack
 from vally.errors import OutputError
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
+from vally.models.spec import TrialResources
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class RemoteRun:
         skip_grade: Execute without grading.
         scrubber: Hides secret values in the trial's record and files.
         experiment_blocks: The ``experiment`` block per (variant, eval) (experiments).
+        plugins: ``(kind, specifier, base_dir)`` of the executor and grader plugins the
+            driver loaded by flag (``--grader-plugin``); workers load the same, path
+            specifiers from the shipped spec files.
     """
 
     run: RunInfo
@@ -53,6 +62,11 @@ class RemoteRun:
     skip_grade: bool
     scrubber: Scrubber
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+    plugins: tuple[tuple[str, str, Path], ...] = ()
+
+
+REPLAYED_KINDS = ("executor", "grader")
+"""Plugin kinds whose flag-loaded plugins workers load too (the others stay on the driver)."""
 
 
 @dataclass(frozen=True)
@@ -114,13 +128,33 @@ class _WorkerRun:
 _RUNS: dict[str, _WorkerRun] = {}
 
 
-def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
+def _on_node(path: str | Path, root: Path | None) -> str:
+    """``path`` in the shipped spec files under ``root`` when it is there, else as given
+    (names, modules, paths the node has itself)."""
+    if root is None:
+        return str(path)
+    moved = relocated_path(path, root)
+    return moved if Path(moved).exists() else str(path)
+
+
+def _worker_run(
+    remote: RemoteRun,
+    trial: PlannedTrial,
+    llm_gate: LLMGate | None = None,
+    root: Path | None = None,
+) -> _WorkerRun:
     from vally.engine import components
     from vally.plugins.session import Session
 
     state = _RUNS.get(remote.run.run_id)
     if state is None:
         session = Session(remote.project, remote.project_root)
+        for kind, specifier, base in remote.plugins:
+            session.load_plugins(
+                kind,  # type: ignore[arg-type]
+                [_on_node(specifier, root)],
+                base_dir=Path(_on_node(base, root)),
+            )
         backend = components.build_backend(
             session,
             remote.project,
@@ -137,11 +171,20 @@ def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
     if state.graders is None:
         state.graders = components.build_grader_factory(state.session, [trial], validate=False)
     if state.llm is None:
-        state.llm = components.llm_provider_for(state.session, remote.project, [trial])
+        llm = components.llm_provider_for(state.session, remote.project, [trial])
+        if llm is not None and llm_gate is not None:
+            llm = GatedLLM(llm, llm_gate, remote.project.llm.max_concurrency)
+        state.llm = llm
     return state
 
 
-async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
+async def run_trial_job(
+    job: TrialJob,
+    *,
+    node: str,
+    files: SpecArchive | None = None,
+    llm_gate: LLMGate | None = None,
+) -> TrialOutcome:
     """Run ``job`` in this (worker) process and return its outcome.
 
     The run's plugins are built on the first job of a run in this process (and event
@@ -152,9 +195,19 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
     Args:
         job: The attempt.
         node: This node's id, written into the trial's ``metadata.json`` (``node``).
+        files: The run's spec files (:meth:`Dispatch.spec_archive`): unpacked once on this
+            node and read by the trial instead of the driver's paths. None reads the
+            driver's paths (a node that shares the driver's file system).
+        llm_gate: The run's cluster-wide LLM permits: every LLM call of the trial holds
+            one of the project's ``llm.max_concurrency`` (None: capped per process only).
     """
     remote = job.remote
-    state = _worker_run(remote, job.trial)
+    trial = job.trial
+    root = None
+    if files is not None:
+        root = await asyncio.to_thread(unpack, files)
+        trial = relocate(trial, root)
+    state = _worker_run(remote, trial, llm_gate, root)
     if not state.started:
         await state.backend.start(remote.run.run_id)
         state.started = True
@@ -175,14 +228,14 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
         )
         ATTEMPT.set(job.attempt)
         NODE.set(node)
-        record = await TrialRunner(context).run(job.trial)
-        folder = scratch / trial_relpath(job.trial.key)
-        files = {
+        record = await TrialRunner(context).run(trial)
+        folder = scratch / trial_relpath(trial.key)
+        trial_files = {
             str(path.relative_to(folder)): path.read_bytes()
             for path in sorted(folder.rglob("*"))
             if path.is_file() and not path.is_symlink()
         }
-        return TrialOutcome(record, files, tuple(collector.grader_results), node)
+        return TrialOutcome(record, trial_files, tuple(collector.grader_results), node)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -195,15 +248,22 @@ class Dispatch:
         remote: The run as workers rebuild it.
         trial: The planned trial.
         attempt: The 0-based attempt.
+        spec_files: The run's spec files (None: the run ships none).
     """
 
     def __init__(
-        self, runner: TrialRunner, remote: RemoteRun, trial: PlannedTrial, attempt: int
+        self,
+        runner: TrialRunner,
+        remote: RemoteRun,
+        trial: PlannedTrial,
+        attempt: int,
+        spec_files: SpecFiles | None = None,
     ) -> None:
         self.runner = runner
         self.remote = remote
         self.trial = trial
         self.attempt = attempt
+        self.spec_files = spec_files
         self._announced = False
 
     def _announce(self) -> None:
@@ -220,6 +280,20 @@ class Dispatch:
         """The attempt for a worker (announces the trial's start to reporters)."""
         self._announce()
         return TrialJob(self.remote, self.trial, self.attempt)
+
+    @property
+    def resources(self) -> TrialResources | None:
+        """What the trial reserves on its node (the spec's ``defaults.resources``)."""
+        return self.trial.resources
+
+    def spec_archive(self) -> SpecArchive | None:
+        """The run's spec files packed (once per run; blocking, so call it off the event
+        loop), for :func:`run_trial_job` on nodes that do not see this file system.
+
+        Raises:
+            ConfigError: The files are too large to ship or unreadable.
+        """
+        return self.spec_files.archive() if self.spec_files is not None else None
 
     async def accept(self, outcome: TrialOutcome) -> TrialResultRecord:
         """Write the outcome's files into the run folder, deliver its grader events and

@@ -36,7 +36,7 @@ from vally.contracts.protocols import (
 )
 from vally.engine import components
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
-from vally.engine.remote import RemoteRun
+from vally.engine.remote import REPLAYED_KINDS, RemoteRun
 from vally.engine.runner import (
     GraderFactory,
     RunContext,
@@ -46,6 +46,7 @@ from vally.engine.runner import (
     new_run_id,
 )
 from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
+from vally.engine.spec_files import SpecFiles, spec_roots
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
 from vally.models.project import ProjectConfig
@@ -433,8 +434,32 @@ class PreparedRun:
             reused=self.reused,
             trial_runner=self.runner,
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
+            spec_files=self.spec_files(run) if self.runner is not None else None,
         )
         return self.engine
+
+    def spec_files(self, run: RunInfo) -> SpecFiles:
+        """The spec's files a distributed runner ships to its nodes (never the run's own
+        output folder, nor the output folder holding it unless the specs live there)."""
+        trials = self.plan.distinct_trials
+        plugins = [Path(s) for _, s, _ in self.replayed_plugins() if Path(s).is_absolute()]
+        plugins = [p for p in plugins if p.exists()]
+        if run.run_dir is None:
+            return SpecFiles(trials, extra=plugins)
+        exclude = [run.run_dir.absolute()]
+        outputs = exclude[0].parent
+        roots, _whole = spec_roots(trials, plugins)
+        if not any(r == outputs or outputs in r.parents for r in roots):
+            exclude.append(outputs)
+        return SpecFiles(trials, exclude, plugins)
+
+    def replayed_plugins(self) -> tuple[tuple[str, str, Path], ...]:
+        """The flag-loaded plugins a distributed run's workers load too."""
+        return tuple(
+            (kind, spec, base)
+            for kind, spec, base in self.request.session.requested
+            if kind in REPLAYED_KINDS
+        )
 
     def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
         """The run as a distributed runner's workers rebuild it."""
@@ -450,6 +475,7 @@ class PreparedRun:
             skip_grade=request.skip_grade,
             scrubber=scrubber,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
+            plugins=self.replayed_plugins(),
         )
 
     async def execute_async(

@@ -77,6 +77,7 @@ from vally.models.usage import trial_usage
 
 if TYPE_CHECKING:
     from vally.engine.remote import RemoteRun
+    from vally.engine.spec_files import SpecFiles
 
 log = logging.getLogger("vally.engine.runner")
 
@@ -738,6 +739,7 @@ class RunEngine:
         trial_runner: Where each attempt runs (a :class:`~vally.contracts.protocols.Runner`
             plugin); None runs them in this process.
         remote: The run as workers rebuild it (needed with ``trial_runner``).
+        spec_files: The spec's files the runner may ship to its nodes.
     """
 
     def __init__(
@@ -751,8 +753,10 @@ class RunEngine:
         reused: Sequence[TrialResultRecord] = (),
         trial_runner: Runner | None = None,
         remote: RemoteRun | None = None,
+        spec_files: SpecFiles | None = None,
     ) -> None:
         self.context = context
+        self.spec_files = spec_files
         self.gate = gate
         self.skipped: list[PlannedTrial] = []
         self.trial_runner = trial_runner
@@ -886,7 +890,7 @@ class RunEngine:
             return await self.runner.run(trial)
         from vally.engine.remote import Dispatch
 
-        dispatch = Dispatch(self.runner, self.remote, trial, attempt)
+        dispatch = Dispatch(self.runner, self.remote, trial, attempt, self.spec_files)
         record: TrialResultRecord = await self.trial_runner.run_trial(dispatch)
         return record
 

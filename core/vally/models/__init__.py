@@ -40,6 +40,7 @@ from vally.models.spec import (
     McpServerConfig as McpServerConfig,
     ScoringConfig as ScoringConfig,
     Stimulus as Stimulus,
+    TrialResources as TrialResources,
     Turn as Turn,
 )
 from vally.models.trajectory import (

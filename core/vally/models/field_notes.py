@@ -65,6 +65,8 @@ FIELD_NOTES: dict[str, str] = {
     "EvalConfig.reasoning_effort": "Passed to the model where supported.",
     "EvalConfig.max_agent_duration": "Wall-clock cap of the agent alone (setup and grading "
     "excluded).",
+    "EvalConfig.resources": "What each trial reserves on its node with a distributed "
+    "runner (`--runner ray`); `--runner-args` set explicitly win.",
     "ExecutorRef.name": "An executor name (`command`, `mock`, `chat-agent` or a plugin's).",
     "ExecutorRef.config": "The executor's options, validated by its `Config` model.",
     "Constraints.max_turns": "Stop the agent after this many turns.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ByteSize, Field, field_validator, model_validator
 
 from vally.models.base import SpecModel
 from vally.models.durations import Duration
@@ -171,6 +171,34 @@ class ExecutorRef(SpecModel):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class TrialResources(SpecModel):
+    """What each trial reserves on the node that runs it, with a distributed runner
+    (``--runner ray``; the local runner runs trials in one process and ignores it).
+
+    Attributes:
+        cpus: CPUs per trial (fractions allowed); default the runner's (one).
+        memory: Memory per trial: bytes, or with a unit (``512MiB``, ``2GB``).
+        custom: Custom resources per trial by name (``{docker: 1}`` runs trials only on
+            nodes started with that resource).
+    """
+
+    cpus: float | None = Field(default=None, ge=0)
+    memory: ByteSize | None = None
+    custom: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("custom")
+    @classmethod
+    def _amounts(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, amount in value.items():
+            if not name.strip():
+                raise ValueError("a custom resource needs a name, e.g. {docker: 1}")
+            if amount < 0:
+                raise ValueError(
+                    f"custom resource {name!r} asks for {amount:g}; amounts are 0 or more"
+                )
+        return value
+
+
 class EvalConfig(SpecModel):
     """Execution settings of an eval (``defaults:``, formerly ``config:``)."""
 
@@ -184,6 +212,7 @@ class EvalConfig(SpecModel):
     executor: ExecutorRef | None = None
     reasoning_effort: str | None = None
     max_agent_duration: Duration | None = None
+    resources: TrialResources | None = None
 
     @field_validator("runs")
     @classmethod

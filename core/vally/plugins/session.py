@@ -121,6 +121,11 @@ class Session:
         self._emitter: EventEmitter | None = None
         self._created: list[Provenance] = []
         self._project_loaded: set[PluginKind] = set()
+        self._loading_project = False
+        self.requested: list[tuple[PluginKind, str, Path]] = []
+        """``(kind, specifier, base_dir)`` of every :meth:`load_plugins` call other than the
+        project's own (``--grader-plugin``, ...), in order: a distributed run's workers
+        load the same."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -195,7 +200,11 @@ class Session:
         specifiers = list(getattr(self.project.plugins, kind, None) or [])
         if not specifiers:
             return []
-        return self.load_plugins(kind, specifiers, base_dir=self.project_root)
+        self._loading_project = True
+        try:
+            return self.load_plugins(kind, specifiers, base_dir=self.project_root)
+        finally:
+            self._loading_project = False
 
     # ------------------------------------------------------------------ loading
 
@@ -215,6 +224,8 @@ class Session:
         self._load_project_plugins(kind)
         names: list[str] = []
         for specifier in specifiers:
+            if not self._loading_project:
+                self.requested.append((kind, specifier, base_dir))
             registrations = self.loader.load(kind, specifier, base_dir=base_dir)
             provided = names_of(registrations, kind)
             if not provided:
