@@ -14,7 +14,6 @@ did not finish, or whose selections do not partition the plan exactly.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import os
@@ -291,7 +290,11 @@ class ShardInput:
         return int(self.manifest["shard"]["total"])
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def _read_json(
+    path: Path, what: str, known: dict[bytes, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path``; with ``known`` (file SHA-256 -> object), a file read
+    before is not parsed again and the object read then is returned."""
     if not path.is_file():
         raise ShardValidationError(
             f"{path.parent} has no {path.name}: it is not a shard directory, or the shard "
@@ -300,16 +303,23 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
             "'vally experiment run --shard'",
         )
     try:
-        data = loads_bounded(path.read_text(encoding="utf-8"), max_depth=record_depth())
+        raw = path.read_bytes()
+        digest = hashlib.sha256(raw).digest() if known is not None else b""
+        if known is not None and digest in known:
+            return known[digest]
+        data = loads_bounded(raw.decode("utf-8"), max_depth=record_depth())
     except (OSError, ValueError) as exc:
         raise ShardValidationError(f"cannot read the {what} {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ShardValidationError(f"the {what} {path} is not a JSON object")
+    if known is not None:
+        known[digest] = data
     return data
 
 
-def read_shard(path: Path) -> ShardInput:
-    """Read one shard directory's manifest and plan snapshot.
+def read_shard(path: Path, snapshots: dict[bytes, dict[str, Any]] | None = None) -> ShardInput:
+    """Read one shard directory's manifest and plan snapshot; with ``snapshots`` (file
+    SHA-256 -> snapshot), a snapshot file identical to one read before is not parsed again.
 
     Raises:
         ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
@@ -331,7 +341,7 @@ def read_shard(path: Path) -> ShardInput:
             + " ".join(str(path / name) for name in inner),
         )
     manifest = _read_json(path / MANIFEST_FILE, "shard manifest")
-    snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot")
+    snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot", snapshots)
     shard = manifest.get("shard")
     if not isinstance(shard, dict) or "index" not in shard or "total" not in shard:
         raise ShardValidationError(f"the shard manifest {path / MANIFEST_FILE} has no shard")
@@ -347,25 +357,22 @@ def read_run_shards(paths: Iterable[Path]) -> list[ShardInput]:
     Raises:
         ShardValidationError: A folder, manifest or snapshot is missing or unreadable.
     """
-    snapshots: dict[bytes, tuple[dict[str, Any], PlanKeys]] = {}
+    snapshots: dict[bytes, dict[str, Any]] = {}
+    plans: dict[int, PlanKeys] = {}  # id of a parsed snapshot -> its keys
     shards: list[ShardInput] = []
     for path in paths:
-        shard = read_shard(path)
-        try:
-            digest = hashlib.sha256((path / SNAPSHOT_FILE).read_bytes()).digest()
-        except OSError:
-            digest = b""
-        known = snapshots.get(digest)
-        if known is None:
+        shard = read_shard(path, snapshots)
+        keys = plans.get(id(shard.snapshot))
+        if keys is None:
             trials = shard.snapshot.get("trials")
             keys = PlanKeys([str(k) for k in trials] if isinstance(trials, list) else [])
-            known = snapshots.setdefault(digest, (shard.snapshot, keys))
-        shard.snapshot, shard.plan_keys = known
+            plans[id(shard.snapshot)] = keys
+        shard.plan_keys = keys
         for field in ("selectedKeys", "completedKeys"):
             listed = shard.manifest.get(field)
             if isinstance(listed, list):
                 shard.manifest[field] = [
-                    known[1].canonical(k) if isinstance(k, str) else k for k in listed
+                    keys.canonical(k) if isinstance(k, str) else k for k in listed
                 ]
         shards.append(shard)
     return shards
@@ -495,36 +502,22 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
 
 class PlanKeys(Mapping[str, int]):
     """The planned trial keys of a run, in plan order, as a read-only map from key to its
-    place in the plan that holds no string of its own: the keys stay in the snapshot's
-    list, and a sorted array of their hashes (16 bytes per key) finds them.
+    place in the plan. The keys are the snapshot's own strings (the map adds about 70
+    bytes per key, no string), and :meth:`canonical` lets other lists of the same keys
+    (the manifests') share them instead of holding copies.
 
     Args:
         keys: The planned keys, in plan order (the snapshot's ``trials``).
     """
 
     def __init__(self, keys: Sequence[str]) -> None:
-        import numpy as np
-
         self.trials = keys
         """The planned keys, in plan order."""
-        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=len(keys))
-        order = np.argsort(hashes, kind="stable")
-        self.hashes = array("q", hashes[order].tobytes())
-        self.places = array("q", order.astype(np.int64).tobytes())
+        self.places = {key: place for place, key in enumerate(keys)}
 
     def find(self, key: object) -> int | None:
         """``key``'s place in the plan, or None when it is not planned."""
-        if not isinstance(key, str):
-            return None
-        wanted = hash(key)
-        hashes = self.hashes
-        at = bisect.bisect_left(hashes, wanted)
-        while at < len(hashes) and hashes[at] == wanted:
-            place = self.places[at]
-            if self.trials[place] == key:
-                return place
-            at += 1
-        return None
+        return self.places.get(key) if isinstance(key, str) else None
 
     def __getitem__(self, key: str) -> int:
         place = self.find(key)
@@ -533,10 +526,10 @@ class PlanKeys(Mapping[str, int]):
         return place
 
     def __len__(self) -> int:
-        return len(self.trials)
+        return len(self.places)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.trials)
+        return iter(self.places)
 
     def canonical(self, key: str) -> str:
         """The plan's own string equal to ``key`` (so a copy read elsewhere can be
@@ -547,9 +540,9 @@ class PlanKeys(Mapping[str, int]):
 
 class TrialIndex:
     """Every planned trial of a sharded run: its place in the plan, the shard that selected
-    it and whether its record was read. Takes 19 bytes per planned trial besides the
-    snapshot's own keys (see :class:`PlanKeys`), so checking a merge's records costs no
-    memory per record.
+    it and whether its record was read. Takes three bytes per planned trial besides the
+    plan's keys (see :class:`PlanKeys`), so checking a merge's records costs no memory per
+    record.
 
     Args:
         snapshot: The plan snapshot (its ``trials``, in plan order).
