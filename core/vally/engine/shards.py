@@ -272,12 +272,22 @@ class ShardInput:
         snapshot: Its ``plan-snapshot.json`` (one object shared by the shards whose files
             are identical, see :func:`read_run_shards`).
         plan_keys: The snapshot's :class:`PlanKeys`, when read by :func:`read_run_shards`.
+        selected_places: The place in the plan of each of the manifest's ``selectedKeys``
+            (-1 for a key not planned), when read by :func:`read_run_shards`.
     """
 
     path: Path
     manifest: dict[str, Any]
     snapshot: dict[str, Any]
     plan_keys: PlanKeys | None = None
+    selected_places: array[int] | None = None
+
+    def places(self, plan: PlanKeys) -> Iterator[tuple[Any, int]]:
+        """``(key, place in the plan or -1)`` for each of the manifest's ``selectedKeys``."""
+        keys = self.manifest.get("selectedKeys") or []
+        if self.selected_places is not None and self.plan_keys is plan:
+            return zip(keys, self.selected_places, strict=True)
+        return ((key, -1 if (at := plan.find(key)) is None else at) for key in keys)
 
     @cached_property
     def index(self) -> int:
@@ -368,14 +378,32 @@ def read_run_shards(paths: Iterable[Path]) -> list[ShardInput]:
             keys = PlanKeys([str(k) for k in trials] if isinstance(trials, list) else [])
             plans[id(shard.snapshot)] = keys
         shard.plan_keys = keys
-        for field in ("selectedKeys", "completedKeys"):
-            listed = shard.manifest.get(field)
-            if isinstance(listed, list):
-                shard.manifest[field] = [
-                    keys.canonical(k) if isinstance(k, str) else k for k in listed
-                ]
+        _share_keys(shard, keys)
         shards.append(shard)
     return shards
+
+
+def _share_keys(shard: ShardInput, plan: PlanKeys) -> None:
+    """Replace the manifest's trial keys by the plan's own strings and note the place of
+    each selected one (one lookup per key, made once for every later check)."""
+    manifest = shard.manifest
+    selected, completed = manifest.get("selectedKeys"), manifest.get("completedKeys")
+    if isinstance(selected, list):
+        places = array("q", bytes(8 * len(selected)))
+        shared: list[Any] = []
+        for at, key in enumerate(selected):
+            place = plan.find(key)
+            places[at] = -1 if place is None else place
+            shared.append(key if place is None else plan.trials[place])
+        same = completed == selected  # usually: then both lists are one
+        manifest["selectedKeys"], shard.selected_places = shared, places
+        if same:
+            manifest["completedKeys"] = shared
+            return
+    if isinstance(completed, list):
+        manifest["completedKeys"] = [
+            plan.canonical(k) if isinstance(k, str) else k for k in completed
+        ]
 
 
 def validate_shards(shards: Sequence[ShardInput]) -> None:
@@ -476,9 +504,8 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
     owner = array("H", bytes(2 * len(planned)))
     unknown: dict[str, int] = {}  # keys not in the plan -> the shard that ran them
     for index in sorted(by_index):
-        for key in by_index[index].manifest.get("selectedKeys") or []:
-            place = planned.find(key)
-            if place is None:
+        for key, place in by_index[index].places(planned):
+            if place < 0:
                 ran = unknown.setdefault(key, index)
             else:
                 ran = owner[place] or index
@@ -561,9 +588,8 @@ class TrialIndex:
         self.read = bytearray(len(self.position))
         for shard in shards:
             number = shard.index
-            for key in shard.manifest.get("selectedKeys") or []:
-                place = self.position.find(str(key))
-                if place is not None:
+            for _key, place in shard.places(self.position):
+                if place >= 0:
                     self.owner[place] = number
 
     def take(self, shard: ShardInput, path: Path, key: str) -> int:
