@@ -297,9 +297,9 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
     facts.model, facts.trial_index, facts.status = model, trial_index, status
     facts.started_at, facts.completed_at = started, completed
     facts.stimulus_has_graders, facts.offloaded = bool(graders), bool(offloaded)
+    if grade is not None and not _plain_grade(facts, grade):
+        return None
     try:
-        if grade is not None:
-            _grade(facts, data)
         if trajectory is not None:
             _metrics(facts, data)
         if usage:
@@ -307,6 +307,22 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
     except FieldError:
         return None
     return facts
+
+
+def _plain_grade(facts: TrialFacts, grade: Mapping[str, Any]) -> bool:
+    """Take a well-formed ``gradeResult``'s facts; False when a field is not of its type."""
+    passed, score = grade.get("passed"), grade.get("score")
+    has_graders, errored = grade.get("hasGraders"), grade.get("errored")
+    if not (
+        type(passed) is bool
+        and (type(score) is float or type(score) is int)
+        and type(has_graders) is bool
+        and type(errored) is bool
+    ):
+        return False
+    facts.graded, facts.passed, facts.score = True, passed, float(score)
+    facts.has_graders, facts.grade_errored = has_graders, errored
+    return True
 
 
 def _checked_facts(data: Mapping[str, Any]) -> TrialFacts:
