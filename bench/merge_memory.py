@@ -6,21 +6,25 @@ Usage (from the repository root)::
     python3 bench/merge_memory.py --records 1000000        # the 10^6 goal
     python3 bench/merge_memory.py --records 10000 --json out.json
 
-It writes a sharded run's ``results.jsonl`` files (one variant, one eval, small records,
-``--shards`` shards) and then, each in a fresh interpreter so the peak resident memory is
+It writes a sharded run's shard folders (``results.jsonl`` of one variant and one eval,
+small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards) and
+then, each in a fresh interpreter so the peak resident memory is
 its own:
 
 * ``lines``: reads every shard's lines and writes them to one file (the physical limit of
   a merge: streaming the lines once);
-* ``plan``: what a merge holds before it reads a record (the plan snapshot, the shards'
-  manifests, the trial index), with vally imported: memory that grows with the plan;
+* ``plan``: what a merge holds before it reads a record (the shards' manifests and plan
+  snapshots, read and validated as ``vally experiment merge`` does, and the trial index),
+  with vally imported: memory that grows with the plan;
 * ``merge``: vally's merge path (``vally.tools.merge.stream_records``): every record
   parsed, checked against its shard's manifest, passed through to the merged file and
   counted into the run summaries, which are then built.
 
 It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
-ratio of ``merge`` to ``lines`` and ``merge``'s peak above ``plan`` (what reading the
-records adds).
+ratio of ``merge`` to ``lines`` (``time_ratio``; ``merge`` includes importing vally and
+reading the plan), the ratio of what reading the records adds (``merge`` minus ``plan``)
+to ``lines`` (``records_time_ratio``), and ``merge``'s peak above ``plan`` (what reading
+the records adds).
 """
 
 from __future__ import annotations
@@ -75,7 +79,10 @@ def record_line(index: int) -> tuple[str, str]:
 
 
 def generate(folder: Path, records: int, shards: int) -> None:
-    """Write the shards' results files and ``plan.json`` (snapshot and manifests)."""
+    """Write the shard folders of one run: each shard's results file, its manifest and
+    its copy of the plan snapshot (the same file in every shard, as a run writes them)."""
+    from vally.engine.shards import MANIFEST_FILE, SNAPSHOT_FILE, plan_digest
+
     keys: list[list[str]] = [[] for _ in range(shards)]
     handles = []
     for shard in range(shards):
@@ -97,11 +104,22 @@ def generate(folder: Path, records: int, shards: int) -> None:
         "evals": [{"variant": VARIANT, "name": EVAL, "file": "ev.yaml"}],
         "trials": plan,
     }
-    manifests = [
-        {"shard": {"index": i + 1, "total": shards}, "selectedKeys": k, "completedKeys": k}
-        for i, k in enumerate(keys)
-    ]
-    (folder / "plan.json").write_text(json.dumps({"snapshot": snapshot, "manifests": manifests}))
+    snapshot_text = json.dumps(snapshot)
+    digest = plan_digest(snapshot)
+    for i, selected in enumerate(keys):
+        shard_dir = folder / f"shard-{i + 1}"
+        manifest = {
+            "runId": "bench",
+            "experiment": "bench",
+            "shard": {"index": i + 1, "total": shards},
+            "strategy": "round-robin",
+            "planDigest": digest,
+            "selectedKeys": selected,
+            "completedKeys": selected,
+            "finished": True,
+        }
+        (shard_dir / MANIFEST_FILE).write_text(json.dumps(manifest), encoding="utf-8")
+        (shard_dir / SNAPSHOT_FILE).write_text(snapshot_text, encoding="utf-8")
 
 
 def run_lines(folder: Path) -> None:
@@ -114,18 +132,17 @@ def run_lines(folder: Path) -> None:
 
 
 def _prepare(folder: Path) -> tuple[Any, ...]:
-    """What a merge holds before it reads a record: the plan snapshot, the shards'
-    manifests, the trial index and empty tallies (all of them grow with the plan)."""
-    from vally.engine.shards import ShardInput, TrialIndex
+    """What a merge holds before it reads a record: the shards' manifests and plan
+    snapshots, read and validated as ``vally experiment merge`` does, the trial index and
+    empty tallies (all of them grow with the plan)."""
+    from vally.engine.shards import TrialIndex, read_run_shards, validate_shards
     from vally.engine.summaries import VariantSummaries
 
-    plan = json.loads((folder / "plan.json").read_text())
-    snapshot = plan["snapshot"]
-    shards = [
-        ShardInput(folder / f"shard-{m['shard']['index']}", m, snapshot) for m in plan["manifests"]
-    ]
-    del plan
-    index = TrialIndex(snapshot, shards)
+    shards = read_run_shards(sorted(folder.glob("shard-*")))
+    validate_shards(shards)
+    shards.sort(key=lambda s: s.index)
+    snapshot = shards[0].snapshot
+    index = TrialIndex(snapshot, shards, shards[0].plan_keys)
     summarizer = VariantSummaries(snapshot, run_id="bench", run_dir=folder / "merged")
     return shards, index, summarizer, summarizer.tallies(index.position)
 
@@ -191,6 +208,9 @@ def main() -> None:
         "plan": plan,
         "merge": merged,
         "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 1),
+        "records_time_ratio": round(
+            (merged["seconds"] - plan["seconds"]) / max(lines["seconds"], 1e-9), 1
+        ),
         "records_peak_mb": round(merged["peak_mb"] - plan["peak_mb"], 1),
     }
     print(json.dumps(result, indent=2))

@@ -234,3 +234,9 @@ def test_no_pairs_is_no_signal() -> None:
     )
     assert result.status == "no-signal"
     assert compare.exit_code([result], fail_on_regression=False) == 1
+
+
+def test_a_pair_repr_names_its_key_not_its_records() -> None:
+    # asyncio formats the finished main task's result (every pair) when asyncio.run ends.
+    pair = compare.pair_records([record("a", output="x" * 500)], [record("a")]).pairs[0]
+    assert repr(pair) == "Pair(key=('ev', 'a', 0))"

@@ -21,6 +21,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from vally.contracts.protocols import TrialKey
     from vally.engine.experiment import ResolvedExperiment
     from vally.engine.planner import Plan
+    from vally.engine.trialfacts import TrialFacts
     from vally.models.records import TrialResultRecord
 
 SNAPSHOT_FILE = "plan-snapshot.json"
@@ -262,24 +264,47 @@ def write_json_file(path: Path, data: Any) -> None:
 
 @dataclass
 class ShardInput:
-    """One shard directory as read by merge."""
+    """One shard directory as read by merge.
+
+    Attributes:
+        path: The shard folder.
+        manifest: Its ``shard-manifest.json``.
+        snapshot: Its ``plan-snapshot.json`` (one object shared by the shards whose files
+            are identical, see :func:`read_run_shards`).
+        plan_keys: The snapshot's :class:`PlanKeys`, when read by :func:`read_run_shards`.
+        selected_places: The place in the plan of each of the manifest's ``selectedKeys``
+            (-1 for a key not planned), when read by :func:`read_run_shards`.
+    """
 
     path: Path
     manifest: dict[str, Any]
     snapshot: dict[str, Any]
+    plan_keys: PlanKeys | None = None
+    selected_places: array[int] | None = None
 
-    @property
+    def places(self, plan: PlanKeys) -> Iterator[tuple[Any, int]]:
+        """``(key, place in the plan or -1)`` for each of the manifest's ``selectedKeys``."""
+        keys = self.manifest.get("selectedKeys") or []
+        if self.selected_places is not None and self.plan_keys is plan:
+            return zip(keys, self.selected_places, strict=True)
+        return ((key, -1 if (at := plan.find(key)) is None else at) for key in keys)
+
+    @cached_property
     def index(self) -> int:
         """The shard's 1-based index."""
         return int(self.manifest["shard"]["index"])
 
-    @property
+    @cached_property
     def total(self) -> int:
         """The shard count of the run."""
         return int(self.manifest["shard"]["total"])
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
+def _read_json(
+    path: Path, what: str, known: dict[bytes, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The JSON object in ``path``; with ``known`` (file SHA-256 -> object), a file read
+    before is not parsed again and the object read then is returned."""
     if not path.is_file():
         raise ShardValidationError(
             f"{path.parent} has no {path.name}: it is not a shard directory, or the shard "
@@ -288,16 +313,23 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
             "'vally experiment run --shard'",
         )
     try:
-        data = loads_bounded(path.read_text(encoding="utf-8"), max_depth=record_depth())
+        raw = path.read_bytes()
+        digest = hashlib.sha256(raw).digest() if known is not None else b""
+        if known is not None and digest in known:
+            return known[digest]
+        data = loads_bounded(raw.decode("utf-8"), max_depth=record_depth())
     except (OSError, ValueError) as exc:
         raise ShardValidationError(f"cannot read the {what} {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ShardValidationError(f"the {what} {path} is not a JSON object")
+    if known is not None:
+        known[digest] = data
     return data
 
 
-def read_shard(path: Path) -> ShardInput:
-    """Read one shard directory's manifest and plan snapshot.
+def read_shard(path: Path, snapshots: dict[bytes, dict[str, Any]] | None = None) -> ShardInput:
+    """Read one shard directory's manifest and plan snapshot; with ``snapshots`` (file
+    SHA-256 -> snapshot), a snapshot file identical to one read before is not parsed again.
 
     Raises:
         ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
@@ -319,11 +351,59 @@ def read_shard(path: Path) -> ShardInput:
             + " ".join(str(path / name) for name in inner),
         )
     manifest = _read_json(path / MANIFEST_FILE, "shard manifest")
-    snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot")
+    snapshot = _read_json(path / SNAPSHOT_FILE, "plan snapshot", snapshots)
     shard = manifest.get("shard")
     if not isinstance(shard, dict) or "index" not in shard or "total" not in shard:
         raise ShardValidationError(f"the shard manifest {path / MANIFEST_FILE} has no shard")
     return ShardInput(path, manifest, snapshot)
+
+
+def read_run_shards(paths: Iterable[Path]) -> list[ShardInput]:
+    """Read the shard folders of one run (see :func:`read_shard`), holding the plan once:
+    shards whose ``plan-snapshot.json`` files are byte for byte the same share one parsed
+    snapshot, and the trial keys of every manifest are replaced by the snapshot's own
+    strings, so memory grows with the plan once, not once per shard.
+
+    Raises:
+        ShardValidationError: A folder, manifest or snapshot is missing or unreadable.
+    """
+    snapshots: dict[bytes, dict[str, Any]] = {}
+    plans: dict[int, PlanKeys] = {}  # id of a parsed snapshot -> its keys
+    shards: list[ShardInput] = []
+    for path in paths:
+        shard = read_shard(path, snapshots)
+        keys = plans.get(id(shard.snapshot))
+        if keys is None:
+            trials = shard.snapshot.get("trials")
+            keys = PlanKeys([str(k) for k in trials] if isinstance(trials, list) else [])
+            plans[id(shard.snapshot)] = keys
+        shard.plan_keys = keys
+        _share_keys(shard, keys)
+        shards.append(shard)
+    return shards
+
+
+def _share_keys(shard: ShardInput, plan: PlanKeys) -> None:
+    """Replace the manifest's trial keys by the plan's own strings and note the place of
+    each selected one (one lookup per key, made once for every later check)."""
+    manifest = shard.manifest
+    selected, completed = manifest.get("selectedKeys"), manifest.get("completedKeys")
+    if isinstance(selected, list):
+        places = array("q", bytes(8 * len(selected)))
+        shared: list[Any] = []
+        for at, key in enumerate(selected):
+            place = plan.find(key)
+            places[at] = -1 if place is None else place
+            shared.append(key if place is None else plan.trials[place])
+        same = completed == selected  # usually: then both lists are one
+        manifest["selectedKeys"], shard.selected_places = shared, places
+        if same:
+            manifest["completedKeys"] = shared
+            return
+    if isinstance(completed, list):
+        manifest["completedKeys"] = [
+            plan.canonical(k) if isinstance(k, str) else k for k in completed
+        ]
 
 
 def validate_shards(shards: Sequence[ShardInput]) -> None:
@@ -369,9 +449,13 @@ def _check_same_run(shards: Sequence[ShardInput]) -> None:
                 f"shards used different strategies: {first.manifest.get('strategy')!r} "
                 f"({first.path}) and {shard.manifest.get('strategy')!r} ({shard.path})"
             )
-    digest = plan_digest(first.snapshot)
+    digests: dict[int, str] = {}  # shards sharing one snapshot object digest it once
+    for shard in (first, *shards):
+        if id(shard.snapshot) not in digests:
+            digests[id(shard.snapshot)] = plan_digest(shard.snapshot)
+    digest = digests[id(first.snapshot)]
     for shard in shards:
-        if plan_digest(shard.snapshot) != digest or shard.manifest.get("planDigest") != digest:
+        if digests[id(shard.snapshot)] != digest or shard.manifest.get("planDigest") != digest:
             raise ShardValidationError(
                 f"the plan snapshot of {shard.path} differs from that of {first.path}",
                 hint="every shard must run the same experiment file, evals, params and "
@@ -411,24 +495,31 @@ def _check_complete(shards: Sequence[ShardInput]) -> dict[int, ShardInput]:
 
 
 def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> None:
-    """The shards' selected trials partition the planned ones."""
+    """The shards' selected trials partition the planned ones (checked in 3 bytes per
+    planned trial besides the plan's keys)."""
     total = first.total
-    planned = list(first.snapshot.get("trials") or [])
-    owner: dict[str, int] = {}
+    planned = first.plan_keys
+    if planned is None:
+        planned = PlanKeys([str(k) for k in first.snapshot.get("trials") or []])
+    owner = array("H", bytes(2 * len(planned)))
+    unknown: dict[str, int] = {}  # keys not in the plan -> the shard that ran them
     for index in sorted(by_index):
-        for key in by_index[index].manifest.get("selectedKeys") or []:
-            if key in owner:
+        for key, place in by_index[index].places(planned):
+            if place < 0:
+                ran = unknown.setdefault(key, index)
+            else:
+                ran = owner[place] or index
+                owner[place] = ran
+            if ran != index:
                 raise ShardValidationError(
-                    f"shards {owner[key]}/{total} and {index}/{total} both ran trial {key}: "
+                    f"shards {ran}/{total} and {index}/{total} both ran trial {key}: "
                     "their slices overlap"
                 )
-            owner[key] = index
-    unknown = sorted(set(owner) - set(planned))
     if unknown:
         raise ShardValidationError(
-            f"shards ran trial(s) that are not in the plan, e.g. {unknown[0]}"
+            f"shards ran trial(s) that are not in the plan, e.g. {min(map(str, unknown))}"
         )
-    uncovered = [k for k in planned if k not in owner]
+    uncovered = [planned.trials[place] for place, ran in enumerate(owner) if not ran]
     if uncovered:
         raise ShardValidationError(
             f"the shards do not cover the plan: {len(uncovered)} planned trial(s) were run "
@@ -436,34 +527,80 @@ def _check_partition(first: ShardInput, by_index: Mapping[int, ShardInput]) -> N
         )
 
 
+class PlanKeys(Mapping[str, int]):
+    """The planned trial keys of a run, in plan order, as a read-only map from key to its
+    place in the plan. The keys are the snapshot's own strings (the map adds about 70
+    bytes per key, no string), and :meth:`canonical` lets other lists of the same keys
+    (the manifests') share them instead of holding copies.
+
+    Args:
+        keys: The planned keys, in plan order (the snapshot's ``trials``).
+    """
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        self.trials = keys
+        """The planned keys, in plan order."""
+        self.places = {key: place for place, key in enumerate(keys)}
+
+    def find(self, key: object) -> int | None:
+        """``key``'s place in the plan, or None when it is not planned."""
+        return self.places.get(key) if isinstance(key, str) else None
+
+    def __getitem__(self, key: str) -> int:
+        place = self.find(key)
+        if place is None:
+            raise KeyError(key)
+        return place
+
+    def __len__(self) -> int:
+        return len(self.places)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.places)
+
+    def canonical(self, key: str) -> str:
+        """The plan's own string equal to ``key`` (so a copy read elsewhere can be
+        dropped), or ``key`` itself when it is not planned."""
+        place = self.find(key)
+        return key if place is None else self.trials[place]
+
+
 class TrialIndex:
     """Every planned trial of a sharded run: its place in the plan, the shard that selected
-    it and whether its record was read. Takes a dict entry and three bytes per planned
-    trial, so checking a merge's records costs no memory per record.
+    it and whether its record was read. Takes three bytes per planned trial besides the
+    plan's keys (see :class:`PlanKeys`), so checking a merge's records costs no memory per
+    record.
 
     Args:
         snapshot: The plan snapshot (its ``trials``, in plan order).
         shards: The run's shards (each one's ``selectedKeys``).
+        position: The snapshot's :class:`PlanKeys`, when already built.
     """
 
-    def __init__(self, snapshot: Mapping[str, Any], shards: Sequence[ShardInput]) -> None:
-        self.position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
+    def __init__(
+        self,
+        snapshot: Mapping[str, Any],
+        shards: Sequence[ShardInput],
+        position: PlanKeys | None = None,
+    ) -> None:
+        self.position = position or PlanKeys(list(map(str, snapshot.get("trials") or [])))
         self.owner = array("H", bytes(2 * len(self.position)))
         self.read = bytearray(len(self.position))
         for shard in shards:
-            for key in shard.manifest.get("selectedKeys") or []:
-                place = self.position.get(str(key))
-                if place is not None:
-                    self.owner[place] = shard.index
+            number = shard.index
+            for _key, place in shard.places(self.position):
+                if place >= 0:
+                    self.owner[place] = number
 
-    def take(self, shard: ShardInput, path: Path, key: str) -> None:
-        """Mark ``key`` read, or fail: not selected by ``shard``, or read before.
+    def take(self, shard: ShardInput, path: Path, key: str) -> int:
+        """Mark ``key`` read and return its place in the plan, or fail: not selected by
+        ``shard``, or read before.
 
         Raises:
             ShardValidationError: ``path`` holds a trial the shard did not select, or holds
                 one trial twice.
         """
-        place = self.position.get(key)
+        place = self.position.find(key)
         if place is None or self.owner[place] != shard.index:
             raise ShardValidationError(
                 f"{path} holds trial {key}, which shard {shard.index}/{shard.total} did not select"
@@ -476,12 +613,13 @@ class TrialIndex:
                 "a fresh output directory with the same --run-id and --shard",
             )
         self.read[place] = 1
+        return place
 
     def unread(self, keys: Iterable[str]) -> list[str]:
         """Those of ``keys`` whose record was not read."""
         out: list[str] = []
         for key in keys:
-            place = self.position.get(str(key))
+            place = self.position.find(str(key))
             if place is None or not self.read[place]:
                 out.append(str(key))
         return out
@@ -492,9 +630,11 @@ def stream_shard_records(
     variant_dirs: Mapping[str, str],
     index: TrialIndex,
     warn: Callable[[str], None] | None = None,
-) -> Iterator[tuple[str, str, TrialResultRecord]]:
-    """``(variant, line text, record)`` for every record of one shard, variant by variant
-    in file order, one at a time (memory does not grow with the records).
+) -> Iterator[tuple[str, str, TrialFacts, int]]:
+    """``(variant, line text, facts, place in the plan)`` for every record of one shard,
+    variant by variant in file order, one at a time (memory does not grow with the
+    records). Only the fields the facts come from are validated (see
+    :func:`vally.engine.trialfacts.facts_from_json`); the line is passed on as written.
 
     Args:
         shard: The shard.
@@ -503,20 +643,20 @@ def stream_shard_records(
         warn: Receives warnings (a torn last line, skipped).
 
     Raises:
-        ShardValidationError: A results file is unreadable, holds a trial the shard did
-            not select, or holds one trial twice; or the shard completed a trial that no
-            results file holds (checked once every record was read).
+        ShardValidationError: A results file is unreadable or has a bad line (with its
+            ``file:line`` and the field), holds a trial the shard did not select, or holds
+            one trial twice; or the shard completed a trial that no results file holds
+            (checked once every record was read).
     """
-    from vally.engine.rundir import iter_record_lines
+    from vally.engine.trialfacts import read_fact_lines
 
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
             continue
         try:
-            for line, record in iter_record_lines(path, warn):
-                index.take(shard, path, record_key_id(record))
-                yield variant, line, record
+            for _number, line, facts in read_fact_lines(path, warn):
+                yield variant, line, facts, index.take(shard, path, facts.key_id)
         except ShardValidationError:
             raise
         except VallyError as exc:

@@ -19,6 +19,7 @@ from vally.engine.planner import PlannedEval
 from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
 from vally.engine.scoring import summarize_eval
 from vally.engine.tally import EvalTally
+from vally.engine.trialfacts import TrialFacts
 from vally.errors import OutputError
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
@@ -152,13 +153,17 @@ class PlanTallies:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count ``record`` in its (variant, eval); records of other evals are ignored."""
-        from vally.engine.shards import record_key_id
+        self.add_facts(TrialFacts.of_record(record))
 
-        tally = self.evals.get((record.variant or "", record.eval_name))
+    def add_facts(self, facts: TrialFacts, place: int | None = None) -> None:
+        """Count a record from its facts (see :meth:`add`); ``place`` is its trial's place
+        in the plan when the caller looked it up already."""
+        tally = self.evals.get((facts.variant, facts.eval_name))
         self.count += 1
         if tally is not None:
-            unknown = len(self.position)
-            tally.add(record, (self.position.get(record_key_id(record), unknown), self.count))
+            if place is None:
+                place = self.position.get(facts.key_id, len(self.position))
+            tally.add_facts(facts, (place, self.count))
 
 
 class VariantSummaries:

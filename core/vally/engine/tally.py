@@ -9,10 +9,12 @@ models of the summary are listed by their first rank, whatever order the records
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from vally._version import __version__
+from vally.engine.trialfacts import USAGE_FIELDS, TrialFacts, usage_of
 from vally.models.records import (
     ExperimentBlock,
     RunSummaryRecord,
@@ -20,13 +22,6 @@ from vally.models.records import (
     TrialResultRecord,
 )
 from vally.models.trajectory import utc_now
-from vally.models.usage import Usage
-
-
-def _errored(record: TrialResultRecord) -> bool:
-    if record.status != "success" or record.grade_result is None:
-        return True
-    return record.grade_result.errored
 
 
 def _mean(total: float, count: int) -> float | None:
@@ -37,7 +32,7 @@ class StimulusTally:
     """The counters of one (stimulus, model) of an eval.
 
     Args:
-        record: The first record seen of that stimulus and model.
+        record: The first record seen of that stimulus and model (its facts).
         rank: That record's rank.
     """
 
@@ -61,43 +56,42 @@ class StimulusTally:
         "wall_time_ms",
     )
 
-    def __init__(self, record: TrialResultRecord, rank: Any) -> None:
+    def __init__(self, record: TrialFacts, rank: Any) -> None:
         self.rank = rank
         self.stimulus_name = record.stimulus_name
         self.model = record.model
         self.first_index = record.trial_index
-        self.first_has_graders = bool(record.stimulus.graders)
+        self.first_has_graders = record.stimulus_has_graders
         self.any_has_graders = False
         self.trials = self.graded = self.passed = self.errored = 0
         self.score_sum = 0.0
         self.trajectories = self.tokens = self.turns = self.tool_calls = self.errors = 0
         self.wall_time_ms = 0.0
 
-    def add(self, record: TrialResultRecord, rank: Any) -> None:
+    def add(self, record: TrialFacts, rank: Any) -> None:
         """Count one more trial of this stimulus and model."""
         if rank < self.rank:
             self.rank = rank
         if record.trial_index < self.first_index:
             self.first_index = record.trial_index
-            self.first_has_graders = bool(record.stimulus.graders)
+            self.first_has_graders = record.stimulus_has_graders
         self.trials += 1
-        grade = record.grade_result
-        if grade is not None and grade.has_graders:
+        graded = record.graded and record.has_graders
+        if graded:
             self.any_has_graders = True
-        if _errored(record):
+        if record.errored:
             self.errored += 1
-        elif grade is not None and grade.has_graders:
+        elif graded:
             self.graded += 1
-            self.passed += int(grade.passed)
-            self.score_sum += grade.score
-        if record.trajectory is not None:
-            metrics = record.trajectory.metrics
+            self.passed += int(record.passed)
+            self.score_sum += record.score
+        if record.trajectory:
             self.trajectories += 1
-            self.tokens += metrics.token_usage.total_tokens
-            self.turns += metrics.turn_count
-            self.tool_calls += metrics.tool_call_count
-            self.wall_time_ms += metrics.wall_time_ms
-            self.errors += metrics.error_count
+            self.tokens += record.tokens
+            self.turns += record.turns
+            self.tool_calls += record.tool_calls
+            self.wall_time_ms += record.wall_time_ms
+            self.errors += record.errors
 
     def summary(self) -> StimulusSummary:
         """The stimulus's summary, as :func:`vally.engine.scoring.summarize_stimulus` gives."""
@@ -133,11 +127,16 @@ class EvalTally:
         self.trials = self.graded = self.passed = self.errored = 0
         self.started_at: str | None = None
         self.completed_at: str | None = None
-        self.usage = Usage()
+        self.usage = [0] * (2 * len(USAGE_FIELDS))
 
     def add(self, record: TrialResultRecord, rank: Any = None) -> None:
         """Count one trial record; ``rank`` (default: the arrival order) places its
         stimulus and model in the summary."""
+        self.add_facts(TrialFacts.of_record(record), rank)
+
+    def add_facts(self, record: TrialFacts, rank: Any = None) -> None:
+        """Count one trial from its facts (see :meth:`add`), e.g. read from a results line
+        without building the record (:func:`vally.engine.trialfacts.facts_from_json`)."""
         if rank is None:
             rank = self.trials
         key = (record.stimulus_name, record.model)
@@ -148,13 +147,13 @@ class EvalTally:
         known = self.model_ranks.get(record.model, rank)
         self.model_ranks[record.model] = min(known, rank)
         self.trials += 1
-        self.usage = self.usage.plus(record.usage)
-        grade = record.grade_result
-        if _errored(record):
+        if any(record.usage):
+            self.usage = list(map(operator.add, self.usage, record.usage))
+        if record.errored:
             self.errored += 1
-        elif grade is not None and grade.has_graders:
+        elif record.graded and record.has_graders:
             self.graded += 1
-            self.passed += int(grade.passed)
+            self.passed += int(record.passed)
         if self.started_at is None or record.started_at < self.started_at:
             self.started_at = record.started_at
         if self.completed_at is None or record.completed_at > self.completed_at:
@@ -205,5 +204,5 @@ class EvalTally:
             vally_version=vally_version,
             plugins=[dict(p) for p in plugins],
             experiment=experiment,
-            usage=self.usage,
+            usage=usage_of(self.usage),
         )

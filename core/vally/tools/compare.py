@@ -64,11 +64,15 @@ PairKey = tuple[str, str, int]
 
 @dataclass(frozen=True)
 class Pair:
-    """A baseline trial and the treatment trial it is compared with."""
+    """A baseline trial and the treatment trial it is compared with.
+
+    Its ``repr`` shows the key only: asyncio formats the finished main task's result when
+    ``asyncio.run`` ends, and the records of every pair would make that string huge.
+    """
 
     key: PairKey
-    baseline: TrialResultRecord
-    treatment: TrialResultRecord
+    baseline: TrialResultRecord = field(repr=False)
+    treatment: TrialResultRecord = field(repr=False)
 
 
 @dataclass(frozen=True)

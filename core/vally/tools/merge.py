@@ -30,12 +30,13 @@ from vally.engine.shards import (
     ShardInput,
     TrialIndex,
     plan_digest,
-    read_shard,
+    read_run_shards,
     stream_shard_records,
     validate_shards,
     write_json_file,
 )
 from vally.engine.summaries import PlanTallies, VariantSummaries
+from vally.engine.trialfacts import TrialFacts
 from vally.errors import OutputError
 from vally.models.jsontext import loads_bounded
 from vally.models.limits import record_depth
@@ -223,10 +224,12 @@ def _offloaded_from(record: TrialResultRecord, shard_dir: Path, target: Path) ->
 
 
 def _write_line(
-    handle: IO[str], line: str, record: TrialResultRecord, shard_dir: Path, target: Path
+    handle: IO[str], line: str, facts: TrialFacts, shard_dir: Path, target: Path
 ) -> None:
-    """The shard's line, unchanged unless offloaded texts' paths must move."""
-    if record.offloaded:
+    """The shard's line, unchanged unless offloaded texts' paths must move (then the whole
+    record is validated and written again)."""
+    if facts.offloaded:
+        record = TrialResultRecord.model_validate_json(line)
         line = _offloaded_from(record, shard_dir, target).to_json_line()
     handle.write(line if line.endswith("\n") else line + "\n")
 
@@ -241,8 +244,9 @@ def stream_records(
 ) -> list[Path]:
     """Write every variant's merged ``results.jsonl`` from the shards' lines (passed through
     unchanged unless offloaded paths move) and count each record into ``tallies``, one
-    record at a time. Each file is written next to its place and renamed there once every
-    shard was read, so a shard failing validation leaves the merged folder as it was.
+    record at a time, validating only the fields the checks and the summaries read. Each
+    file is written next to its place and renamed there once every shard was read, so a
+    shard failing validation leaves the merged folder as it was.
 
     Args:
         shards: The validated shards, in shard order.
@@ -269,9 +273,9 @@ def stream_records(
             handles[variant] = stack.enter_context(temp.open("w", encoding="utf-8"))
             stack.callback(temp.unlink, missing_ok=True)
         for shard in shards:
-            for variant, line, record in stream_shard_records(shard, folders, index, warn):
-                _write_line(handles[variant], line, record, shard.path, target)
-                tallies.add(record)
+            for variant, line, facts, place in stream_shard_records(shard, folders, index, warn):
+                _write_line(handles[variant], line, facts, shard.path, target)
+                tallies.add_facts(facts, place)
         for handle in handles.values():
             handle.close()
         for variant, temp in temps.items():
@@ -286,7 +290,7 @@ def read_shards(request: MergeRequest) -> list[ShardInput]:
         ShardValidationError: A folder is not a shard, or the shards do not make one run.
     """
     cwd = Path.cwd()
-    shards = [read_shard(absolute(cwd, d)) for d in request.shard_dirs]
+    shards = read_run_shards(absolute(cwd, d) for d in request.shard_dirs)
     validate_shards(shards)
     shards.sort(key=lambda s: s.index)
     return shards
@@ -308,7 +312,7 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run_id = str(first.manifest["runId"])
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
-    index = TrialIndex(snapshot, shards)
+    index = TrialIndex(snapshot, shards, first.plan_keys)
     tallies = summarizer.tallies(index.position)
     read_warnings: list[str] = []
     try:

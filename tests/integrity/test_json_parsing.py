@@ -1,0 +1,38 @@
+"""JSON lines parse to what ``json.loads`` gives, whichever parser reads them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from vally.models import jsontext
+
+TEXTS = [
+    '{"a": 1, "b": [true, null, 2.5], "c": "\\u00e9\\u2603"}',
+    '{"score": NaN, "big": Infinity, "small": -Infinity}',  # orjson refuses these
+    '{"n": 123456789012345678901234567890}',  # beyond 64 bits
+    '{"n": -18446744073709551617, "m": 18446744073709551615}',
+    '{"f": 0.1, "g": 1e-7, "h": 5e-324, "i": -0.0, "j": 1.7976931348623157e308}',
+    '{"s": "\\ud800"}',  # a lone surrogate
+    '{"k": 1, "k": 2}',  # a repeated key: the last one wins
+    "1e400",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_loads_gives_what_json_gives(text: str) -> None:
+    got, expected = jsontext.loads(text), json.loads(text)
+    assert repr(got) == repr(expected)  # repr: NaN != NaN
+    assert repr(jsontext.loads_bounded(text, max_depth=8)) == repr(expected)
+
+
+def test_bad_json_raises_json_own_error() -> None:
+    with pytest.raises(json.JSONDecodeError, match="Expecting value: line 1 column 7"):
+        jsontext.loads('{"a": ')
+
+
+def test_the_fast_parser_is_used_when_installed() -> None:
+    installed = importlib.util.find_spec("orjson") is not None
+    assert (jsontext._FAST_LOADS is not None) == installed
