@@ -7,15 +7,20 @@ container serves one trial and is removed with it: it is never returned to the p
 trial ever sees what another one left.
 
 The pool holds at most ``limit`` spare containers and never more than the most trials it has
-seen open at once (so never more than the run's workers). Containers it made but nobody took
-are removed by :meth:`WarmPool.close`; should the process die first, they carry the run's
-labels like every other container and the next run's sweep (or ``vally docker prune``)
-removes them.
+seen open at once (so never more than the run's workers). It makes one container at a time:
+the engine is never asked for more than one container ahead of the trials, so when it is
+already saturated the pool does not compete with the trials (they then create their own,
+as without a pool) and when it is not the spares are ready long before they are needed.
+
+Containers it made but nobody took are removed by :meth:`WarmPool.close`; should the process
+die first, they carry the run's labels like every other container and the next run's sweep
+(or ``vally docker prune``) removes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -82,8 +87,22 @@ class WarmPool:
         self._open = max(0, self._open - 1)
 
     def _refill(self) -> None:
-        while not self._closed and len(self._spares) < self.target:
-            self._spares.append(asyncio.ensure_future(run_blocking(self._make)))
+        """Start making the next spare when fewer than :attr:`target` are there and none is
+        being made."""
+        if self._closed or len(self._spares) >= self.target:
+            return
+        if any(not task.done() for task in self._spares):
+            return
+        task = asyncio.ensure_future(run_blocking(self._make))
+        task.add_done_callback(self._made)
+        self._spares.append(task)
+
+    def _made(self, task: asyncio.Task[ContainerInfo]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            with contextlib.suppress(ValueError):
+                self._spares.remove(task)  # a failed creation is no spare
+            return  # and no retry until the next trial asks
+        self._refill()
 
     async def close(self) -> list[str]:
         """Stop refilling and remove every spare container, waiting for those still being
