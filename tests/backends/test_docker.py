@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,33 @@ def _trial(
     )
 
 
+_STARTED_RUNS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_unused_spares() -> Iterator[None]:
+    """Many tests close their sandbox but never shut their backend down (the run engine
+    always does): remove the warm pool's spares those runs leave."""
+    yield
+    if not _STARTED_RUNS:
+        return
+    import docker
+
+    client = docker.from_env()
+    try:
+        while _STARTED_RUNS:
+            for item in containers_of_run(client.api, _STARTED_RUNS.pop()):
+                with contextlib.suppress(Exception):
+                    client.api.remove_container(item["Id"], force=True, v=True)
+    finally:
+        client.close()
+
+
 async def _backend(image: str | None, **args: Any) -> DockerBackend:
     backend = DockerBackend(Config.model_validate({"image": image, "pull": "never", **args}))
-    await backend.start(_run_id())
+    run_id = _run_id()
+    _STARTED_RUNS.append(run_id)
+    await backend.start(run_id)
     return backend
 
 
