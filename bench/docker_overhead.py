@@ -1,17 +1,24 @@
-"""Measure the per-trial overhead of the ``docker`` backend against ``local``.
+"""Measure the per-trial cost of the ``docker`` backend against its limit, a raw
+``docker run --rm <image> true`` loop, side by side in one run.
 
 Usage (from the repository root, with a Docker engine running)::
 
-    python3 bench/docker_overhead.py                    # 20 trials per setting
-    python3 bench/docker_overhead.py --trials 50 --image my-image:tag
+    python3 bench/docker_overhead.py                    # 40 trials per setting, 3 rounds
+    python3 bench/docker_overhead.py --trials 100 --rounds 5 --image my-image:tag
     python3 bench/docker_overhead.py --json out.json    # also write the numbers as JSON
 
 Each trial does what the run engine does around a trivial agent: ``Backend.open`` (for
-docker: create and start a container and its workspace), one ``exec(["true"])`` (the agent)
-and ``Sandbox.close`` (remove the container). Trials run through an asyncio pool of 1 and 4
-workers. Reported: wall time per trial (total time / trials, what a run pays), the median
-latency of each step, and trials per second. The backend's ``start`` (image checks, sweep)
-is timed separately: it is paid once per run.
+docker: a started container with its workspace, from the warm pool when one is ready), one
+``exec(["true"])`` (the agent) and ``Sandbox.close`` (remove the container). Trials run
+through an asyncio pool of 1 and 4 workers. The raw loop runs ``docker run --rm <image>
+true`` (the CLI: create, attach, start, wait, remove) through the same pool. Settings
+alternate within each round (raw, docker with the pool, docker without it, local), so a
+busy machine slows all of them alike; the ratios of each round against the raw loop of the
+same round are reported with their median. Reported per setting: wall time per trial
+(total time / trials, what a run pays), its ratio to the raw loop at the same workers, and
+the median latency of each step. The backend's ``start`` (image checks, sweep) is timed
+separately: it is paid once per run; the pool's spares left at the end are removed inside
+the timed part.
 
 Without ``--image`` the busybox test image (``tests/fixtures/docker/busybox``, built
 ``FROM scratch`` with ``/bin/busybox``) is built locally; nothing is pulled.
@@ -25,6 +32,7 @@ import hashlib
 import json
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -61,15 +69,34 @@ def build_busybox_image(busybox: Path) -> str:
     return tag
 
 
+SETTINGS = ("raw", "docker", "docker-nopool", "local")
+"""What one round measures, in this order: the raw ``docker run --rm`` loop, the docker
+backend with its warm pool (the default) and without it (``pool=0``), the local backend."""
+
+
 def make_backend(name: str, image: str) -> Any:
-    """A fresh backend instance of ``name``."""
+    """A fresh backend instance for the setting ``name``."""
     if name == "local":
         from vally_backends.local import LocalBackend
 
         return LocalBackend()
     from vally_backends.docker import Config, DockerBackend
 
-    return DockerBackend(Config(image=image, pull="never"))
+    pool = 0 if name == "docker-nopool" else Config.model_fields["pool"].default
+    return DockerBackend(Config(image=image, pull="never", pool=pool))
+
+
+async def raw_trial(image: str) -> dict[str, float]:
+    """One ``docker run --rm <image> true``; the whole run counts as ``exec``."""
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        "docker", "run", "--rm", "--network", "none", image, "true",
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    t1 = time.perf_counter()
+    return {"open": 0.0, "exec": t1 - t0, "close": 0.0, "total": t1 - t0}
 
 
 async def one_trial(backend: Any, run_id: str, index: int) -> dict[str, float]:
@@ -94,11 +121,12 @@ async def one_trial(backend: Any, run_id: str, index: int) -> dict[str, float]:
 
 
 async def measure(name: str, image: str, trials: int, workers: int) -> dict[str, Any]:
-    """Run ``trials`` trials on a fresh backend with ``workers`` concurrent workers."""
-    backend = make_backend(name, image)
+    """Run ``trials`` trials of setting ``name`` with ``workers`` concurrent workers."""
+    backend = None if name == "raw" else make_backend(name, image)
     run_id = f"bench-{name}-{workers}-{time.time_ns()}"
     s0 = time.perf_counter()
-    await backend.start(run_id)
+    if backend is not None:
+        await backend.start(run_id)
     start_s = time.perf_counter() - s0
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(trials):
@@ -108,18 +136,22 @@ async def measure(name: str, image: str, trials: int, workers: int) -> dict[str,
     async def worker() -> None:
         while not queue.empty():
             index = queue.get_nowait()
-            steps.append(await one_trial(backend, run_id, index))
+            if backend is None:
+                steps.append(await raw_trial(image))
+            else:
+                steps.append(await one_trial(backend, run_id, index))
 
     w0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
+    if backend is not None:
+        await backend.shutdown()  # removes the pool's unused spares: part of the cost
     wall = time.perf_counter() - w0
-    await backend.shutdown()
 
     def median_ms(key: str) -> float:
         return round(statistics.median(s[key] for s in steps) * 1000, 1)
 
     return {
-        "backend": name,
+        "setting": name,
         "workers": workers,
         "trials": trials,
         "start_ms": round(start_s * 1000, 1),
@@ -132,40 +164,70 @@ async def measure(name: str, image: str, trials: int, workers: int) -> dict[str,
     }
 
 
+def summarise(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per setting and workers: the median over rounds of the wall time per trial and of
+    its ratio to the raw loop of the same round (and the worst ratio)."""
+    rows = []
+    keys = [(r["setting"], r["workers"]) for r in rounds[0]]
+    for setting, workers in keys:
+        ratios, walls = [], []
+        for results in rounds:
+            row = next(r for r in results if (r["setting"], r["workers"]) == (setting, workers))
+            raw = next(r for r in results if (r["setting"], r["workers"]) == ("raw", workers))
+            walls.append(row["wall_per_trial_ms"])
+            ratios.append(row["wall_per_trial_ms"] / raw["wall_per_trial_ms"])
+        rows.append(
+            {
+                "setting": setting,
+                "workers": workers,
+                "wall_per_trial_ms": round(statistics.median(walls), 1),
+                "ratio_to_raw": round(statistics.median(ratios), 2),
+                "worst_ratio": round(max(ratios), 2),
+            }
+        )
+    return rows
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    """The rows as a markdown table."""
-    header = (
-        "| backend | workers | trials | wall/trial (ms) | trials/s | median open | "
-        "median exec | median close | start (once) |"
-    )
-    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    """The summary rows as a markdown table."""
+    lines = [
+        "| setting | workers | wall/trial (ms) | ratio to raw (median) | worst ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
         lines.append(
-            f"| {r['backend']} | {r['workers']} | {r['trials']} | {r['wall_per_trial_ms']} | "
-            f"{r['trials_per_s']} | {r['median_open_ms']} | {r['median_exec_ms']} | "
-            f"{r['median_close_ms']} | {r['start_ms']} |"
+            f"| {r['setting']} | {r['workers']} | {r['wall_per_trial_ms']} | "
+            f"{r['ratio_to_raw']} | {r['worst_ratio']} |"
         )
     return "\n".join(lines)
 
 
 def main() -> None:
-    """Parse flags, run every setting, print a markdown table."""
+    """Parse flags, run every setting round by round, print a markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--image", default=None, help="image for docker (default: busybox)")
     parser.add_argument("--busybox", type=Path, default=Path("/bin/busybox"))
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
     image = args.image or build_busybox_image(args.busybox)
-    rows = []
-    for name in ("local", "docker"):
-        for workers in (1, 4):
-            rows.append(asyncio.run(measure(name, image, args.trials, workers)))
-            print(json.dumps(rows[-1]), flush=True)
+    settings = ["raw", *(s for s in args.settings if s != "raw")]
+    rounds: list[list[dict[str, Any]]] = []
+    for _ in range(args.rounds):
+        results = []
+        for workers in args.workers:
+            for name in settings:
+                results.append(asyncio.run(measure(name, image, args.trials, workers)))
+                print(json.dumps(results[-1]), flush=True)
+        rounds.append(results)
+    rows = summarise(rounds)
     print()
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        args.json.write_text(json.dumps({"rounds": rounds, "summary": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -89,3 +89,8 @@ def containers_of_run(api: Any, run_id: str) -> list[dict[str, Any]]:
         all=True, filters={"label": f"vally.run-id={run_id}"}
     )
     return result
+
+
+def run_container_ids(api: Any, run_id: str) -> set[str]:
+    """The ids of every container labelled with ``run_id``."""
+    return {item["Id"] for item in containers_of_run(api, run_id)}

@@ -19,7 +19,6 @@ import shutil
 import tarfile
 import tempfile
 import time
-import uuid
 import weakref
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +34,7 @@ from vally import (
 )
 from vally_backends.docker.archive import TarBuilder
 from vally_backends.docker.cleanup import (
+    LABEL_POOLED,
     LABEL_TRIAL,
     base_labels,
     find_leftovers,
@@ -43,6 +43,7 @@ from vally_backends.docker.cleanup import (
 )
 from vally_backends.docker.config import Config as DockerConfig
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
+from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
 from vally_backends.local import fresh_folder, run_git
 
@@ -191,6 +192,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self.warnings: list[str] = []
         self._env: dict[str, str] = {}
         self._sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+        self._pool: WarmPool | None = None
         self.storage_quota = False
         """Whether the engine enforces ``disk`` as a storage quota (decided in start)."""
 
@@ -220,6 +222,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         if self.config.disk is not None:
             self.storage_quota = await run_blocking(self._storage_quota_works)
         self._env = {name: os.environ[name] for name in self.config.env if name in os.environ}
+        if self.config.pool > 0:
+            self._pool = WarmPool(self._create_spare, self._remove_spare, self.config.pool)
         for warning in self.warnings:
             logger.warning("docker backend: %s", warning)
 
@@ -429,15 +433,14 @@ class DockerBackend(BaseBackend[DockerConfig]):
     # ----------------------------------------------------------------- open
 
     async def open(self, trial: TrialContext) -> DockerSandbox:
-        """Create and start the trial's container with its workspace (and git checkout).
+        """Give the trial a started container with its workspace (and git checkout): a
+        spare from the warm pool when one is ready, else a new one.
 
         Raises:
             SetupError: The container or the workspace could not be created.
         """
         if not self.image:
             raise BackendError("the docker backend was not started; call start(run_id) first")
-        labels = {**dict(trial.labels), **base_labels(trial.run_id or self.run_id)}
-        labels[LABEL_TRIAL] = trial.key.as_id()
         env = {**self._env, **{str(k): str(v) for k, v in trial.environment.env.items()}}
         if trial.keep_workspace is not None:
             try:
@@ -447,8 +450,49 @@ class DockerBackend(BaseBackend[DockerConfig]):
                     f"cannot prepare the kept workspace {trial.keep_workspace}: {exc}",
                     hint="check that the --workspace folder is writable",
                 ) from exc
+        pool = self._pool
+        info: ContainerInfo | None = None
         try:
-            info = await run_blocking(self._create, labels, env)
+            if pool is not None:
+                info = await pool.take()
+            if info is None:
+                info = await self._create_for(trial)
+        except BaseException:
+            if pool is not None:
+                pool.release()
+            raise
+        sandbox = DockerSandbox(
+            self.api,
+            info,
+            workdir=self.config.workdir,
+            memory=self.config.memory,
+            keep_workspace=trial.keep_workspace,
+            env=env,
+            on_close=self._closed,
+        )
+        self._sandboxes.add(sandbox)
+        if trial.environment.git is not None:
+            try:
+                await self._checkout(trial, sandbox)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await sandbox.close()
+                raise
+        return sandbox
+
+    def _closed(self, sandbox: DockerSandbox) -> None:
+        """Bookkeeping once a sandbox's container is gone: it needs no removal at shutdown,
+        and the pool counts one trial fewer open."""
+        self._sandboxes.discard(sandbox)
+        if self._pool is not None:
+            self._pool.release()
+
+    async def _create_for(self, trial: TrialContext) -> ContainerInfo:
+        """A new container labelled with the trial (when the pool had none ready)."""
+        labels = {**dict(trial.labels), **base_labels(trial.run_id or self.run_id)}
+        labels[LABEL_TRIAL] = trial.key.as_id()
+        try:
+            return await run_blocking(self._create, labels)
         except BackendError:
             raise
         except Exception as exc:
@@ -457,52 +501,49 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 hint="the image needs /bin/sh and sleep; check the backend arguments "
                 "('docker info' shows the engine)",
             ) from exc
-        sandbox = DockerSandbox(
-            self.api,
-            info,
-            workdir=self.config.workdir,
-            memory=self.config.memory,
-            keep_workspace=trial.keep_workspace,
-        )
-        self._sandboxes.add(sandbox)
-        try:
-            await sandbox.record_idle()
-            if trial.environment.git is not None:
-                await self._checkout(trial, sandbox)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await sandbox.close()
-            raise
-        return sandbox
 
-    def _create(self, labels: dict[str, str], env: dict[str, str]) -> ContainerInfo:
-        from docker.types import Mount, Ulimit
+    def _create_spare(self) -> ContainerInfo:
+        """A container for the warm pool: labelled with the run only (its trial is not
+        known yet)."""
+        return self._create({**base_labels(self.run_id), LABEL_POOLED: "1"})
+
+    def _remove_spare(self, info: ContainerInfo) -> None:
+        """Remove a pooled container no trial took (and its workspace volume)."""
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            self.api.remove_container(info.id, force=True, v=True)
+
+    def _host_config(self, labels: dict[str, str]) -> Any:
+        """The container's limits, and its workspace mount when it needs one."""
+        from docker.types import DriverConfig, Mount, Ulimit
 
         config = self.config
-        workdir = config.workdir
         mounts: list[Any] = []
         tmpfs: dict[str, str] | None = None
-        volume: str | None = None
         disk = config.disk_bytes
         quota = disk is not None and self.storage_quota
-        if config.read_only or (disk is not None and not quota):
-            # The workspace on its own size-limited mount (memory-backed).
-            volume = f"vally-ws-{uuid.uuid4().hex[:16]}"
+        if self.workspace_volume:
+            # The workspace on its own size-limited, memory-backed mount: an anonymous
+            # volume made with the container and removed with it (``v=True``).
             size = disk if disk is not None else config.memory_bytes
-            self.api.create_volume(
-                volume,
-                driver="local",
-                driver_opts={
-                    "type": "tmpfs",
-                    "device": "tmpfs",
-                    "o": f"uid={self.uid},gid={self.gid},mode=0755,size={size}",
-                },
-                labels=labels,
+            options = {
+                "type": "tmpfs",
+                "device": "tmpfs",
+                "o": f"uid={self.uid},gid={self.gid},mode=0755,size={size}",
+            }
+            mounts.append(
+                Mount(
+                    target=config.workdir,
+                    source=None,
+                    type="volume",
+                    labels=labels,
+                    driver_config=DriverConfig("local", options=options),
+                )
             )
-            mounts.append(Mount(target=workdir, source=volume, type="volume"))
         if config.read_only:
             tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
-        host_config = self.api.create_host_config(
+        return self.api.create_host_config(
             network_mode=config.network,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
@@ -517,27 +558,33 @@ class DockerBackend(BaseBackend[DockerConfig]):
             storage_opt={"size": config.disk} if quota else None,
             ulimits=[Ulimit(name="fsize", soft=disk, hard=disk)] if disk is not None else None,
         )
+
+    @property
+    def workspace_volume(self) -> bool:
+        """Whether the workspace is a per-container size-limited mount (read-only root, or
+        a disk limit the engine cannot enforce as a storage quota)."""
+        disk = self.config.disk_bytes
+        return self.config.read_only or (disk is not None and not self.storage_quota)
+
+    def _create(self, labels: dict[str, str]) -> ContainerInfo:
+        """Create and start one container: two engine calls when the workspace is a volume
+        (it exists, empty and owned by the user, from the start), three otherwise (the
+        empty workspace folder is put in before the start)."""
+        workdir = self.config.workdir
         user = f"{self.uid}:{self.gid}"
-        try:
-            created = self.api.create_container(
-                self.image,
-                entrypoint=IDLE_COMMAND[:1],
-                command=IDLE_COMMAND[1:],
-                user=user,
-                environment=env,
-                working_dir=workdir,
-                labels=labels,
-                host_config=host_config,
-                hostname="vally-sandbox",
-            )
-        except Exception:
-            if volume is not None:
-                with contextlib.suppress(Exception):
-                    self.api.remove_volume(volume, force=True)
-            raise
+        created = self.api.create_container(
+            self.image,
+            entrypoint=IDLE_COMMAND[:1],
+            command=IDLE_COMMAND[1:],
+            user=user,
+            working_dir=workdir,
+            labels=labels,
+            host_config=self._host_config(labels),
+            hostname="vally-sandbox",
+        )
         container = created["Id"]
         try:
-            if volume is None:
+            if not self.workspace_volume:
                 builder = TarBuilder(self.uid, self.gid)
                 builder.add_dir(workdir.lstrip("/"))
                 archive = builder.finish()
@@ -546,9 +593,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
         except Exception:
             with contextlib.suppress(Exception):
                 self.api.remove_container(container, force=True, v=True)
-            if volume is not None:
-                with contextlib.suppress(Exception):
-                    self.api.remove_volume(volume, force=True)
             raise
         return ContainerInfo(
             id=container,
@@ -558,7 +602,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
             gid=self.gid,
             started_at=time.time(),
             warnings=list(self.warnings),
-            volume=volume,
         )
 
     async def _checkout(self, trial: TrialContext, sandbox: DockerSandbox) -> None:
@@ -605,6 +648,9 @@ class DockerBackend(BaseBackend[DockerConfig]):
         if self._api is None:
             return
         problems: list[str] = []
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            problems += await pool.close()
         for sandbox in list(self._sandboxes):
             try:
                 await sandbox.close()

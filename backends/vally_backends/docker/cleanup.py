@@ -5,7 +5,9 @@ Every container (and per-trial volume) carries:
 - ``vally.run-id``: the run it belongs to;
 - ``vally.trial``: the trial id (``variant/eval/stimulus/model/trial``);
 - ``vally.pid``: the process id of the vally process that created it;
-- ``vally.host``: the host name of that process.
+- ``vally.host``: the host name of that process;
+- ``vally.pooled``: ``1`` on containers made ahead for the warm pool (they carry no
+  ``vally.trial``: their trial is not known when they are created).
 
 A run is dead when its ``vally.host`` is this host and no process ``vally.pid`` is alive.
 Containers of other hosts are never touched (their liveness cannot be checked from here).
@@ -24,6 +26,7 @@ LABEL_RUN = "vally.run-id"
 LABEL_TRIAL = "vally.trial"
 LABEL_PID = "vally.pid"
 LABEL_HOST = "vally.host"
+LABEL_POOLED = "vally.pooled"
 
 
 def host_name() -> str:

@@ -48,6 +48,10 @@ class Config(StrictConfig):
             a size-limited in-memory workspace mount (which also counts against
             ``memory``). No single file anywhere in the container may grow past it either
             (``RLIMIT_FSIZE``).
+        pool: Most spare containers kept created and started ahead of the trials that
+            will take them (never more than the most trials open at once, so never more
+            than the run's workers); each serves exactly one trial and is removed with it.
+            ``0`` turns the warm pool off.
     """
 
     image: str | None = None
@@ -64,6 +68,7 @@ class Config(StrictConfig):
     workdir: str = "/workspace"
     init: bool = True
     disk: str | None = "4g"
+    pool: int = Field(default=4, ge=0, le=64)
 
     @field_validator("env", mode="before")
     @classmethod

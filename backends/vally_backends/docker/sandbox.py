@@ -45,23 +45,24 @@ on the first stderr line, then becomes the command. The pid lets a timeout kill 
 process group from a second exec, using only shell built-ins (so it works even when the
 container has no process slot left)."""
 
-LIST_SCRIPT = (
-    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = "$$" ] || echo "$p"; done'
-)
-"""Prints the pids of the container's own processes (its idle process and what that runs)
-but its init and itself; read once right after the container started."""
-
 STOP_SCRIPT = """
-spare=" $* "
+read -r s < /proc/1/stat
+s=${s##*") "}
+set -- $s
+idle=$4
 n=0
 while :; do
   left=
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    case "$spare" in *" $p "*) continue ;; esac
     [ "$p" = 1 ] || [ "$p" = "$$" ] || {
       read -r s 2>/dev/null < "$d/stat" || continue
-      case "$s" in *") Z "*|*") X "*) ;; *) left="$left $p"; kill -9 "$p" 2>/dev/null ;; esac
+      s=${s##*") "}
+      set -- $s
+      case "$1" in Z|X) continue ;; esac
+      [ "$4" = "$idle" ] && continue
+      left="$left $p"
+      kill -9 "$p" 2>/dev/null
     }
   done
   [ -z "$left" ] && exit 0
@@ -70,11 +71,15 @@ while :; do
 done
 """
 """Kills every process in the container but its init, the container's own idle processes
-(given as arguments) and itself, and rescans ``/proc`` until none is left: every session
-and process group is reached, and a process forked meanwhile is found in the next round.
-It runs as the sandbox user (all the agent's processes run as that user; with no
-capabilities nobody can change user) and uses shell built-ins only, so it also works when
-the container has no process slot left but the one this exec takes."""
+and itself, and rescans ``/proc`` until none is left: every session and process group is
+reached, and a process forked meanwhile is found in the next round.
+
+The idle processes are told apart by their session: they belong to the session of process 1
+(the container's init), while every ``docker exec`` starts a new session and no process can
+join an existing one, so nothing the agent starts is ever spared. It runs as the sandbox
+user (all the agent's processes run as that user; with no capabilities nobody can change
+user) and uses shell built-ins only, so it also works when the container has no process
+slot left but the one this exec takes."""
 
 SIGNAL_EXITS = range(129, 160)
 """Exit codes read as "killed by signal ``code - 128``": the container's shell reports a
@@ -99,8 +104,8 @@ class ContainerInfo:
         gid: The numeric group id owning the workspace.
         started_at: Unix time the container started (OOM events are looked up from it).
         warnings: Notes about weakened safety (e.g. running as root).
-        volume: The per-trial workspace volume (a size-limited or read-only setup).
-        idle: Pids of the container's own processes, spared by ``stop_processes``.
+        volume: A named per-trial workspace volume to remove with the container (the
+            workspace volume the backend creates is anonymous and goes with the container).
     """
 
     id: str
@@ -111,7 +116,6 @@ class ContainerInfo:
     started_at: float
     warnings: list[str] = field(default_factory=list)
     volume: str | None = None
-    idle: list[int] = field(default_factory=list)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
@@ -275,6 +279,11 @@ class DockerSandbox(BaseSandbox):
         workdir: The workspace inside the container.
         memory: The memory limit, for error messages.
         keep_workspace: Copy the workspace to this host folder at close.
+        env: The trial's environment variables, given to every command (a command's own
+            ``env`` wins); they are not part of the container, so a container created
+            before its trial is known can serve any trial.
+        on_close: Called with the sandbox once its container was removed (or its removal
+            failed): the backend's bookkeeping.
     """
 
     def __init__(
@@ -285,6 +294,8 @@ class DockerSandbox(BaseSandbox):
         workdir: str,
         memory: str = "",
         keep_workspace: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        on_close: Callable[[DockerSandbox], None] | None = None,
     ) -> None:
         self.workdir: str = workdir
         self.host_workdir: Path | None = None
@@ -292,6 +303,8 @@ class DockerSandbox(BaseSandbox):
         self._api = api
         self._memory = memory
         self._keep = keep_workspace
+        self._env = dict(env or {})
+        self._on_close = on_close
         self._processes: list[DockerProcess] = []
         self._oom_seen = 0
         self._closed = False
@@ -379,6 +392,10 @@ class DockerSandbox(BaseSandbox):
             raise BackendError("cannot run an empty command")
         return self.resolve(request.cwd) if request.cwd else self.workdir
 
+    def _command_env(self, request: ExecRequest) -> dict[str, str]:
+        """The trial's variables overlaid with the command's own."""
+        return {**self._env, **{str(k): str(v) for k, v in (request.env or {}).items()}}
+
     def _run(self, request: ExecRequest, workdir: str, cancel: threading.Event) -> ExecResult:
         argv = request.argv
         try:
@@ -387,7 +404,7 @@ class DockerSandbox(BaseSandbox):
                 self.info.id,
                 self.info.user,
                 argv,
-                env=request.env,
+                env=self._command_env(request),
                 cwd=workdir,
                 stdin=request.stdin is not None,
             )
@@ -452,7 +469,7 @@ class DockerSandbox(BaseSandbox):
     async def start_process(self, request: ExecRequest) -> Process:
         """Start a long-running process with piped stdin/stdout; it is stopped at close."""
         workdir = self._command_workdir(request)
-        argv, env = request.argv, request.env
+        argv, env = request.argv, self._command_env(request)
 
         def _start() -> _Exec:
             return _Exec(
@@ -469,12 +486,6 @@ class DockerSandbox(BaseSandbox):
         self._processes.append(process)
         return process
 
-    async def record_idle(self) -> None:
-        """Remember the container's own processes (right after it started, before anything
-        else runs in it) so :meth:`stop_processes` spares them."""
-        result = await self.exec(["/bin/sh", "-c", LIST_SCRIPT])
-        self.info.idle = [int(p) for p in result.stdout.split() if p.isdigit()]
-
     async def stop_processes(self) -> None:
         """Kill every process in the container but its init (see :data:`STOP_SCRIPT`) and
         return once none is left; spawned processes are stopped first.
@@ -488,7 +499,7 @@ class DockerSandbox(BaseSandbox):
             with contextlib.suppress(Exception):
                 await process.terminate()
         self._processes.clear()
-        argv = ["/bin/sh", "-c", STOP_SCRIPT, "stop-processes", *map(str, self.info.idle)]
+        argv = ["/bin/sh", "-c", STOP_SCRIPT, "stop-processes"]
         result = await self.exec(argv, timeout=60)
         if result.exit_code != 0:
             raise BackendError(
@@ -711,6 +722,9 @@ class DockerSandbox(BaseSandbox):
             await run_blocking(self._remove)
         except Exception as exc:
             problems.append(f"cannot remove container {self.info.id[:12]}: {exc}")
+        finally:
+            if self._on_close is not None:
+                self._on_close(self)
         if problems:
             raise CleanupError(
                 "; ".join(problems),
