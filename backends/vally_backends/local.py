@@ -407,7 +407,8 @@ class LocalSandbox(BaseSandbox):
         whatever session or process group it moved to; return once they are gone.
 
         Each command's keeper passes SIGTERM on to its whole tree and SIGKILLs it after the
-        grace period; then every process still carrying this sandbox's marker is killed.
+        grace period; then, when a keeper died before its tree was gone (killed by a process
+        of the tree, say), every process still carrying this sandbox's marker is killed.
         The sandbox stays usable: commands run afterwards (graders) start afresh.
         """
         for process in self._processes:
@@ -419,8 +420,11 @@ class LocalSandbox(BaseSandbox):
         await asyncio.gather(*(kill_process_tree(c) for c in live), return_exceptions=True)
         for child in children:
             child.release()
-        # A process that killed its keeper was re-parented out of its tree: the marker says.
-        await asyncio.to_thread(kill_marked, self._token)
+        # A keeper that said its tree was gone held every process of it to the end: nothing
+        # left it. A process whose keeper died instead was re-parented out of its tree, and
+        # only the marker finds it (a scan of every process on the machine).
+        if any(not child.status.finished for child in children):
+            await asyncio.to_thread(kill_marked, self._token)
 
     async def close(self) -> None:
         """Stop every process of the sandbox (:meth:`stop_processes`), remove a git
@@ -444,7 +448,10 @@ class LocalSandbox(BaseSandbox):
                     problems.append(f"git {' '.join(args)} failed: {err.strip()}")
         if not self._keep and self._root.exists():
             try:
-                await asyncio.to_thread(shutil.rmtree, self._root)
+                with contextlib.suppress(OSError):  # an empty folder goes without a thread
+                    os.rmdir(self._root)
+                if self._root.exists():
+                    await asyncio.to_thread(shutil.rmtree, self._root)
             except OSError as exc:
                 problems.append(f"cannot remove {self._root}: {exc}")
         if problems:

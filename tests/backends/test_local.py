@@ -15,7 +15,7 @@ from vally.contracts.protocols import TrialContext, TrialKey
 from vally.engine.workspace import prepare_workspace
 from vally.errors import BackendError, PathEscapeError, SetupError
 from vally.models.spec import EnvironmentConfig, FileEntry, GitConfig
-from vally_backends import commands as commands_module
+from vally_backends import commands as commands_module, local as local_module
 from vally_backends.local import LocalBackend, LocalSandbox
 
 pytestmark = pytest.mark.anyio
@@ -523,5 +523,28 @@ async def test_a_keeper_killed_by_its_command_is_replaced() -> None:
         second = await sandbox.exec(["sh", "-c", "echo $PPID"], timeout=30)
         assert second.exit_code == 0, second
         assert int(second.stdout) != int(first.stdout.split()[0])
+    finally:
+        await sandbox.close()
+
+
+async def test_the_marker_scan_runs_only_after_a_keeper_died(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scans: list[str] = []
+    real = local_module.kill_marked
+
+    def counting(token: str) -> int:
+        scans.append(token)
+        return real(token)
+
+    monkeypatch.setattr(local_module, "kill_marked", counting)
+    sandbox = await _open()
+    try:
+        await sandbox.exec(["sh", "-c", "sleep 0 & true"])
+        await sandbox.stop_processes()
+        assert scans == []  # every keeper held its whole tree to the end
+        await sandbox.exec(["sh", "-c", "kill -9 $PPID"], timeout=30)
+        await sandbox.stop_processes()
+        assert len(scans) == 1  # a keeper died: whatever it held may be anywhere now
     finally:
         await sandbox.close()
