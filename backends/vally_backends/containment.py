@@ -3,8 +3,9 @@
 Two layers, neither of which relies on process groups (which ``setsid`` leaves):
 
 1. **A keeper per command** (:mod:`vally_backends.reaper`): every command runs below a
-   small child subreaper that adopts whatever the command leaves behind and kills it all
-   on request, on a timeout, or when vally dies.
+   child subreaper that adopts whatever the command leaves behind and kills it all on
+   request, on a timeout, or when vally dies (keepers are long-lived and serve one command
+   at a time: :mod:`vally_backends.keeper_host`).
 2. **A per-sandbox marker**: every command gets ``VALLY_CELL=<token>`` in its environment,
    inherited by everything it starts. ``/proc/<pid>/environ`` then names the sandbox a
    process belongs to, even after its keeper was killed. The token starts with the pid and
@@ -21,16 +22,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 CELL_ENV = "VALLY_CELL"
 """The environment variable marking every process of a sandbox."""
-
-REAPER = Path(__file__).with_name("reaper.py")
-"""The keeper script every command runs under."""
 
 MAX_KILL_ROUNDS = 1000
 """Upper bound of kill-and-rescan rounds when stopping marked processes."""
@@ -45,9 +40,17 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+_own_start: dict[int, str] = {}
+"""This process's start time by pid (read once; a forked child has a pid of its own)."""
+
+
 def new_token() -> str:
     """A fresh marker for one sandbox: ``<vally pid>.<its start time>.<random>``."""
-    return f"{os.getpid()}.{_start_time(os.getpid()) or 0}.{uuid.uuid4().hex[:16]}"
+    pid = os.getpid()
+    started = _own_start.get(pid)
+    if started is None:
+        started = _own_start[pid] = _start_time(pid) or "0"
+    return f"{pid}.{started}.{os.urandom(8).hex()}"
 
 
 def owner_alive(token: str) -> bool:
@@ -55,11 +58,6 @@ def owner_alive(token: str) -> bool:
     pid, _, rest = token.partition(".")
     started = rest.partition(".")[0]
     return pid.isdigit() and _start_time(int(pid)) == started
-
-
-def keeper_argv(status_fd: int, grace: float, argv: list[str]) -> list[str]:
-    """The argv running ``argv`` under a keeper that reports on ``status_fd``."""
-    return [sys.executable, "-I", "-S", str(REAPER), str(status_fd), repr(grace), *argv]
 
 
 def _marks() -> Iterator[tuple[int, str]]:

@@ -20,13 +20,12 @@ import errno as errnos
 import logging
 import os
 import shutil
-import signal
 import stat
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -44,7 +43,16 @@ from vally import (
     StrictConfig,
     TrialContext,
 )
-from vally_backends.containment import CELL_ENV, keeper_argv, kill_marked, new_token, sweep_dead
+from vally_backends.commands import (
+    CHUNK,
+    Capture,
+    KeptCommand,
+    append_capped as append_capped,  # re-exported for the docker backend
+    feed,
+    kill_process_tree,
+    start_kept,
+)
+from vally_backends.containment import CELL_ENV, kill_marked, new_token, sweep_dead
 
 logger = logging.getLogger("vally.backends.local")
 
@@ -54,234 +62,12 @@ DEFAULT_ENV_PASSTHROUGH = ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "
 SKIPPED_DIRS = frozenset({".git", "node_modules"})
 """Folders :meth:`LocalSandbox.list_files` never descends into."""
 
-KILL_GRACE_SECONDS = 2.0
-"""How long a command's processes get between SIGTERM and SIGKILL."""
-
-KEEPER_MARGIN_SECONDS = 3.0
-"""How long past the grace period a keeper may take to kill and reap its tree before its
-process group is killed outright."""
-
 DRAIN_GRACE_SECONDS = 1.0
 """How long pipes may stay open after the main process exited (a background child holding
 them); after that, reading stops and what was read is returned."""
 
-_CHUNK = 65536
-
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _kill_created(creation: asyncio.Future[Any]) -> None:
-    """Kill the whole tree of a keeper whose start was cancelled, once it has started."""
-    if creation.cancelled() or creation.exception() is not None:
-        return
-    transport = creation.result()[0]
-    pid = transport.get_pid()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGHUP)  # the keeper kills its tree at once
-    _signal_group(pid, signal.SIGKILL)
-    transport.close()
-
-
-class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's stream protocol plus a future that resolves when the process itself exits.
-
-    ``asyncio.subprocess.Process.wait()`` also waits for the pipes to close, which never
-    happens while a background child still holds them; timeouts must not depend on that.
-    """
-
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited: asyncio.Future[None] = loop.create_future()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-class _Status:
-    """The read end of a keeper's status pipe (see :mod:`vally_backends.reaper`).
-
-    ``started`` resolves with the first line (``run PID`` or ``noexec ERRNO``), ``ended``
-    with the command's end (``exit N`` or ``signal N``); both resolve with None when the
-    keeper died without saying.
-    """
-
-    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
-        self._fd = fd
-        self._loop = loop
-        self._buffer = bytearray()
-        self.started: asyncio.Future[str | None] = loop.create_future()
-        self.ended: asyncio.Future[str | None] = loop.create_future()
-        os.set_blocking(fd, False)
-        loop.add_reader(fd, self._readable)
-
-    def _readable(self) -> None:
-        try:
-            chunk = os.read(self._fd, 256)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        self._buffer += chunk
-        while b"\n" in self._buffer:
-            line, _, rest = bytes(self._buffer).partition(b"\n")
-            self._buffer[:] = rest
-            self._resolve(line.decode("ascii", "replace").strip())
-        if not chunk:
-            self.close()
-
-    def _resolve(self, line: str | None) -> None:
-        for future in (self.started, self.ended):
-            if not future.done():
-                future.set_result(line)
-                if line is None or line.startswith("noexec"):
-                    continue
-                return
-
-    def close(self) -> None:
-        """Stop reading; pending futures resolve with None."""
-        if self._fd >= 0:
-            self._loop.remove_reader(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-        self._resolve(None)
-
-
-class _Child:
-    """A command started below its keeper: the keeper's transport, protocol and stream-level
-    process object, and the status pipe saying how the command itself ended."""
-
-    def __init__(
-        self,
-        transport: asyncio.SubprocessTransport,
-        protocol: _ExitAwareProtocol,
-        process: asyncio.subprocess.Process,
-        status: _Status,
-    ) -> None:
-        self.transport = transport
-        self.protocol = protocol
-        self.process = process
-        self.status = status
-
-    @property
-    def pid(self) -> int:
-        """The keeper's process id, which is also the process-group id of the command."""
-        return self.process.pid
-
-    @property
-    def keeper_alive(self) -> bool:
-        """Whether the keeper still runs (it outlives the command while orphans remain)."""
-        return self.transport.get_returncode() is None
-
-    @property
-    def returncode(self) -> int | None:
-        """The command's exit status once it ended (negative: killed by that signal); the
-        keeper's when the keeper died without saying."""
-        line = self.status.ended.result() if self.status.ended.done() else None
-        if line is not None:
-            kind, _, number = line.partition(" ")
-            if number.lstrip("-").isdigit():
-                return -int(number) if kind == "signal" else int(number)
-        return self.transport.get_returncode()
-
-    async def wait_exit(self, timeout: float | None) -> bool:
-        """Wait until the command exits; False when ``timeout`` seconds passed first."""
-        try:
-            said = await asyncio.wait_for(asyncio.shield(self.status.ended), timeout)
-            if said is None:  # the keeper died without a report: its own exit is the end
-                await asyncio.wait_for(asyncio.shield(self.protocol.exited), timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    async def wait_keeper(self, timeout: float | None) -> bool:
-        """Wait until the keeper exits; False when ``timeout`` seconds passed first."""
-        try:
-            await asyncio.wait_for(asyncio.shield(self.protocol.exited), timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    def release(self) -> None:
-        """Close the pipes; close the transport too once the keeper has exited (closing it
-        earlier would SIGKILL the keeper and orphan what it holds)."""
-        if self.keeper_alive:
-            for fd in (0, 1, 2):
-                pipe = self.transport.get_pipe_transport(fd)
-                if pipe is not None:
-                    pipe.close()
-        else:
-            self.transport.close()
-            self.status.close()
-
-
-async def kill_process_tree(child: _Child, grace: float | None = None) -> None:
-    """Stop ``child``'s command and everything below its keeper, whatever session or group
-    it moved to: SIGTERM to the process group (the keeper passes it on to every descendant
-    and SIGKILLs them all after its grace period), SIGKILL to the group when the keeper has
-    not finished ``grace`` seconds (default :data:`KILL_GRACE_SECONDS`) later plus a margin,
-    then wait until the keeper is reaped so no zombie is left.
-    """
-    pgid = child.pid
-    _signal_group(pgid, signal.SIGTERM)
-    wait = (KILL_GRACE_SECONDS if grace is None else grace) + KEEPER_MARGIN_SECONDS
-    try:
-        await child.wait_keeper(wait)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        # Members that ignored SIGTERM, or a keeper that did not finish, go now.
-        _signal_group(pgid, signal.SIGKILL)
-    if child.keeper_alive:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(child.protocol.exited)
-    child.release()
-
-
-def append_capped(sink: bytearray, data: bytes, limit: int) -> bool:
-    """Append ``data`` to ``sink`` while ``sink`` holds at most ``limit`` bytes; True when
-    bytes were dropped."""
-    room = limit - len(sink)
-    if room >= len(data):
-        sink += data
-        return False
-    if room > 0:
-        sink += data[:room]
-    return True
-
-
-async def _drain(stream: asyncio.StreamReader | None, limit: int, sink: bytearray) -> bool:
-    """Read ``stream`` to its end, keeping at most ``limit`` bytes; True when bytes were cut."""
-    if stream is None:
-        return False
-    cut = False
-    while True:
-        chunk = await stream.read(_CHUNK)
-        if not chunk:
-            return cut
-        cut = append_capped(sink, chunk, limit) or cut
-
-
-async def _feed(stdin: asyncio.StreamWriter | None, data: bytes | None) -> None:
-    if stdin is None:
-        return
-    try:
-        if data:
-            stdin.write(data)
-            await stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
-            stdin.close()
-            await stdin.wait_closed()
 
 
 def outside_workspace(path: str, workspace: object, hint: str) -> PathEscapeError:
@@ -299,27 +85,52 @@ def _is_within(path: Path, root: Path) -> bool:
 class LocalProcess:
     """A long-running subprocess with piped stdin/stdout (stderr is discarded)."""
 
-    def __init__(self, child: _Child) -> None:
-        self._child = child
-        self._proc = child.process
+    def __init__(
+        self,
+        command: KeptCommand,
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader,
+        transports: list[asyncio.BaseTransport],
+    ) -> None:
+        self._command = command
+        self._pid = command.pid or 0
+        self._stdin = stdin
+        self._stdout = stdout
+        self._transports = transports
+
+    @classmethod
+    async def attach(cls, command: KeptCommand) -> LocalProcess:
+        """Wrap ``command``, taking over its stdin and stdout pipes as asyncio streams."""
+        loop = asyncio.get_running_loop()
+        stdin_fd, stdout_fd = command.stdin, command.stdout
+        if stdin_fd is None or stdout_fd is None:
+            raise BackendError("the process has no stdin or stdout pipe")
+        command.stdin = command.stdout = None
+        reader = asyncio.StreamReader(limit=CHUNK, loop=loop)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+            open(stdout_fd, "rb", buffering=0),  # noqa: SIM115 - the transport closes it
+        )
+        write_transport, write_protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
+            open(stdin_fd, "wb", buffering=0),  # noqa: SIM115 - the transport closes it
+        )
+        writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+        return cls(command, writer, reader, [read_transport, write_transport])
 
     @property
     def pid(self) -> int:
-        """The process id (also its process-group id)."""
-        return self._proc.pid
+        """The process id (also its session and process-group id)."""
+        return self._pid
 
     async def write(self, data: bytes) -> None:
         """Write ``data`` to the process's stdin and wait until it is flushed."""
-        if self._proc.stdin is None:
-            raise BackendError("the process has no stdin pipe")
-        self._proc.stdin.write(data)
-        await self._proc.stdin.drain()
+        self._stdin.write(data)
+        await self._stdin.drain()
 
     async def readline(self) -> bytes:
         """One line of stdout, however long, ``b""`` at end of stream."""
-        stream = self._proc.stdout
-        if stream is None:
-            return b""
+        stream = self._stdout
         parts: list[bytes] = []
         while True:
             try:
@@ -334,13 +145,14 @@ class LocalProcess:
 
     async def terminate(self) -> int | None:
         """Stop the process and its children; return the exit code (None if killed)."""
-        if self._child.returncode is None:
-            if self._proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.stdin.close()
-            await kill_process_tree(self._child)
-        code = self._child.returncode
-        self._child.release()
+        if self._command.returncode is None:
+            with contextlib.suppress(OSError):
+                self._stdin.close()
+            await kill_process_tree(self._command)
+        code = self._command.returncode
+        for transport in self._transports:
+            transport.close()
+        self._command.release()
         return code if code is not None and code >= 0 else None
 
 
@@ -372,7 +184,7 @@ class LocalSandbox(BaseSandbox):
         self._keep = keep
         self._git_source = git_source
         self._processes: list[LocalProcess] = []
-        self._children: list[_Child] = []
+        self._children: list[KeptCommand] = []
         self._token = new_token()
         self._closed = False
 
@@ -412,48 +224,30 @@ class LocalSandbox(BaseSandbox):
         merged[CELL_ENV] = self._token
         return merged
 
-    async def _start(self, request: ExecRequest, *, stdin: int, stderr: int) -> _Child:
+    async def _start(self, request: ExecRequest, *, stdin: bool, stderr: bool) -> KeptCommand:
         argv = request.argv
         if not argv:
             raise BackendError("cannot run an empty command")
         workdir = self.resolve(request.cwd) if request.cwd else self._root
-        loop = asyncio.get_running_loop()
-        status_r, status_w = os.pipe()  # not inheritable (PEP 446)
-        status = _Status(status_r, loop)
-        creation = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: _ExitAwareProtocol(_CHUNK, loop),
-                *keeper_argv(status_w, KILL_GRACE_SECONDS, [str(a) for a in argv]),
-                stdin=stdin,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
+        try:
+            child = await start_kept(
+                [str(a) for a in argv],
                 cwd=str(workdir),
                 env=self._env(request.env),
-                start_new_session=True,
-                pass_fds=(status_w,),
+                stdin=stdin,
+                stderr=stderr,
             )
-        )
-        try:
-            # Shielded: cancelling asyncio while it connects the pipes kills only the leader
-            # and then waits for pipes that a background child may hold forever.
-            transport, protocol = await asyncio.shield(creation)
-        except asyncio.CancelledError:
-            creation.add_done_callback(_kill_created)
-            status.close()
-            raise
-        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            status.close()
-            raise self._cannot_start(argv[0], workdir, exc.strerror or str(exc)) from exc
-        finally:
-            os.close(status_w)
-        process = asyncio.subprocess.Process(transport, protocol, loop)
-        child = _Child(transport, protocol, process, status)
+        except ValueError as exc:
+            raise BackendError(
+                f"cannot start {argv[0]!r}: {exc}", hint="remove NUL bytes from the command"
+            ) from exc
+        except OSError as exc:
+            raise BackendError(
+                f"cannot start {argv[0]!r}: the process keeper is not available ({exc})",
+                hint="check that new processes can be started (process limits, memory)",
+            ) from exc
         self._children.append(child)
-        try:
-            first = await asyncio.shield(status.started)
-        except asyncio.CancelledError:
-            await kill_process_tree(child)
-            raise
+        first = child.status.started.result()
         if first is not None and first.startswith("noexec"):
             await child.wait_keeper(None)
             child.release()
@@ -479,42 +273,40 @@ class LocalSandbox(BaseSandbox):
         A command killed by a signal has ``exit_code=None`` and ``signal`` set.
         """
         started = time.monotonic()
-        has_stdin = request.stdin is not None
-        child = await self._start(
-            request,
-            stdin=asyncio.subprocess.PIPE if has_stdin else asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        proc = child.process
-        out, err = bytearray(), bytearray()
-        readers = [
-            asyncio.ensure_future(_drain(proc.stdout, request.output_limit, out)),
-            asyncio.ensure_future(_drain(proc.stderr, request.output_limit, err)),
-        ]
-        feeder = asyncio.ensure_future(_feed(proc.stdin, request.stdin))
+        child = await self._start(request, stdin=request.stdin is not None, stderr=True)
+        loop = asyncio.get_running_loop()
+        readers: list[Capture] = []
+        for fd in (child.stdout, child.stderr):
+            assert fd is not None
+            readers.append(Capture(fd, request.output_limit, loop))
+        child.stdout = child.stderr = None  # the captures own them now
+        feeder: asyncio.Future[None] | None = None
+        if child.stdin is not None:
+            feeder = asyncio.ensure_future(feed(child.stdin, request.stdin or b""))
+            child.stdin = None
         timed_out = False
         try:
             if not await child.wait_exit(request.timeout):
                 timed_out = True
                 await kill_process_tree(child)
             # Pipes may be held open by a background child; give them a short grace.
-            _, pending = await asyncio.wait(readers, timeout=DRAIN_GRACE_SECONDS)
-            for task in pending:
-                task.cancel()
+            pending = [r.done for r in readers if not r.done.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=DRAIN_GRACE_SECONDS)
         except BaseException:
             await kill_process_tree(child)
-            for reader in readers:
-                reader.cancel()
-            feeder.cancel()
             raise
         finally:
-            if not feeder.done():
+            for reader in readers:
+                reader.close()
+            if feeder is not None and not feeder.done():
                 feeder.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await feeder
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await feeder
             child.release()
-        truncated = any(t.done() and not t.cancelled() and t.result() for t in readers)
+        truncated = any(r.done.result() for r in readers)
         code = child.returncode
+        out, err = readers[0].data, readers[1].data
         return ExecResult(
             exit_code=None if timed_out or code is None or code < 0 else code,
             stdout=out.decode("utf-8", errors="replace"),
@@ -527,12 +319,12 @@ class LocalSandbox(BaseSandbox):
 
     async def start_process(self, request: ExecRequest) -> Process:
         """Start a long-running process with piped stdin/stdout; it is stopped at close."""
-        child = await self._start(
-            request,
-            stdin=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        handle = LocalProcess(child)
+        child = await self._start(request, stdin=True, stderr=False)
+        try:
+            handle = await LocalProcess.attach(child)
+        except BaseException:
+            await kill_process_tree(child)
+            raise
         self._processes.append(handle)
         return handle
 
@@ -615,7 +407,8 @@ class LocalSandbox(BaseSandbox):
         whatever session or process group it moved to; return once they are gone.
 
         Each command's keeper passes SIGTERM on to its whole tree and SIGKILLs it after the
-        grace period; then every process still carrying this sandbox's marker is killed.
+        grace period; then, when a keeper died before its tree was gone (killed by a process
+        of the tree, say), every process still carrying this sandbox's marker is killed.
         The sandbox stays usable: commands run afterwards (graders) start afresh.
         """
         for process in self._processes:
@@ -627,8 +420,11 @@ class LocalSandbox(BaseSandbox):
         await asyncio.gather(*(kill_process_tree(c) for c in live), return_exceptions=True)
         for child in children:
             child.release()
-        # A process that killed its keeper was re-parented out of its tree: the marker says.
-        await asyncio.to_thread(kill_marked, self._token)
+        # A keeper that said its tree was gone held every process of it to the end: nothing
+        # left it. A process whose keeper died instead was re-parented out of its tree, and
+        # only the marker finds it (a scan of every process on the machine).
+        if any(not child.status.finished for child in children):
+            await asyncio.to_thread(kill_marked, self._token)
 
     async def close(self) -> None:
         """Stop every process of the sandbox (:meth:`stop_processes`), remove a git
@@ -652,7 +448,10 @@ class LocalSandbox(BaseSandbox):
                     problems.append(f"git {' '.join(args)} failed: {err.strip()}")
         if not self._keep and self._root.exists():
             try:
-                await asyncio.to_thread(shutil.rmtree, self._root)
+                with contextlib.suppress(OSError):  # an empty folder goes without a thread
+                    os.rmdir(self._root)
+                if self._root.exists():
+                    await asyncio.to_thread(shutil.rmtree, self._root)
             except OSError as exc:
                 problems.append(f"cannot remove {self._root}: {exc}")
         if problems:
@@ -740,6 +539,7 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
         """The host variables passed into every sandbox (their values are scrubbed from
         outputs unless public)."""
         return {k: os.environ[k] for k in self.config.env_passthrough if k in os.environ}
+
     async def start(self, run_id: str) -> None:
         """Kill processes left behind by sandboxes of vally processes that died (killed
         with SIGKILL, say), found through their marker."""

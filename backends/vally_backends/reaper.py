@@ -1,48 +1,61 @@
-"""The per-command keeper of the ``local`` backend: a child subreaper that owns one command's
-whole process tree.
+"""The keepers of the ``local`` backend: long-lived child subreapers, each owning the whole
+process tree of one command at a time.
 
-Run as ``python -I -S reaper.py STATUS_FD GRACE PROGRAM [ARGS...]`` (standard library
-only). It marks itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every
-process the command starts stays below it whatever it does: ``setsid``, double forks,
-``nohup`` and ``&`` only move a process into another session or process group, and a
-process whose parent dies is re-parented to this keeper instead of to ``init``. Then:
+Run as ``python -I -S reaper.py SOCKET_FD`` (standard library only). The keeper marks itself
+a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process a command starts
+stays below it whatever it does: ``setsid``, double forks, ``nohup`` and ``&`` only move a
+process into another session or process group, and a process whose parent dies is
+re-parented to this keeper instead of to ``init``. It then serves requests read from the
+Unix stream socket ``SOCKET_FD`` (see :func:`serve`), one at a time; for each:
 
-* it starts the command (same session and process group, standard streams inherited) and
-  gives its own standard streams up, so the pipes close when the command's tree closes them;
-* it writes ``run PID`` to ``STATUS_FD`` once the program started (``noexec ERRNO`` when
-  it could not be started), and ``exit N`` or ``signal N`` when the command ended, then
-  closes it;
-* it keeps reaping adopted orphans and exits once it has no child left;
-* ``SIGTERM`` (or ``SIGINT``) stops the tree: SIGTERM to every descendant, SIGKILL to all
-  of them after ``GRACE`` seconds, until none is left; ``SIGHUP`` kills at once. The
-  keeper asks for ``SIGHUP`` when its parent (vally) dies, so a killed vally leaves nothing.
+* it starts the command in a session of its own with the standard streams it was sent
+  (``vfork``, as :mod:`subprocess` does: no interpreter start-up and no copy of this one
+  per command) and writes ``run PID`` to the request's status pipe (``noexec ERRNO`` when
+  the program could not be started or its folder not entered);
+* it writes ``exit N`` or ``signal N`` when the command ended, keeps reaping adopted
+  orphans, and once it has no child left writes ``done`` and closes the status pipe (end
+  of file without ``done``: the keeper died). Only then does it read the next request;
+* ``SIGTERM`` (or ``SIGINT``) while it serves a command stops that tree: SIGTERM to every
+  descendant, SIGKILL to all of them after the request's grace period, until none is left;
+  ``SIGHUP`` kills the tree at once and ends the keeper. The keeper asks for ``SIGHUP`` when
+  its parent (the vally thread that started it) dies, so a killed vally leaves nothing.
+  Signals that arrive while it serves nothing are ignored.
+
+The keeper exits when its socket closes.
 """
 
-# Started once per command: it imports as little as it can (no __future__, no typing).
+# Started a few times per vally thread (once per concurrent command): standard library only.
+import array
 import ctypes
+import json
 import os
 import signal
+import socket
+import subprocess
 import sys
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 _grace = 2.0
 """How long descendants get between SIGTERM and SIGKILL when the keeper is asked to stop
-(the ``GRACE`` argument, in seconds)."""
-
-_HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGALRM)
-"""Signals the keeper handles (the command gets their default handling back)."""
+(the request's ``grace``, in seconds)."""
 
 MAX_KILL_ROUNDS = 10_000
 """Upper bound of kill-and-rescan rounds (each round kills every descendant it finds)."""
 
 
+_libc: list[ctypes.CDLL] = []
+"""The C library, loaded once."""
+
+
 def _prctl(option: int, value: int) -> bool:
     """Call ``prctl(option, value)``; False when it is not available or fails."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+        if not _libc:
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        return int(_libc[0].prctl(option, value, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 
@@ -102,23 +115,33 @@ def kill_tree() -> None:
             return
 
 
+_serving = False
+"""Whether a command's tree is being served (signals are ignored otherwise)."""
+
+
 def _on_stop(signum: int, frame: object) -> None:
     """SIGTERM/SIGINT: pass SIGTERM on, and kill everything after the grace period."""
-    signal_tree(signal.SIGTERM)
-    signal.setitimer(signal.ITIMER_REAL, max(_grace, 0.001))
+    if _serving:
+        signal_tree(signal.SIGTERM)
+        signal.setitimer(signal.ITIMER_REAL, max(_grace, 0.001))
 
 
-def _on_kill(signum: int, frame: object) -> None:
-    """SIGHUP (parent died) or the grace timer: kill everything now."""
+def _on_alarm(signum: int, frame: object) -> None:
+    """The grace timer: kill the tree now."""
+    if _serving:
+        kill_tree()
+
+
+def _on_hangup(signum: int, frame: object) -> None:
+    """SIGHUP (the parent died): kill the tree now and end."""
     kill_tree()
+    os._exit(129)
 
 
-def _say(fd: int, line: str, *, last: bool = False) -> None:
-    """Write one status line (and close the pipe after the last one)."""
-    try:
+def _say(fd: int, line: str) -> None:
+    """Write one status line."""
+    try:  # noqa: SIM105 - contextlib costs an import
         os.write(fd, line.encode("ascii") + b"\n")
-        if last:
-            os.close(fd)
     except OSError:
         pass
 
@@ -129,67 +152,115 @@ def _status_line(status: int) -> str:
     return f"exit {os.waitstatus_to_exitcode(status)}"
 
 
-def _start(argv: list[str]) -> tuple[int, int]:
-    """Fork and exec ``argv``; returns (pid, errno of a failed exec or 0)."""
-    check_r, check_w = os.pipe()  # not inheritable (PEP 446)
-    pid = os.fork()
-    if pid == 0:  # the command
-        os.close(check_r)
-        # Python ignores SIGPIPE and SIGXFSZ; the command gets the defaults, as from a shell.
-        for sig in (*_HANDLED, signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            os.write(check_w, str(exc.errno or 2).encode("ascii"))
-        os._exit(127)
-    os.close(check_w)
-    with os.fdopen(check_r, "rb") as check:
-        failed = check.read()
-    return pid, int(failed or b"0")
+def _start(request: dict[str, Any], stdio: list[int | None]) -> tuple[int, int]:
+    """Start the request's command in a session of its own; returns (pid, 0) or (0, errno
+    of a failed chdir or exec)."""
+    try:
+        command = subprocess.Popen(
+            request["argv"],
+            cwd=request["cwd"],
+            env=request["env"],
+            stdin=stdio[0] if stdio[0] is not None else subprocess.DEVNULL,
+            stdout=stdio[1] if stdio[1] is not None else subprocess.DEVNULL,
+            stderr=stdio[2] if stdio[2] is not None else subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return 0, exc.errno or 2
+    except (ValueError, TypeError):
+        return 0, 22
+    command.returncode = 0  # reaped below by os.wait(); Popen must never wait for it
+    return command.pid, 0
 
 
-def _release_stdio() -> None:
-    """Give up the standard streams so only the command's tree holds the pipes."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
+def run(request: dict[str, Any], status_fd: int, stdio: list[int | None]) -> None:
+    """Run one command below this keeper and report on ``status_fd`` (see the module
+    docstring); return once its whole tree is gone."""
+    global _grace, _serving
+    _grace = float(request["grace"])
+    _serving = True
+    try:
+        command, errno = _start(request, stdio)
+        for fd in stdio:
+            if fd is not None:
+                os.close(fd)
+        if errno:
+            _say(status_fd, f"noexec {errno}")
+            return
+        _say(status_fd, f"run {command}")
+        while True:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            if pid == command:
+                _say(status_fd, _status_line(status))
+    finally:
+        _serving = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _say(status_fd, "done")
+        os.close(status_fd)
 
 
-def main(argv: list[str]) -> int:
-    """Run the command below this keeper (see the module docstring); the exit status is
-    the command's (128 + N for a signal)."""
-    global _grace
-    status_fd, _grace = int(argv[1]), float(argv[2])
-    os.set_inheritable(status_fd, False)
+MAX_FDS = 4
+"""File descriptors one request carries: the status pipe and up to three standard streams."""
+
+
+def _receive(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+    """One request: its JSON body and the descriptors sent with it (None at end of file).
+
+    A request is a 4-byte big-endian length and that many bytes of JSON; the descriptors
+    (status pipe first) travel with the length."""
+    space = socket.CMSG_SPACE(MAX_FDS * 4)
+    head, ancillary, _, _ = sock.recvmsg(4, space)
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(data) - len(data) % 4
+            fds.extend(array.array("i", data[:usable]))
+    while head and len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            break
+        head += more
+    if len(head) < 4:
+        for fd in fds:
+            os.close(fd)
+        return None
+    size = int.from_bytes(head, "big")
+    body = bytearray()
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            return None
+        body += chunk
+    return bytes(body), fds
+
+
+def serve(sock_fd: int) -> int:
+    """Serve the requests read from ``sock_fd``, one at a time, until the socket closes."""
     parent = os.getppid()
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _on_stop)
-    signal.signal(signal.SIGHUP, _on_kill)
-    signal.signal(signal.SIGALRM, _on_kill)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGHUP, _on_hangup)
     _prctl(PR_SET_PDEATHSIG, signal.SIGHUP)
     if os.getppid() != parent:  # the parent died before the request took effect
         return 1
-    command, errno = _start(argv[3:])
-    if errno:
-        os.waitpid(command, 0)
-        _say(status_fd, f"noexec {errno}", last=True)
-        return 127
-    _say(status_fd, f"run {command}")
-    _release_stdio()
-    code = 0
+    sock = socket.socket(fileno=sock_fd)
     while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            break
-        if pid == command:
-            _say(status_fd, _status_line(status), last=True)
-            code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    return code
+        received = _receive(sock)
+        if received is None:
+            return 0
+        body, fds = received
+        for fd in fds:
+            os.set_inheritable(fd, False)
+        request = json.loads(body)
+        sent = iter(fds[1:])
+        stdio = [next(sent, None) if given else None for given in request["stdio"]]
+        run(request, fds[0], stdio)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve(int(sys.argv[1])))

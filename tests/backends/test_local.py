@@ -15,7 +15,7 @@ from vally.contracts.protocols import TrialContext, TrialKey
 from vally.engine.workspace import prepare_workspace
 from vally.errors import BackendError, PathEscapeError, SetupError
 from vally.models.spec import EnvironmentConfig, FileEntry, GitConfig
-from vally_backends import local as local_module
+from vally_backends import commands as commands_module, local as local_module
 from vally_backends.local import LocalBackend, LocalSandbox
 
 pytestmark = pytest.mark.anyio
@@ -231,7 +231,7 @@ async def test_exec_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None
 
 
 async def test_processes_ignoring_sigterm_are_killed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_module, "KILL_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(commands_module, "KILL_GRACE_SECONDS", 0.2)
     sandbox = await _open()
     try:
         script = "trap '' TERM; sleep 1000 & echo $! > stubborn.pid; wait; wait"
@@ -497,5 +497,54 @@ async def test_processes_that_killed_their_keeper_are_found_by_their_marker() ->
         assert all(_alive(pid) for pid in pids)  # out of the keeper's reach now
         await sandbox.stop_processes()
         assert not any(_alive(pid) for pid in pids)
+    finally:
+        await sandbox.close()
+
+
+async def test_commands_run_one_after_another_share_one_long_lived_keeper() -> None:
+    sandbox = await _open()
+    try:
+        parents = set()
+        for _ in range(6):
+            result = await sandbox.exec(["sh", "-c", "echo $PPID"])
+            parents.add(int(result.stdout))
+        # No new keeper (and no interpreter start) per command: the one that ran the last
+        # command may still be finishing when the next starts, so at most two take turns.
+        assert len(parents) <= 2, parents
+        assert all(_alive(keeper) for keeper in parents)
+    finally:
+        await sandbox.close()
+
+
+async def test_a_keeper_killed_by_its_command_is_replaced() -> None:
+    sandbox = await _open()
+    try:
+        first = await sandbox.exec(["sh", "-c", "echo $PPID; kill -9 $PPID"], timeout=30)
+        second = await sandbox.exec(["sh", "-c", "echo $PPID"], timeout=30)
+        assert second.exit_code == 0, second
+        assert int(second.stdout) != int(first.stdout.split()[0])
+    finally:
+        await sandbox.close()
+
+
+async def test_the_marker_scan_runs_only_after_a_keeper_died(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scans: list[str] = []
+    real = local_module.kill_marked
+
+    def counting(token: str) -> int:
+        scans.append(token)
+        return real(token)
+
+    monkeypatch.setattr(local_module, "kill_marked", counting)
+    sandbox = await _open()
+    try:
+        await sandbox.exec(["sh", "-c", "sleep 0 & true"])
+        await sandbox.stop_processes()
+        assert scans == []  # every keeper held its whole tree to the end
+        await sandbox.exec(["sh", "-c", "kill -9 $PPID"], timeout=30)
+        await sandbox.stop_processes()
+        assert len(scans) == 1  # a keeper died: whatever it held may be anywhere now
     finally:
         await sandbox.close()

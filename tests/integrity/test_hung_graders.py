@@ -243,3 +243,28 @@ def test_isolated_code_reaches_objects_of_the_run_loop_through_a_bridge() -> Non
     thread, served, same_loop = asyncio.run(main())
     assert thread != threading.get_ident()
     assert served == threading.get_ident() and same_loop
+
+
+def test_isolated_calls_one_after_another_reuse_one_thread_but_not_a_stuck_one() -> None:
+    import threading
+
+    gate = threading.Event()
+
+    async def where(home: asyncio.AbstractEventLoop) -> threading.Thread:
+        return threading.current_thread()
+
+    async def stuck(home: asyncio.AbstractEventLoop) -> None:
+        gate.wait(30)  # blocks its loop: cancelling cannot reach it
+
+    async def main() -> tuple[list[threading.Thread], threading.Thread]:
+        name = "vally-test-reuse"
+        first = [await isolation.run_isolated(where, timeout=10, name=name) for _ in range(3)]
+        with pytest.raises(isolation.IsolatedTimeout):
+            await isolation.run_isolated(stuck, timeout=0.2, name=name)
+        after = await isolation.run_isolated(where, timeout=10, name=name)
+        gate.set()
+        return first, after
+
+    first, after = asyncio.run(main())
+    assert first[0] is first[1] is first[2]  # no new thread per call
+    assert after is not first[0]  # the stuck one was not lent out again

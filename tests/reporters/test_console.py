@@ -208,3 +208,26 @@ def test_summary_names_the_model_the_agent_reported(
     out = _run(tmp_path, capsys, records)
     row = next(line for line in out.splitlines() if "quickstart" in line and "│" in line)
     assert "gpt-reported" in row and "default" not in row
+
+
+def test_whether_the_stream_is_a_terminal_is_asked_once_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Log(io.StringIO):
+        asked = 0
+
+        def isatty(self) -> bool:
+            Log.asked += 1
+            return False
+
+    log = Log()
+    monkeypatch.setattr("sys.stdout", log)
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    reporter = ConsoleReporter()
+    driver = Driver(reporter)
+    run = make_run(tmp_path, 50)
+    driver.emitter.emit("vally_run_start", run=run)
+    for index in range(50):
+        driver.emitter.emit("vally_trial_end", run=run, record=make_record(f"s{index}"))
+    assert Log.asked == 1
+    assert log.getvalue().count("s49") == 1  # still one plain line per trial

@@ -79,6 +79,7 @@ def test_span_file_lines(tmp_path: Path) -> None:
     exporter = JsonLinesSpanExporter(path)
     spans = finished_spans("one", "two")
     assert exporter.export(spans) == SpanExportResult.SUCCESS
+    assert exporter.force_flush()
     lines = path.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in lines] == [span_to_json(s) for s in spans]
     assert lines[0].startswith('{"name": "one", "traceId": ')
@@ -86,10 +87,32 @@ def test_span_file_lines(tmp_path: Path) -> None:
     assert exporter.problem() is None
 
 
+def test_span_file_is_written_in_batches_not_flushed_per_span(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    exporter = JsonLinesSpanExporter(path, flush_every=3600)
+    for name in ("one", "two", "three"):
+        assert exporter.export(finished_spans(name)) == SpanExportResult.SUCCESS
+    assert path.read_text(encoding="utf-8") == ""  # still buffered: no write per span
+    exporter.shutdown()
+    names = [json.loads(line)["name"] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert names == ["one", "two", "three"]
+    assert exporter.problem() is None
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs a full device")
+def test_a_full_disk_is_remembered_when_the_buffer_is_written() -> None:
+    path = Path("/dev/full")
+    exporter = JsonLinesSpanExporter(path, flush_every=3600)
+    assert exporter.export(finished_spans("one")) == SpanExportResult.SUCCESS  # buffered
+    exporter.shutdown()
+    problem = exporter.problem()
+    assert problem is not None and f"cannot write the span file {path}" in problem.message
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs a full device")
 def test_a_full_disk_is_remembered() -> None:
     path = Path("/dev/full")
-    exporter = JsonLinesSpanExporter(path)
+    exporter = JsonLinesSpanExporter(path, flush_every=0)
     assert exporter.export(finished_spans("one")) == SpanExportResult.FAILURE
     assert exporter.export(finished_spans("two")) == SpanExportResult.FAILURE
     exporter.shutdown()

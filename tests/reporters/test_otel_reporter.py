@@ -23,6 +23,7 @@ from vally.errors import ConfigError, OutputError
 from vally.models.records import TrialError, TrialResultRecord
 from vally.plugins.session import Session
 from vally.testing import make_session
+from vally_builtin.reporters import otel_export
 from vally_builtin.reporters.otel import CONTEXT_FILE, SPANS_FILE, OtelReporter
 
 ERROR = TrialError(phase="execute", code="VALLY_EXECUTION", message="agent crashed")
@@ -152,7 +153,8 @@ def test_span_file_holds_the_run_tree(tmp_path: Path) -> None:
     assert reporter.context() is None  # the run is over
 
 
-def test_each_span_is_written_as_it_ends(tmp_path: Path) -> None:
+def test_each_span_is_written_as_it_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(otel_export, "FLUSH_SECONDS", 0.0)  # flush on every export
     session, reporter = new_session()
     run = make_run(tmp_path)
     record = make_record("a")

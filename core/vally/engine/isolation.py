@@ -3,7 +3,8 @@
 A grader is user code: a pure-Python loop, a blocking call or a slow regular expression
 inside its ``grade`` coroutine would freeze the event loop, and with it every other trial's
 timeout and Ctrl-C. :func:`run_isolated` runs such a coroutine on an event loop of its own,
-in a daemon thread, and waits for it on the run's loop with a timeout:
+in a daemon thread (kept and reused for later calls once the call finished), and waits for
+it on the run's loop with a timeout:
 
 * the run's loop stays free: other trials go on, their timeouts fire, Ctrl-C works;
 * past the timeout (or when the run is interrupted) the coroutine is cancelled on its own
@@ -90,6 +91,35 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
+class _Worker:
+    """A daemon thread running an event loop of its own, lent to one isolated call at a
+    time and reused afterwards (starting a thread per call cost more than most graders)."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+
+_idle: dict[str, list[_Worker]] = {}
+"""Idle workers by thread name."""
+
+_idle_lock = threading.Lock()
+
+
+def _take_worker(name: str) -> _Worker:
+    with _idle_lock:
+        workers = _idle.get(name)
+        if workers:
+            return workers.pop()
+    return _Worker(name)
+
+
+def _return_worker(name: str, worker: _Worker) -> None:
+    with _idle_lock:
+        _idle.setdefault(name, []).append(worker)
+
+
 async def run_isolated(
     make: Callable[[asyncio.AbstractEventLoop], Awaitable[T]],
     *,
@@ -97,7 +127,9 @@ async def run_isolated(
     name: str = "vally-isolated",
 ) -> T:
     """Run the coroutine ``make(home)`` on a loop of its own in a daemon thread and return
-    its result; ``home`` is the calling (run's) loop, to :func:`bridge` objects with.
+    its result; ``home`` is the calling (run's) loop, to :func:`bridge` objects with. The
+    thread and its loop serve later calls once this one finished; one whose call timed
+    out or was cancelled is let go when (if ever) the call ends.
 
     Raises:
         IsolatedTimeout: It did not finish within ``timeout`` seconds (it is cancelled,
@@ -109,38 +141,50 @@ async def run_isolated(
     done: asyncio.Future[T] = home.create_future()
     started = threading.Event()
     own: dict[str, Any] = {}
+    worker = _take_worker(name)
+    context = contextvars.copy_context()
 
     def report(result: Any, error: BaseException | None) -> None:
         with contextlib.suppress(RuntimeError):  # the run's loop is closed: nobody waits
             home.call_soon_threadsafe(_settle, done, result, error)
 
-    def main() -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            task = loop.create_task(_await(make(home)))
-            own["loop"], own["task"] = loop, task
-            started.set()
-            try:
-                result = loop.run_until_complete(task)
-            except BaseException as exc:  # handed to the caller
-                report(None, exc)
-            else:
-                report(result, None)
-        finally:
-            started.set()
-            loop.close()
+    def finished(task: asyncio.Future[Any]) -> None:
+        # Lent again before the caller hears of the end, so its next call finds it idle.
+        if own.get("abandoned"):
+            worker.loop.stop()  # the thread ends; its loop is not used again
+        else:
+            _return_worker(name, worker)
+        if task.cancelled():
+            report(None, asyncio.CancelledError())
+        elif task.exception() is not None:
+            report(None, task.exception())
+        else:
+            report(task.result(), None)
 
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(main,), name=name, daemon=True)
-    thread.start()
+    def begin() -> None:
+        try:
+            coroutine = context.run(make, home)
+            task = worker.loop.create_task(_await(coroutine), context=context)
+        except BaseException as exc:  # handed to the caller
+            _return_worker(name, worker)
+            started.set()
+            report(None, exc)
+            return
+        own["loop"], own["task"] = worker.loop, task
+        started.set()
+        task.add_done_callback(finished)
+
+    worker.loop.call_soon_threadsafe(begin)
     try:
         await asyncio.wait([done], timeout=timeout)
     except BaseException:
         done.cancel()
+        own["abandoned"] = True
         _cancel_inside(own, started)
         raise
     if not done.done():
         done.cancel()
+        own["abandoned"] = True
         _cancel_inside(own, started)
         raise IsolatedTimeout(timeout or 0.0)
     return done.result()

@@ -344,6 +344,12 @@ class TrialRunner:
     ) -> None:
         ctx = self.context
         # --- setup
+        if self._workspace_free(trial):
+            from vally.engine.no_workspace import NoWorkspace
+
+            state.sandbox = NoWorkspace(trial.executor.name)
+            await self._run_phases(trial, trial_dir, state, state.sandbox, [])
+            return
         try:
             sandbox: Sandbox = await ctx.backend.open(
                 TrialContext(
@@ -370,6 +376,35 @@ class TrialRunner:
             raise
         except Exception as exc:
             raise _TrialFailed(_error("setup", exc)) from exc
+        await self._run_phases(trial, trial_dir, state, sandbox, skills)
+
+    def _workspace_free(self, trial: PlannedTrial) -> bool:
+        """Whether ``trial`` can run without opening the backend: its executor declares
+        ``needs_workspace=False``, no grader needs the workspace, the environment stages
+        nothing, no artifacts are copied and the workspace is not kept."""
+        from vally.engine.no_workspace import stages_nothing
+        from vally.plugins import capabilities
+
+        ctx = self.context
+        return (
+            capabilities.declares_no_workspace(ctx.executors[trial.executor_ref])
+            and trial.keep_workspace is None
+            and not trial.stimulus.artifacts
+            and stages_nothing(trial.environment)
+            and not any(
+                capabilities.needs_workspace(ctx.create_grader(g)) for g in trial.graders
+            )
+        )
+
+    async def _run_phases(
+        self,
+        trial: PlannedTrial,
+        trial_dir: Path | None,
+        state: _TrialState,
+        sandbox: Sandbox,
+        skills: Sequence[SkillRef],
+    ) -> None:
+        ctx = self.context
         # --- execute
         state.phase = "execute"
         trajectory = await self._execute(trial, sandbox, skills, trial_dir, state)

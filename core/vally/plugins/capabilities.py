@@ -9,6 +9,7 @@ one of its functions. Each function takes a plugin class or instance and reads i
 * :func:`needs_llm`: an executor or grader calls models through the project's provider;
 * :func:`supports_turns`: an executor runs multi-turn stimuli in one session;
 * :func:`needs_workspace`: an executor or grader works in the trial's workspace;
+* :func:`declares_no_workspace`: an executor says explicitly that it needs none;
 * :func:`is_critical`: a reporter's failure fails the run;
 * :func:`is_pairwise`: a grader can compare two runs (``vally compare``).
 
@@ -39,6 +40,7 @@ __all__ = [
     "LegacyDeclaration",
     "capability_names",
     "declared_metadata",
+    "declares_no_workspace",
     "is_critical",
     "is_pairwise",
     "needs_llm",
@@ -142,6 +144,17 @@ def needs_workspace(plugin: object) -> bool:
     ``needs_workspace``), so it cannot run without a sandbox."""
     metadata = declared_metadata(plugin)
     return isinstance(metadata, (ExecutorMetadata, GraderMetadata)) and metadata.needs_workspace
+
+
+def declares_no_workspace(plugin: object) -> bool:
+    """True when the executor sets ``needs_workspace=False`` explicitly in its metadata (the
+    default, unset, does not count), so its trials may run without opening the backend."""
+    metadata = declared_metadata(plugin)
+    return (
+        isinstance(metadata, ExecutorMetadata)
+        and "needs_workspace" in metadata.model_fields_set
+        and not metadata.needs_workspace
+    )
 
 
 def is_critical(plugin: object) -> bool:

@@ -62,7 +62,8 @@ class MockTokens(StrictConfig):
 
 
 class MockExecutor(BaseExecutor["MockExecutor.Config"]):
-    """Returns a scripted trajectory quickly; optionally writes files into the sandbox."""
+    """Returns a scripted trajectory quickly; optionally writes files into the sandbox (an
+    instance configured without ``files`` declares ``needs_workspace=False``)."""
 
     metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
         name="mock",
@@ -92,6 +93,13 @@ class MockExecutor(BaseExecutor["MockExecutor.Config"]):
         tokens: MockTokens | None = None
         error: str | None = None
         delay: Duration | None = None
+
+    def __init__(self, config: MockExecutor.Config | None = None) -> None:
+        super().__init__(config)
+        if not self.config.files:
+            # Writing no files, it needs no workspace: its trials skip the backend when
+            # nothing else needs one.
+            self.metadata = self.metadata.model_copy(update={"needs_workspace": False})  # type: ignore[misc]
 
     async def execute(
         self, stimulus: Stimulus, sandbox: Sandbox, options: ExecutorOptions

@@ -155,6 +155,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     _live: LiveDisplay | None = None
     _heartbeat: Heartbeat | None = None
     _print_lock: threading.Lock | None = None
+    _stream_is_terminal: bool = False
 
     # ------------------------------------------------------------------ hooks
 
@@ -179,9 +180,10 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         """Start the live display (terminal) or the heartbeat (not a terminal)."""
         self._tally = Tally(run.planned_trials, list(run.evals))
         self._print_lock = threading.Lock()
+        self._stream_is_terminal = _is_terminal(self.stream)  # asked once, not per trial
         if self._quiet(run) or run.planned_trials <= 0:
             return
-        if not _is_terminal(self.stream) and self.config.heartbeat > 0:
+        if not self._stream_is_terminal and self.config.heartbeat > 0:
             self._heartbeat = Heartbeat(self._tally, self.config.heartbeat, self._print)
             self._heartbeat.start()
         if self.config.style == "report" and self.config.progress and sys.stderr.isatty():
@@ -200,7 +202,8 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         is not a terminal; never when quiet) and update the live display."""
         if self._tally is not None:
             self._tally.finish(record)
-        if not self._quiet(run) and (self.config.style == "lines" or not _is_terminal(self.stream)):
+        per_trial = self.config.style == "lines" or not self._stream_is_terminal
+        if per_trial and not self._quiet(run):
             for line in trial_lines(record, verbose=self._verbose(run)):
                 self._print(line)
         if self._live is not None:

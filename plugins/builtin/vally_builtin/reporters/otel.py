@@ -14,7 +14,8 @@ Spans, all in one trace:
   ``vally.grader <name>`` span per grader result.
 
 Without an ``endpoint`` the spans go to ``otel-spans.jsonl`` in the run folder, one JSON
-object per line as each span ends; with one they are sent to that OTLP/HTTP collector from a
+object per line as each span ends (the file is flushed at most once a second and when the
+run ends, not once per span); with one they are sent to that OTLP/HTTP collector from a
 background thread. ``otel-context.json`` (the root span's identity) is written to the run
 folder either way, so that ``vally experiment merge`` can link the shards' traces. A run
 without a folder and without an endpoint is not traced.

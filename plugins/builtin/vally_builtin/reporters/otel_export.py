@@ -1,7 +1,9 @@
 """Where the ``otel`` reporter's spans go: ``otel-spans.jsonl`` or an OTLP/HTTP collector.
 
 :func:`open_pipeline` builds a tracer provider for one run. Without an endpoint, each span
-is appended to the span file as it ends (one JSON object per line, flushed). With one, spans
+is appended to the span file as it ends (one JSON object per line), and the file is flushed
+at most once every :data:`FLUSH_SECONDS` and when the run ends, so spans cost no system call
+each. With one, spans
 are batched and sent from a background thread, so a slow or unreachable collector never
 stalls the run; :meth:`SpanPipeline.close` then waits a bounded time for the last batches.
 
@@ -143,18 +145,27 @@ class WatchedExporter(Protocol):
         """What went wrong while exporting, None when every span was delivered."""
 
 
+FLUSH_SECONDS = 1.0
+"""How long finished spans may wait in the span file's buffer before it is flushed."""
+
+
 class JsonLinesSpanExporter(SpanExporter):
-    """Appends each finished span to a file as one flushed JSON line.
+    """Appends each finished span to a file as one JSON line, flushed at most once every
+    ``flush_every`` seconds (a killed run loses at most that much), at
+    :meth:`force_flush` and at :meth:`shutdown`.
 
     Args:
         path: The span file (created with its folder; appended to when it exists).
+        flush_every: Seconds between flushes (default :data:`FLUSH_SECONDS`).
 
     Raises:
         OutputError: The file cannot be opened.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, flush_every: float | None = None) -> None:
         self.path = path
+        self._flush_every = FLUSH_SECONDS if flush_every is None else flush_every
+        self._flushed = time.monotonic()
         self._lock = threading.Lock()
         self._error: OSError | None = None
         try:
@@ -167,14 +178,17 @@ class JsonLinesSpanExporter(SpanExporter):
             ) from exc
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Write ``spans``, one line each, and flush."""
+        """Write ``spans``, one line each (flushed when the last flush is old enough)."""
         with self._lock:
             if self._file.closed or self._error is not None:
                 return SpanExportResult.FAILURE
             try:
                 for span in spans:
                     self._file.write(json.dumps(span_to_json(span), ensure_ascii=False) + "\n")
-                self._file.flush()
+                now = time.monotonic()
+                if now - self._flushed >= self._flush_every:
+                    self._file.flush()
+                    self._flushed = now
             except OSError as exc:
                 self._error = exc
                 return SpanExportResult.FAILURE
@@ -190,11 +204,20 @@ class JsonLinesSpanExporter(SpanExporter):
                     self._error = self._error or exc
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Nothing is buffered: every export is flushed."""
+        """Flush the spans written so far to the file."""
+        with self._lock:
+            if self._file.closed or self._error is not None:
+                return self._error is None
+            try:
+                self._file.flush()
+            except OSError as exc:
+                self._error = exc
+                return False
+            self._flushed = time.monotonic()
         return True
 
     def begin_closing(self, deadline: float) -> None:
-        """Spans are written as they end: nothing waits."""
+        """Spans are written as they end: nothing waits (shutdown flushes the rest)."""
 
     def problem(self) -> OutputError | None:
         """The first write error, as an :class:`OutputError` naming the file."""

@@ -1,0 +1,168 @@
+"""The vally side of the keepers (:mod:`vally_backends.reaper`): a pool of long-lived keeper
+processes per vally thread, each serving one command at a time.
+
+Starting a Python interpreter per command cost about 30 ms of CPU, and forking one about
+6 ms; a keeper that is already running starts a command with ``vfork`` as
+:mod:`subprocess` does. A keeper is taken from the pool for a command and given back once
+the command's whole tree is gone (its status pipe closed); the pool grows to the number of
+commands running at once. Keepers are started in a session of their own. Each asks for
+``SIGHUP`` when the thread that started it ends (``prctl(PR_SET_PDEATHSIG)`` follows the
+thread), which is why each thread has its own pool.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+REAPER = Path(__file__).with_name("reaper.py")
+"""The script every keeper runs."""
+
+
+class Keeper:
+    """One running keeper and the socket its requests are sent on."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(REAPER), str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._socket = ours
+
+    @property
+    def pid(self) -> int:
+        """The keeper's process id."""
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether the keeper still runs."""
+        return self.process.poll() is None
+
+    def send(
+        self,
+        *,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        grace: float,
+        status: int,
+        stdio: Sequence[int | None],
+    ) -> None:
+        """Ask the keeper to run ``argv`` in ``cwd`` with ``env``, reporting on the pipe
+        ``status`` and using ``stdio`` as its standard streams (None: ``/dev/null``).
+
+        Raises:
+            OSError: The keeper is gone (its socket is closed).
+        """
+        body = json.dumps(
+            {
+                "argv": list(argv),
+                "cwd": cwd,
+                "env": dict(env),
+                "grace": grace,
+                "stdio": [fd is not None for fd in stdio],
+            }
+        ).encode("utf-8")
+        fds = [status, *(fd for fd in stdio if fd is not None)]
+        message = len(body).to_bytes(4, "big") + body
+        rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())
+        sent = self._socket.sendmsg([message[:4]], [rights])
+        if sent < 4:
+            self._socket.sendall(message[sent:4])
+        self._socket.sendall(message[4:])
+
+    def close(self) -> None:
+        """Close the socket (the keeper then exits) and reap the keeper."""
+        self._socket.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.discard()
+
+    def discard(self) -> None:
+        """Kill the keeper (one that died or misbehaved) and reap it."""
+        self._socket.close()
+        self.process.kill()
+        self.process.wait()
+
+
+class KeeperPool:
+    """The idle keepers of one thread."""
+
+    def __init__(self) -> None:
+        self._idle: list[Keeper] = []
+
+    def take(self) -> Keeper:
+        """An idle keeper that still runs, or a new one."""
+        while self._idle:
+            keeper = self._idle.pop()
+            if keeper.alive:
+                return keeper
+            keeper.discard()
+        return Keeper()
+
+    def give_back(self, keeper: Keeper, *, finished: bool) -> None:
+        """Return ``keeper`` once its command's tree is gone (``finished``: it said so);
+        one that died or did not finish is discarded."""
+        if finished and keeper.alive:
+            self._idle.append(keeper)
+        else:
+            keeper.discard()
+
+
+_pools: dict[tuple[int, int], KeeperPool] = {}
+_lock = threading.Lock()
+
+
+def pool() -> KeeperPool:
+    """The keeper pool of this process and thread."""
+    key = (os.getpid(), threading.get_ident())
+    with _lock:
+        found = _pools.get(key)
+        if found is None:
+            found = _pools[key] = KeeperPool()
+        return found
+
+
+def spawn(
+    *,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    grace: float,
+    status: int,
+    stdio: Sequence[int | None],
+) -> Keeper:
+    """Send one command to an idle keeper of this thread (see :meth:`Keeper.send`), or to a
+    new one when the one taken turns out to be gone; the keeper now serving it. Give it
+    back with :meth:`KeeperPool.give_back` once the status pipe closed."""
+    keepers = pool()
+    for attempt in (1, 2):
+        keeper = keepers.take()
+        try:
+            keeper.send(argv=argv, cwd=cwd, env=env, grace=grace, status=status, stdio=stdio)
+            return keeper
+        except OSError:
+            keeper.discard()
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

@@ -1,0 +1,111 @@
+"""Trials whose executor declares ``needs_workspace=False`` run without opening the backend
+(no folder, no container) unless a grader, the environment, artifacts or ``--workspace``
+need one; a workspace-free executor that still touches the sandbox gets a clear error."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from vally import EvalRequest, run_eval
+
+BACKEND = '''
+from typing import Any
+
+from vally import BaseBackend, EmptyConfig, PluginMetadata, SetupError, TrialContext
+
+
+class RefusingBackend(BaseBackend[EmptyConfig]):
+    """Refuses to open any sandbox."""
+
+    metadata = PluginMetadata(name="refusing", kind="backend", description="Opens nothing.")
+    Config = EmptyConfig
+
+    async def open(self, trial: TrialContext) -> Any:
+        raise SetupError("the backend was opened")
+
+
+def register(registrar: Any) -> None:
+    registrar.backend(RefusingBackend)
+'''
+
+EXECUTOR = '''
+from typing import Any, ClassVar
+
+from vally import BaseExecutor, EmptyConfig, ExecutorMetadata, Trajectory, TrajectoryRecorder
+
+
+class ShellExecutor(BaseExecutor[EmptyConfig]):
+    """Declares it needs no workspace, then runs a command in it anyway."""
+
+    metadata: ClassVar[ExecutorMetadata] = ExecutorMetadata(
+        name="sneaky", description="Uses what it said it would not.", needs_workspace=False
+    )
+    Config = EmptyConfig
+
+    async def execute(self, stimulus: Any, sandbox: Any, options: Any) -> Trajectory:
+        await sandbox.exec(["true"])
+        return TrajectoryRecorder().trajectory(stimulus, output="ran")
+
+
+def register(registrar: Any) -> None:
+    registrar.executor(ShellExecutor)
+'''
+
+
+def _run(tmp_path: Path, executor: str, graders: str = "", **request: object) -> list:
+    (tmp_path / "refusing.py").write_text(BACKEND, encoding="utf-8")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            f"""
+            name: free
+            defaults: {{runs: 2, executor: {executor}}}
+            stimuli:
+              - name: s
+                prompt: hello
+                graders: [{{type: output-contains, config: {{substring: hello}}}}{graders}]
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = run_eval(
+        EvalRequest(
+            eval_specs=[str(spec)],
+            output_dir=str(tmp_path / "out"),
+            backend=str(tmp_path / "refusing.py"),
+            console=False,
+            **request,  # type: ignore[arg-type]
+        )
+    )
+    return list(result.records)
+
+
+def test_a_workspace_free_trial_never_opens_the_backend(tmp_path: Path) -> None:
+    records = _run(tmp_path, "{name: mock, config: {output: 'said {prompt}'}}")
+    assert [(r.status, r.error) for r in records] == [("success", None)] * 2
+    assert all(r.grade_result is not None and r.grade_result.passed for r in records)
+
+
+def test_a_trial_whose_executor_writes_files_opens_the_backend(tmp_path: Path) -> None:
+    records = _run(tmp_path, "{name: mock, config: {output: hello, files: {a.txt: x}}}")
+    assert {r.status for r in records} == {"error"}
+    assert all("the backend was opened" in r.error.message for r in records)
+
+
+def test_a_grader_that_needs_the_workspace_opens_the_backend(tmp_path: Path) -> None:
+    file_grader = ", {type: file-exists, config: {path: a.txt}}"
+    records = _run(tmp_path, "{name: mock, config: {output: hello}}", file_grader)
+    assert {r.status for r in records} == {"error"}
+    assert all("the backend was opened" in r.error.message for r in records)
+
+
+def test_an_executor_using_a_workspace_it_declared_it_needs_not_is_told_so(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sneaky.py").write_text(EXECUTOR, encoding="utf-8")
+    records = _run(tmp_path, "sneaky", executor_plugins=[str(tmp_path / "sneaky.py")])
+    assert {r.status for r in records} == {"error"}
+    message = records[0].error.message
+    assert "declares needs_workspace=False" in message and "run ['true']" in message
+    assert "declare needs_workspace=True" in message  # the hint says what to change
