@@ -620,6 +620,8 @@ def example_records() -> tuple[Any, Any]:
     from vally.models import GraderConfig, Stimulus
     from vally.models.records import GraderResult, TrialResultRecord
     from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
+    from vally.models.cost import trial_cost
+    from vally.models.pricing import PriceTable
     from vally.models.usage import trial_usage
 
     stimulus = Stimulus(
@@ -675,6 +677,7 @@ def example_records() -> tuple[Any, Any]:
         grade_result=grade,
         trajectory=trajectory,
         usage=trial_usage(trajectory, grade),
+        cost=trial_cost(trajectory, grade, model="gpt-4.1", prices=PriceTable()),
     )
     summary = summarize_eval(
         [record],

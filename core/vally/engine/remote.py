@@ -24,6 +24,7 @@ from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
 from vally.errors import OutputError
+from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
 
@@ -172,6 +173,7 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
             skip_grade=remote.skip_grade,
             llm=state.llm,
             experiment_blocks=remote.experiment_blocks,
+            prices=PriceTable(remote.project.prices),
         )
         ATTEMPT.set(job.attempt)
         NODE.set(node)

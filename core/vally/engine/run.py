@@ -48,6 +48,7 @@ from vally.engine.runner import (
 from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
+from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, TrialResultRecord
 from vally.models.spec import Stimulus
@@ -423,6 +424,7 @@ class PreparedRun:
             skip_grade=request.skip_grade,
             llm=self.llm,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
+            prices=PriceTable(request.project.prices),
         )
         self.engine = RunEngine(
             context,

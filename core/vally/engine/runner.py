@@ -57,6 +57,8 @@ from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
 from vally.engine.summaries import RunSummaries
 from vally.engine.tracebacks import format_traceback, plugin_location
 from vally.errors import CleanupError, OutputError, SetupError, TrialTimeoutError, VallyError
+from vally.models.cost import trial_cost
+from vally.models.pricing import PriceTable
 from vally.models.records import (
     ExperimentBlock,
     GradeResult,
@@ -117,6 +119,7 @@ class RunContext:
         llm: The LLM provider for judges and LLM executors, when configured.
         experiment_blocks: The ``experiment`` provenance block of each (variant, eval),
             added to its records (experiment runs).
+        prices: Prices the records' ``cost`` (the built-in list prices by default).
     """
 
     run: RunInfo
@@ -129,6 +132,7 @@ class RunContext:
     skip_grade: bool = False
     llm: LLMProvider | None = None
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 class _TrialFailed(Exception):
@@ -316,6 +320,7 @@ class TrialRunner:
             trajectory=trajectory,
             experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
             usage=trial_usage(trajectory, state.grade),
+            cost=trial_cost(trajectory, state.grade, model=trial.model, prices=ctx.prices),
         )
 
     async def _save(

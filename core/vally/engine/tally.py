@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from vally._version import __version__
+from vally.models.cost import Cost
 from vally.models.records import (
     ExperimentBlock,
     RunSummaryRecord,
@@ -134,6 +135,7 @@ class EvalTally:
         self.started_at: str | None = None
         self.completed_at: str | None = None
         self.usage = Usage()
+        self.cost = Cost()
 
     def add(self, record: TrialResultRecord, rank: Any = None) -> None:
         """Count one trial record; ``rank`` (default: the arrival order) places its
@@ -149,6 +151,7 @@ class EvalTally:
         self.model_ranks[record.model] = min(known, rank)
         self.trials += 1
         self.usage = self.usage.plus(record.usage)
+        self.cost = self.cost.plus(record.cost)
         grade = record.grade_result
         if _errored(record):
             self.errored += 1
@@ -206,4 +209,5 @@ class EvalTally:
             plugins=[dict(p) for p in plugins],
             experiment=experiment,
             usage=self.usage,
+            cost=self.cost,
         )
