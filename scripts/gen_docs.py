@@ -618,10 +618,10 @@ def example_records() -> tuple[Any, Any]:
     """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
     from vally.engine.scoring import summarize_eval, trial_verdict
     from vally.models import GraderConfig, Stimulus
-    from vally.models.records import GraderResult, TrialResultRecord
-    from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
     from vally.models.cost import trial_cost
     from vally.models.pricing import PriceTable
+    from vally.models.records import GraderResult, TrialResultRecord
+    from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
     from vally.models.usage import trial_usage
 
     stimulus = Stimulus(
