@@ -107,7 +107,8 @@ def render_cli() -> str:
         "# CLI reference\n",
         "Every command of `vally`, with its options. `vally COMMAND --help` prints the same.",
         "Exit codes: 0 success, 1 failure (including a failed verdict with `--require-pass`),",
-        "2 usage error.\n",
+        "2 usage error, 3 a `--max-cost`/`--max-tokens` budget stopped `eval` or",
+        "`experiment run` before every trial started, 130 interrupted.\n",
     ]
     entries = list(_walk_commands(root, root_ctx))
     lines.append("## Commands\n")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+from vally.cli.common import EXIT_BUDGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 from vally.errors import VallyError
 
 if TYPE_CHECKING:
@@ -128,6 +128,10 @@ def _exit_code(
     if errored:
         report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}", err=True)
+    for line in result.budget_stops:
+        _echo(f"{line}; continue with --resume {run_dir} and a larger budget", err=True)
+    if result.budget_stops and code == EXIT_OK:
+        code = EXIT_BUDGET
     failed = _failed_verdicts(result.summaries)
     if opts.require_pass and failed:
         what = "partial verdict" if setup.shard is not None else "verdict"

@@ -267,6 +267,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         select=select,
         run_id=run_id,
         runner=opts.runner_choice(),
+        budget=opts.budget(),
         options={
             "verbose": opts.verbose,
             "quiet": opts.quiet,

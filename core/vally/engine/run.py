@@ -35,6 +35,7 @@ from vally.contracts.protocols import (
     TrialKey,
 )
 from vally.engine import components
+from vally.engine.budget import Budget, BudgetGate
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
 from vally.engine.remote import RemoteRun
 from vally.engine.runner import (
@@ -169,6 +170,8 @@ class RunRequest:
         options: Presentation options given to reporters (``RunInfo.options``).
         gate: Decides during the run which trials still start (sequential experiments);
             None runs every selected trial.
+        budget: ``--max-cost``/``--max-tokens``: stop starting trials once spent (an
+            experiment's variants share it evenly); None: no limit.
     """
 
     session: Session
@@ -190,6 +193,7 @@ class RunRequest:
     runner: RunnerChoice | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: TrialGate | None = None
+    budget: Budget | None = None
 
     @property
     def project(self) -> ProjectConfig:
@@ -295,6 +299,7 @@ class PreparedRun:
         llm: The project's LLM provider when a plugin needs one.
         reused: Records a resumed run keeps from its folder (see :meth:`resume`).
         resumed_id: The run id of the run being resumed.
+        budget_gate: The gate enforcing the request's budget (set when the run starts).
         runner: The ``--runner`` plugin (None: trials run in this process).
     """
 
@@ -310,6 +315,7 @@ class PreparedRun:
     engine: RunEngine | None = None
     reused: list[TrialResultRecord] = field(default_factory=list)
     resumed_id: str | None = None
+    budget_gate: BudgetGate | None = None
 
     def resume(self, run_dir: Path, *, retry_errors: bool = False) -> ResumePlan:
         """Continue the run in ``run_dir``: keep its finished trials, run only the others
@@ -426,12 +432,17 @@ class PreparedRun:
             experiment_blocks=request.experiment.blocks if request.experiment else {},
             prices=PriceTable(request.project.prices),
         )
+        gate = request.gate
+        if request.budget is not None:
+            gate = self.budget_gate = BudgetGate(
+                request.budget, self.trials, inner=gate, spent=self.reused
+            )
         self.engine = RunEngine(
             context,
             self.summaries(run, scrubber),
             workers=self.workers,
             max_retries=request.max_retries,
-            gate=request.gate,
+            gate=gate,
             reused=self.reused,
             trial_runner=self.runner,
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
@@ -460,7 +471,10 @@ class PreparedRun:
         """Run the selected trials (see :meth:`execute`) on the running event loop."""
         engine = self.start_engine(run_dir, run_id=run_id)
         try:
-            return await engine.run(self.trials)
+            result = await engine.run(self.trials)
+            if self.budget_gate is not None:
+                result.budget_stops = self.budget_gate.stops()
+            return result
         finally:
             if self.llm is not None:
                 with contextlib.suppress(Exception):  # teardown is best effort

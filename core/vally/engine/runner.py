@@ -688,6 +688,9 @@ class RunResult:
     """What stopped the run early (a required output could not be written), if anything."""
     missing_outputs: list[str] = field(default_factory=list)
     """Required outputs written after the trials (summary files) that could not be."""
+    budget_stops: list[str] = field(default_factory=list)
+    """Why trials were not started because a ``--max-cost``/``--max-tokens`` budget was
+    reached, one line per run or variant (empty: the budget, if any, was not reached)."""
 
     @property
     def errored(self) -> bool:
