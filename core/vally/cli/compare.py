@@ -101,6 +101,7 @@ def compare_command(
         opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
     ] = None,
     params: o.Params = None,
+    no_cache: o.NoCache = False,
     verbose: Annotated[bool, switch("--verbose", "Show the judge's full reasoning.")] = False,
 ) -> None:
     """Compare a treatment run against a baseline with an LLM judge (both orders)."""

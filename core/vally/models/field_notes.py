@@ -144,6 +144,8 @@ FIELD_NOTES: dict[str, str] = {
     "PathsConfig.skills": "Folders searched for skills.",
     "PathsConfig.evals": "Folders searched for eval files.",
     "PathsConfig.results": "Parent folder of run folders (default `./vally-results`).",
+    "PathsConfig.cache": "Folder of the judge cache (default `$XDG_CACHE_HOME/vally`, else "
+    "`~/.cache/vally`); relative to the project.",
     "PathsConfig.evalFilenames": "File name patterns of eval files (globs allowed).",
     "SuiteConfig.description": "Shown by the CLI.",
     "SuiteConfig.evals": "Eval file globs.",

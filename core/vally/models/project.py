@@ -23,6 +23,7 @@ class PathsConfig(SpecModel):
     skills: list[str] = Field(default_factory=lambda: ["skills/"])
     evals: list[str] = Field(default_factory=lambda: ["evals/"])
     results: str | None = None
+    cache: str | None = None
     evalFilenames: list[str] = Field(default_factory=lambda: ["eval.yaml", "eval.yml"])
 
     @field_validator("skills", "evals", "evalFilenames", mode="before")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
+from vally.engine.judge_cache import JudgeSpend
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
 from vally.tools import stats
@@ -140,6 +141,8 @@ class ComparisonResult:
     panel or without variation."""
     consistency: SelfConsistency | None = None
     """The re-judged sample's agreement with the first verdicts (``--rejudge``)."""
+    judge_spend: JudgeSpend | None = None
+    """The judge calls, tokens, cost and cache hits of this comparison."""
 
     @property
     def judged(self) -> list[PairResult]:
@@ -753,6 +756,7 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
             for d in result.deltas
         ],
         "error": result.error,
+        "judgeUsage": result.judge_spend.to_json() if result.judge_spend else None,
         "trials": trials,
     }
 
