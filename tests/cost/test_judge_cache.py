@@ -152,3 +152,57 @@ def test_two_caches_sharing_a_folder_answer_identically(tmp_path: Path) -> None:
     assert again == original
     assert (reader.cache.hits, reader.cache.misses) == (1, 0)  # type: ignore[union-attr]
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_regrading_saved_trials_twice_asks_the_judge_once(tmp_path: Path) -> None:
+    from tests.cost.support import JUDGE_MODEL, project, read_jsonl, reply, vally
+
+    with ChatServer() as server:
+        server.default = reply
+        project(tmp_path, server, runs=2)
+        run = vally(tmp_path, "eval", "-e", "eval.yaml", "--model", "m-agent")
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "judge cache: 0 hits, 2 misses" in run.stderr
+        [results] = list(tmp_path.glob("vally-results/*/results.jsonl"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env["XDG_CACHE_HOME"] = str(tmp_path / "grade-cache")  # not the eval's cache
+        outputs = []
+        for _ in range(2):
+            before = len(server.requests_for(JUDGE_MODEL))
+            with results.open() as stdin:
+                graded = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "vally",
+                        "grade",
+                        "-e",
+                        "eval.yaml",
+                        "--output",
+                        "jsonl",
+                    ],
+                    cwd=tmp_path,
+                    env={**env, "COST_TEST_KEY": "sk-test"},
+                    stdin=stdin,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+            # file-contains errors without --workspace; the judge's verdict is what counts
+            assert "Graded 2 trials" in graded.stderr, graded.stdout + graded.stderr
+            outputs.append((len(server.requests_for(JUDGE_MODEL)) - before, graded))
+    (first_calls, first), (second_calls, second) = outputs
+    assert (first_calls, second_calls) == (2, 0)
+    assert "judge cache: 0 hits, 2 misses" in first.stderr
+    assert "judge cache: 2 hits, 0 misses" in second.stderr
+
+    def verdicts(text: str) -> list[list[dict[str, object]]]:
+        return [
+            [d for d in json.loads(line)["gradeResult"]["details"] if d["type"] == "prompt"]
+            for line in text.splitlines()
+        ]
+
+    assert verdicts(first.stdout) == verdicts(second.stdout)
+    details = [d for v in verdicts(second.stdout) for d in v]
+    assert details and all(d["status"] == "success" for d in details)
+    assert read_jsonl(results)  # the run's own records are untouched

@@ -70,6 +70,14 @@ def report_observer_failures(prepared: PreparedRun) -> None:
             )
 
 
+def report_judge_cache(prepared: PreparedRun) -> None:
+    """Print the judge cache's hits and misses when graders called a judge."""
+    judge = prepared.judge
+    cache = judge.cache if judge is not None else None
+    if cache is not None and cache.hits + cache.misses:
+        _echo(cache.summary())
+
+
 def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
     """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
     how to see them."""
@@ -135,6 +143,7 @@ def run_eval_command(opts: EvalRequest) -> int:
 
     result = prepared.execute(run_dir, on_interrupt=interrupted)
     report_observer_failures(prepared)
+    report_judge_cache(prepared)
     return exit_code(result, run_dir, require_pass=opts.require_pass)
 
 
@@ -210,6 +219,7 @@ def eval_command(
     max_retries: MaxRetries = 0,
     max_cost: o.MaxCost = None,
     max_tokens: o.MaxTokens = None,
+    no_cache: o.NoCache = False,
     resume: o.Resume = None,
     retry_errors: o.RetryErrors = False,
     keep_executor_session_logs: KeepSessionLogs = False,

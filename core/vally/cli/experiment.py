@@ -108,6 +108,7 @@ def run_command(
     dry_run: DryRun = False,
     max_cost: o.MaxCost = None,
     max_tokens: o.MaxTokens = None,
+    no_cache: o.NoCache = False,
     resume: o.Resume = None,
     retry_errors: o.RetryErrors = False,
     require_pass: o.RequirePass = False,

@@ -97,6 +97,7 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
         judge_timeout=float(timeout) if timeout is not None else None,
         params=dict(setup.params),
         verbose=opts.verbose,
+        no_cache=opts.no_cache,
     )
     _echo()
     _echo("Comparison (LLM-judged, baseline vs each variant):")
@@ -110,9 +111,10 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
 def _exit_code(
     opts: ExperimentRequest, setup: ExperimentSetup, result: RunResult, run_dir: Path
 ) -> int:
-    from vally.cli.eval import report_observer_failures, report_tracebacks
+    from vally.cli.eval import report_judge_cache, report_observer_failures, report_tracebacks
 
     report_observer_failures(setup.prepared)
+    report_judge_cache(setup.prepared)
     _echo(f"Results: {run_dir}")
     for error in result.failures + result.missing_outputs:
         _echo(f"error: {error}", err=True)

@@ -81,6 +81,7 @@ class RunOptions:
         retry_errors: With ``resume``, run errored trials again too (``--retry-errors``).
         max_cost: Stop starting trials once they cost this many US dollars (``--max-cost``).
         max_tokens: Stop starting trials once they used this many tokens (``--max-tokens``).
+        no_cache: Judge graders send every request (``--no-cache``).
     """
 
     output_dir: str | None = None
@@ -106,6 +107,7 @@ class RunOptions:
     ray_address: str | None = None
     max_cost: float | None = None
     max_tokens: int | None = None
+    no_cache: bool = False
 
     def budget(self) -> Budget | None:
         """The ``--max-cost``/``--max-tokens`` budget, or None without either.

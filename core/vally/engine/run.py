@@ -57,6 +57,7 @@ from vally.models.trajectory import utc_now
 from vally.plugins.session import Session
 
 if TYPE_CHECKING:
+    from vally.engine.judge_cache import CachedJudge
     from vally.engine.resume import ResumePlan
 
 StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
@@ -172,6 +173,7 @@ class RunRequest:
             None runs every selected trial.
         budget: ``--max-cost``/``--max-tokens``: stop starting trials once spent (an
             experiment's variants share it evenly); None: no limit.
+        no_cache: Graders' judge requests bypass the judge cache (``--no-cache``).
     """
 
     session: Session
@@ -194,6 +196,7 @@ class RunRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: TrialGate | None = None
     budget: Budget | None = None
+    no_cache: bool = False
 
     @property
     def project(self) -> ProjectConfig:
@@ -300,6 +303,8 @@ class PreparedRun:
         reused: Records a resumed run keeps from its folder (see :meth:`resume`).
         resumed_id: The run id of the run being resumed.
         budget_gate: The gate enforcing the request's budget (set when the run starts).
+        judge: The graders' LLM provider behind the judge cache (its ``cache`` counts the
+            hits and misses of the run).
         runner: The ``--runner`` plugin (None: trials run in this process).
     """
 
@@ -316,6 +321,7 @@ class PreparedRun:
     reused: list[TrialResultRecord] = field(default_factory=list)
     resumed_id: str | None = None
     budget_gate: BudgetGate | None = None
+    judge: CachedJudge | None = None
 
     def resume(self, run_dir: Path, *, retry_errors: bool = False) -> ResumePlan:
         """Continue the run in ``run_dir``: keep its finished trials, run only the others
@@ -431,6 +437,7 @@ class PreparedRun:
             llm=self.llm,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
             prices=PriceTable(request.project.prices),
+            judge_llm=self.judge_llm(),
         )
         gate = request.gate
         if request.budget is not None:
@@ -448,6 +455,21 @@ class PreparedRun:
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
         )
         return self.engine
+
+    def judge_llm(self) -> CachedJudge | None:
+        """The LLM provider behind the judge cache, for graders (None without a provider);
+        with ``no_cache`` it only meters the judges' calls."""
+        if self.llm is None:
+            return None
+        if self.judge is None:
+            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+
+            request = self.request
+            cache = None
+            if not request.no_cache:
+                cache = JudgeCache(cache_root(request.project, request.project_root))
+            self.judge = CachedJudge(self.llm, cache, request.project.llm.provider)
+        return self.judge
 
     def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
         """The run as a distributed runner's workers rebuild it."""

@@ -120,6 +120,8 @@ class RunContext:
         experiment_blocks: The ``experiment`` provenance block of each (variant, eval),
             added to its records (experiment runs).
         prices: Prices the records' ``cost`` (the built-in list prices by default).
+        judge_llm: The provider graders call (the LLM provider behind the judge cache);
+            None gives them ``llm``.
     """
 
     run: RunInfo
@@ -133,6 +135,7 @@ class RunContext:
     llm: LLMProvider | None = None
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
     prices: PriceTable = field(default_factory=PriceTable)
+    judge_llm: LLMProvider | None = None
 
 
 class _TrialFailed(Exception):
@@ -459,7 +462,7 @@ class TrialRunner:
                 create_grader=ctx.create_grader,
                 sandbox=sandbox,
                 spec_dir=trial.spec_dir,
-                llm=ctx.llm,
+                llm=ctx.judge_llm or ctx.llm,
                 judge=trial.judge,
                 weights=trial.weights,
                 threshold=trial.threshold,
