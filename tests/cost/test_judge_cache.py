@@ -206,3 +206,30 @@ def test_regrading_saved_trials_twice_asks_the_judge_once(tmp_path: Path) -> Non
     details = [d for v in verdicts(second.stdout) for d in v]
     assert details and all(d["status"] == "success" for d in details)
     assert read_jsonl(results)  # the run's own records are untouched
+
+
+class _Counting(_Once):
+    """A provider that answers every time, counting the calls."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        message = ChatMessage(role="assistant", content=f'{{"n": {self.calls}}}')
+        return ChatResponse(message, "stop", model="m")
+
+
+def test_rejudging_bypasses_the_cache(tmp_path: Path) -> None:
+    from vally.engine.judge_cache import bypass_cache
+
+    inner = _Counting()
+    judge = CachedJudge(inner, JudgeCache(tmp_path), "openai")  # type: ignore[arg-type]
+
+    async def twice() -> tuple[ChatResponse, ChatResponse]:
+        first = await judge.chat(_request("e"))
+        with bypass_cache():
+            again = (await asyncio.gather(judge.chat(_request("e"))))[0]
+        return first, again
+
+    first, again = asyncio.run(twice())
+    assert inner.calls == 2
+    assert first != again
+    assert asyncio.run(judge.chat(_request("e"))) == first  # the bypass stored nothing

@@ -18,9 +18,11 @@ the project), else ``$XDG_CACHE_HOME/vally``, else ``~/.cache/vally``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -43,6 +45,22 @@ CACHE_FORMAT = 1
 """Version of the key and entry format; a change starts a new cache."""
 
 JUDGE_FOLDER = "judge"
+
+_BYPASS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "vally_judge_cache_bypass", default=False
+)
+
+
+@contextlib.contextmanager
+def bypass_cache() -> Iterator[None]:
+    """Within this block (and the tasks started in it) judge requests go to the provider,
+    neither read from nor written to the cache: for measuring the judge's own variance
+    (``vally compare --rejudge``)."""
+    token = _BYPASS.set(True)
+    try:
+        yield
+    finally:
+        _BYPASS.reset(token)
 
 
 def cache_root(project: ProjectConfig | None, project_root: Path | None) -> Path:
@@ -231,7 +249,7 @@ class CachedJudge:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """The cached answer of ``request``, else the inner provider's (then stored)."""
-        cache = self.cache
+        cache = None if _BYPASS.get() else self.cache
         key = request_key(self.provider, request) if cache is not None else ""
         response = cache.get(key) if cache is not None else None
         if cache is not None and response is not None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
-from vally.engine.judge_cache import JudgeSpend
+from vally.engine.judge_cache import JudgeSpend, bypass_cache
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
 from vally.tools import stats
@@ -529,7 +529,8 @@ async def _rejudge(
     """Judge a seeded sample of judged pairs again and compare the scores."""
     judged = [r for r in results if r.score is not None]
     sample = random.Random(REJUDGE_SEED).sample(judged, min(options.rejudge, len(judged)))
-    again = await asyncio.gather(*(run(r.pair) for r in sample))
+    with bypass_cache():  # a cached answer would agree with itself by construction
+        again = await asyncio.gather(*(run(r.pair) for r in sample))
     scores = [
         (first.score, second.score)
         for first, second in zip(sample, again, strict=True)
