@@ -36,14 +36,16 @@ def test_eval_records_summary_and_report_carry_the_priced_totals(
         assert cost["judgeByGrader"]["judge"] == pytest.approx(JUDGE_USD)
         assert cost["judgeByGrader"]["file-contains"] == 0
         assert cost["unpricedTrials"] == 0
+        assert record["usage"]["judgeCache"] == {"hits": 0, "misses": 1}
     [summary] = read_jsonl(results.with_name("run-summary.jsonl"))
+    assert summary["usage"]["judgeCache"] == {"hits": 0, "misses": 2}
     assert summary["cost"]["totalUsd"] == pytest.approx(2 * (AGENT_USD + JUDGE_USD))
     assert summary["cost"]["judgeByGrader"]["judge"] == pytest.approx(2 * JUDGE_USD)
     total = f"${2 * (AGENT_USD + JUDGE_USD):,.4f}"
     assert f"total {total}" in proc.stdout + proc.stderr
     report = results.with_name("report.md").read_text()
     assert f"judge 30 tokens ${2 * JUDGE_USD:,.4f}" in report
-    assert f"total {total}" in report
+    assert f"total {total} · judge cache 0 hits / 2 misses" in report
 
 
 def test_a_model_without_a_price_leaves_the_cost_unknown(

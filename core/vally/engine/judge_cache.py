@@ -40,6 +40,7 @@ from vally.contracts.protocols import (
 from vally.engine.rundir import write_text_atomic
 from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
+from vally.models.usage import JudgeCacheCounts
 
 CACHE_FORMAT = 1
 """Version of the key and entry format; a change starts a new cache."""
@@ -49,6 +50,22 @@ JUDGE_FOLDER = "judge"
 _BYPASS: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "vally_judge_cache_bypass", default=False
 )
+
+
+_COUNTS: contextvars.ContextVar[JudgeCacheCounts | None] = contextvars.ContextVar(
+    "vally_judge_cache_counts", default=None
+)
+
+
+@contextlib.contextmanager
+def counting(counts: JudgeCacheCounts) -> Iterator[JudgeCacheCounts]:
+    """Within this block (and the tasks started in it), add the cache's hits and misses to
+    ``counts`` too (one trial's grading)."""
+    token = _COUNTS.set(counts)
+    try:
+        yield counts
+    finally:
+        _COUNTS.reset(token)
 
 
 @contextlib.contextmanager
@@ -252,13 +269,18 @@ class CachedJudge:
         cache = None if _BYPASS.get() else self.cache
         key = request_key(self.provider, request) if cache is not None else ""
         response = cache.get(key) if cache is not None else None
+        counts = _COUNTS.get()
         if cache is not None and response is not None:
             cache.hits += 1
+            if counts is not None:
+                counts.hits += 1
         else:
             response = await self.inner.chat(request)
             if cache is not None:
                 cache.misses += 1
                 cache.put(key, response)
+                if counts is not None:
+                    counts.misses += 1
         self.meter.add(request, response)
         return response
 

@@ -43,6 +43,7 @@ from vally.contracts.protocols import (
     TrialContext,
     TrialKey,
 )
+from vally.engine import judge_cache
 from vally.engine.offload import offload_texts
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import (
@@ -75,7 +76,7 @@ from vally.models.trajectory import (
     TrajectoryMetrics,
     utc_now,
 )
-from vally.models.usage import trial_usage
+from vally.models.usage import JudgeCacheCounts, trial_usage
 
 if TYPE_CHECKING:
     from vally.engine.remote import RemoteRun
@@ -157,6 +158,7 @@ class _TrialState:
     notes: list[str] = field(default_factory=list)
     status: Literal["success", "error", "cancelled"] = "success"
     error: TrialError | None = None
+    judge_cache: JudgeCacheCounts = field(default_factory=JudgeCacheCounts)
 
     def fail(self, error: TrialError) -> None:
         """The trial errored."""
@@ -322,7 +324,9 @@ class TrialRunner:
             grade_result=state.grade,
             trajectory=trajectory,
             experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
-            usage=trial_usage(trajectory, state.grade),
+            usage=trial_usage(trajectory, state.grade).model_copy(
+                update={"judge_cache": state.judge_cache}
+            ),
             cost=trial_cost(trajectory, state.grade, model=trial.model, prices=ctx.prices),
         )
 
@@ -386,7 +390,8 @@ class TrialRunner:
             # --- grade
             state.phase = "grade"
             if not ctx.skip_grade:
-                state.grade = await self._grade(trial, trajectory, sandbox)
+                with judge_cache.counting(state.judge_cache):
+                    state.grade = await self._grade(trial, trajectory, sandbox)
         finally:
             # --- artifacts (best effort, also when grading failed)
             if trial_dir is not None and trial.stimulus.artifacts:

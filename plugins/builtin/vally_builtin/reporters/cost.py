@@ -2,7 +2,8 @@
 
 ``agent 1,200 tokens $0.0042 (reported) · judge 300 tokens $0.0011 · total $0.0053``: tokens
 and cost of the agent's and the judges' model calls, summed over the trials' records. A cost
-some trials could not price (a model without a price) says how many trials were left out.
+some trials could not price (a model without a price) says how many trials were left out;
+the judge cache's hits and misses follow when judges were asked.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ def cost_line(records: Iterable[TrialResultRecord]) -> str:
     dollars = {"agent": 0.0, "judge": 0.0}
     priced = {"agent": False, "judge": False}
     sources: set[str] = set()
-    unpriced = 0
+    unpriced = hits = misses = 0
     for record in records:
+        hits += record.usage.judge_cache.hits
+        misses += record.usage.judge_cache.misses
         cost = record.cost
         tokens["agent"] += record.usage.agent.total_tokens
         tokens["judge"] += record.usage.judge.total_tokens
@@ -45,4 +48,6 @@ def cost_line(records: Iterable[TrialResultRecord]) -> str:
     line = " · ".join([*parts, f"total {total}"])
     if unpriced:
         line += f" ({unpriced} trial{'' if unpriced == 1 else 's'} without a price left out)"
+    if hits or misses:
+        line += f" · judge cache {hits} hits / {misses} misses"
     return line
