@@ -43,6 +43,7 @@ class RemoteRun:
         skip_grade: Execute without grading.
         scrubber: Hides secret values in the trial's record and files.
         experiment_blocks: The ``experiment`` block per (variant, eval) (experiments).
+        no_cache: Graders' judge requests bypass the worker's judge cache (``--no-cache``).
     """
 
     run: RunInfo
@@ -54,6 +55,7 @@ class RemoteRun:
     skip_grade: bool
     scrubber: Scrubber
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+    no_cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class _WorkerRun:
     graders: Any
     llm: Any
     started: bool = False
+    judge: Any = None
 
 
 _RUNS: dict[str, _WorkerRun] = {}
@@ -139,6 +142,12 @@ def _worker_run(remote: RemoteRun, trial: PlannedTrial) -> _WorkerRun:
         state.graders = components.build_grader_factory(state.session, [trial], validate=False)
     if state.llm is None:
         state.llm = components.llm_provider_for(state.session, remote.project, [trial])
+        if state.llm is not None:
+            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+
+            root = cache_root(remote.project, remote.project_root)
+            cache = None if remote.no_cache else JudgeCache(root)
+            state.judge = CachedJudge(state.llm, cache, remote.project.llm.provider)
     return state
 
 
@@ -174,6 +183,7 @@ async def run_trial_job(job: TrialJob, *, node: str) -> TrialOutcome:
             llm=state.llm,
             experiment_blocks=remote.experiment_blocks,
             prices=PriceTable(remote.project.prices),
+            judge_llm=state.judge,
         )
         ATTEMPT.set(job.attempt)
         NODE.set(node)

@@ -485,6 +485,7 @@ class PreparedRun:
             skip_grade=request.skip_grade,
             scrubber=scrubber,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
+            no_cache=request.no_cache,
         )
 
     async def execute_async(
