@@ -233,3 +233,48 @@ def test_rejudging_bypasses_the_cache(tmp_path: Path) -> None:
     assert inner.calls == 2
     assert first != again
     assert asyncio.run(judge.chat(_request("e"))) == first  # the bypass stored nothing
+
+
+MOCK_SPEC = """\
+name: same-evidence
+defaults:
+  runs: 2
+  executor:
+    name: mock
+    config: {output: "The capital of France is Paris.", tokens: {input: 120, output: 30}}
+stimuli:
+  - name: capital
+    prompt: What is the capital of France?
+    rubric: [Names Paris as the capital]
+    graders: [{type: prompt}]
+"""
+
+
+def test_identical_trials_of_one_eval_ask_the_judge_once(tmp_path: Path) -> None:
+    with ChatServer() as server:
+        server.default = lambda request: completion(
+            json.dumps({"score": "pass", "reasoning": "Paris"}), prompt_tokens=50
+        )
+        (tmp_path / "eval.yaml").write_text(MOCK_SPEC)
+        (tmp_path / ".vally.yaml").write_text(f"llm: {{base_url: '{server.base_url}'}}\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        args = ["eval", "-e", "eval.yaml", "--judge-model", "j", "--workers", "1"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "vally", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert len(server.requests) == 1
+    [results] = list(tmp_path.glob("vally-results/*/results.jsonl"))
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    counts = sorted(
+        (r["usage"]["judgeCache"]["hits"], r["usage"]["judgeCache"]["misses"]) for r in records
+    )
+    assert counts == [(0, 1), (1, 0)]
+    first, second = (r["gradeResult"]["details"] for r in records)
+    assert first == second  # the cached verdict is the original, byte for byte
+    assert "judge cache: 1 hit, 1 miss (" in proc.stderr
