@@ -84,3 +84,25 @@ def test_a_budget_below_zero_is_a_clear_error(tmp_path: Path) -> None:
     proc = vally(tmp_path, "eval", "-e", "eval.yaml", "--max-cost", "0")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "--max-cost must be more than 0" in proc.stderr
+
+
+def test_resume_runs_the_trials_a_budget_did_not_start(
+    chat_server: ChatServer, tmp_path: Path
+) -> None:
+    chat_server.default = reply
+    project(tmp_path, chat_server, runs=4)
+    args = ["eval", "-e", "eval.yaml", "--model", "m-agent", "--workers", "1"]
+    stopped = vally(tmp_path, *args, "--max-tokens", "50")
+    assert stopped.returncode == EXIT_BUDGET, stopped.stdout + stopped.stderr
+    [run_dir] = list(tmp_path.glob("vally-results/*"))
+    assert len(read_jsonl(run_dir / "results.jsonl")) == 2  # 45, then 90 >= 50
+    # The kept trials' 90 tokens count: one more trial reaches 100.
+    resumed = vally(tmp_path, *args, "--resume", str(run_dir), "--max-tokens", "100")
+    assert resumed.returncode == EXIT_BUDGET, resumed.stdout + resumed.stderr
+    assert len(read_jsonl(run_dir / "results.jsonl")) == 3
+    finished = vally(tmp_path, *args, "--resume", str(run_dir))
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    records = read_jsonl(run_dir / "results.jsonl")
+    assert sorted(r["trialIndex"] for r in records) == [0, 1, 2, 3]  # type: ignore[type-var]
+    [summary] = read_jsonl(run_dir / "run-summary.jsonl")
+    assert summary["usage"]["agent"]["totalTokens"] == 4 * 30
