@@ -77,6 +77,9 @@ def test_experiment_divides_the_budget_across_variants(
     for variant in ("small", "large"):
         assert len(_records(tmp_path, f"vally-experiment-results/*/{variant}/results.jsonl")) == 3
         assert f"variant {variant}: budget reached, --max-tokens 100" in proc.stderr
+    [report] = list(tmp_path.glob("vally-experiment-results/*/report.md"))
+    # each variant: 3 trials of 2 agent calls (30 tokens) and 1 judge call (15 tokens)
+    assert report.read_text().count("Cost: agent 90 tokens $0.1200") == 2
 
 
 def test_a_budget_below_zero_is_a_clear_error(tmp_path: Path) -> None:
