@@ -107,7 +107,8 @@ def render_cli() -> str:
         "# CLI reference\n",
         "Every command of `vally`, with its options. `vally COMMAND --help` prints the same.",
         "Exit codes: 0 success, 1 failure (including a failed verdict with `--require-pass`),",
-        "2 usage error.\n",
+        "2 usage error, 3 a `--max-cost`/`--max-tokens` budget stopped `eval` or",
+        "`experiment run` before every trial started, 130 interrupted.\n",
     ]
     entries = list(_walk_commands(root, root_ctx))
     lines.append("## Commands\n")
@@ -618,6 +619,8 @@ def example_records() -> tuple[Any, Any]:
     """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
     from vally.engine.scoring import summarize_eval, trial_verdict
     from vally.models import GraderConfig, Stimulus
+    from vally.models.cost import trial_cost
+    from vally.models.pricing import PriceTable
     from vally.models.records import GraderResult, TrialResultRecord
     from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
     from vally.models.usage import trial_usage
@@ -675,6 +678,7 @@ def example_records() -> tuple[Any, Any]:
         grade_result=grade,
         trajectory=trajectory,
         usage=trial_usage(trajectory, grade),
+        cost=trial_cost(trajectory, grade, model="gpt-4.1", prices=PriceTable()),
     )
     summary = summarize_eval(
         [record],

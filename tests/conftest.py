@@ -15,3 +15,10 @@ def _plugin_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """
     for name in ("VALLY_BLOCK_PLUGINS", "VALLY_ONLY_DISTRIBUTIONS"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Give every test (and the ``vally`` processes it starts) a judge cache of its own, so
+    no test answers from another test's judge verdicts or from the user's cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))

@@ -17,6 +17,8 @@ T = TypeVar("T")
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_BUDGET = 3
+"""A ``--max-cost``/``--max-tokens`` budget was reached: some planned trials never started."""
 EXIT_INTERRUPTED = 130
 
 

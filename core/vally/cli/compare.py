@@ -51,6 +51,11 @@ def _judge_timeout(value: str | None) -> float | None:
     return timeout
 
 
+Rejudge = Annotated[
+    int, opt("N", "Judge N sampled pairs again to measure self-consistency.", min=0)
+]
+
+
 def compare_command(
     experiment_dir: Annotated[
         Path | None,
@@ -93,14 +98,13 @@ def compare_command(
     fail_on_regression: Annotated[
         bool, switch("--fail-on-regression", "Exit 1 when the treatment regresses.")
     ] = False,
-    rejudge: Annotated[
-        int, opt("N", "Judge N sampled pairs again to measure self-consistency.", min=0)
-    ] = 0,
+    rejudge: Rejudge = 0,
     plan: Annotated[
         float | None,
         opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
     ] = None,
     params: o.Params = None,
+    no_cache: o.NoCache = False,
     verbose: Annotated[bool, switch("--verbose", "Show the judge's full reasoning.")] = False,
 ) -> None:
     """Compare a treatment run against a baseline with an LLM judge (both orders)."""

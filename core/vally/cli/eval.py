@@ -3,8 +3,9 @@
 The command parses its flags into an :class:`~vally.engine.evals.EvalRequest`, runs it
 through the run API and turns the result into an exit code: 0 when the run completed
 (whatever the verdicts), 1 on an operational error (bad spec, unknown plugin, setup,
-executor, grader or output failure) or, with ``--require-pass``, a failing verdict; 130
-when interrupted.
+executor, grader or output failure) or, with ``--require-pass``, a failing verdict; 3 when a
+``--max-cost``/``--max-tokens`` budget stopped it before every trial started; 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vally.cli import options as o
-from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, debug_enabled, fail
+from vally.cli.common import (
+    EXIT_BUDGET,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    debug_enabled,
+    fail,
+)
 from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
 
@@ -62,6 +70,14 @@ def report_observer_failures(prepared: PreparedRun) -> None:
             )
 
 
+def report_judge_cache(prepared: PreparedRun) -> None:
+    """Print the judge cache's hits and misses when graders called a judge."""
+    judge = prepared.judge
+    cache = judge.cache if judge is not None else None
+    if cache is not None and cache.hits + cache.misses:
+        _echo(cache.summary())
+
+
 def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
     """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
     how to see them."""
@@ -93,6 +109,10 @@ def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
         return EXIT_FAILURE
     if result.failures:
         return EXIT_FAILURE
+    if result.budget_stops:
+        for line in result.budget_stops:
+            _echo(f"{line}; continue with --resume {run_dir} and a larger budget")
+        return EXIT_BUDGET
     if require_pass and result.verdict_failed:
         failed = ", ".join(s.eval_name for s in result.summaries if s.verdict == "fail")
         _echo(f"--require-pass: the verdict of {failed} failed")
@@ -123,6 +143,7 @@ def run_eval_command(opts: EvalRequest) -> int:
 
     result = prepared.execute(run_dir, on_interrupt=interrupted)
     report_observer_failures(prepared)
+    report_judge_cache(prepared)
     return exit_code(result, run_dir, require_pass=opts.require_pass)
 
 
@@ -196,6 +217,9 @@ def eval_command(
     ray_address: o.RayAddress = None,
     reporter_plugins: o.ReporterPlugins = None,
     max_retries: MaxRetries = 0,
+    max_cost: o.MaxCost = None,
+    max_tokens: o.MaxTokens = None,
+    no_cache: o.NoCache = False,
     resume: o.Resume = None,
     retry_errors: o.RetryErrors = False,
     keep_executor_session_logs: KeepSessionLogs = False,

@@ -8,7 +8,8 @@ pool); ``merge`` reconciles the shard folders of a sharded run
 Exit codes: 0 when the run completed (whatever the verdicts); 1 on a planning, execution,
 grading, configuration, cleanup or required-output error, with ``--require-pass`` when a
 verdict failed, and with ``--compare`` when a variant could not be fully compared;
-130 when interrupted.
+3 when a ``--max-cost``/``--max-tokens`` budget stopped a variant before all its trials
+started (and nothing else failed); 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ def run_command(
     eval_plugin: o.EvalPlugin = None,
     workspace: Workspace = None,
     dry_run: DryRun = False,
+    max_cost: o.MaxCost = None,
+    max_tokens: o.MaxTokens = None,
+    no_cache: o.NoCache = False,
     resume: o.Resume = None,
     retry_errors: o.RetryErrors = False,
     require_pass: o.RequirePass = False,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from vally.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+from vally.cli.common import EXIT_BUDGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
 from vally.errors import VallyError
 
 if TYPE_CHECKING:
@@ -97,6 +97,7 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
         judge_timeout=float(timeout) if timeout is not None else None,
         params=dict(setup.params),
         verbose=opts.verbose,
+        no_cache=opts.no_cache,
     )
     _echo()
     _echo("Comparison (LLM-judged, baseline vs each variant):")
@@ -110,9 +111,10 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
 def _exit_code(
     opts: ExperimentRequest, setup: ExperimentSetup, result: RunResult, run_dir: Path
 ) -> int:
-    from vally.cli.eval import report_observer_failures, report_tracebacks
+    from vally.cli.eval import report_judge_cache, report_observer_failures, report_tracebacks
 
     report_observer_failures(setup.prepared)
+    report_judge_cache(setup.prepared)
     _echo(f"Results: {run_dir}")
     for error in result.failures + result.missing_outputs:
         _echo(f"error: {error}", err=True)
@@ -128,6 +130,10 @@ def _exit_code(
     if errored:
         report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}", err=True)
+    for line in result.budget_stops:
+        _echo(f"{line}; continue with --resume {run_dir} and a larger budget", err=True)
+    if result.budget_stops and code == EXIT_OK:
+        code = EXIT_BUDGET
     failed = _failed_verdicts(result.summaries)
     if opts.require_pass and failed:
         what = "partial verdict" if setup.shard is not None else "verdict"

@@ -51,6 +51,7 @@ def grade_command(
         float | None, opt("0..1", "Pass threshold 0..1, overriding the spec's.")
     ] = None,
     params: o.Params = None,
+    no_cache: o.NoCache = False,
 ) -> None:
     """Re-grade saved trials read from standard input."""
     from vally.specs.params import parse_params
@@ -59,6 +60,8 @@ def grade_command(
     with user_errors():
         opts = request_from(GradeOptions, {**locals(), "params": parse_params(params or [])})
         outcome = regrade(opts, sys.stdin, warn=_warn)
+    if outcome.judge_cache is not None:
+        typer.echo(outcome.judge_cache, err=True)
     if outcome.cancelled:
         raise typer.Exit(EXIT_INTERRUPTED)
     passed, failed, errored = outcome.counts()

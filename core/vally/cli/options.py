@@ -91,6 +91,17 @@ Resume = Annotated[
     str | None,
     opt("RUN_DIR", "Continue this run folder: keep finished trials, run the rest into it."),
 ]
+NoCache = Annotated[
+    bool, switch("--no-cache", "Send every judge request; neither read nor fill the judge cache.")
+]
+MaxCost = Annotated[
+    float | None,
+    opt("USD", "Start no new trial once the finished ones cost this much (exit 3).", min=0.0),
+]
+MaxTokens = Annotated[
+    int | None,
+    opt("N", "Start no new trial once the finished ones used this many tokens (exit 3).", min=1),
+]
 RetryErrors = Annotated[
     bool, switch("--retry-errors", "With --resume, also run errored trials again.")
 ]

@@ -257,6 +257,8 @@ def eval_run_request(opts: EvalRequest) -> tuple[RunRequest, Path]:
         max_retries=opts.max_retries,
         skip_grade=opts.skip_grade,
         runner=opts.runner_choice(),
+        budget=opts.budget(),
+        no_cache=opts.no_cache,
         options=_run_options(opts),
     )
     return request, _output_dir(opts, cwd, project, root)

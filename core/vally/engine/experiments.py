@@ -267,6 +267,8 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         select=select,
         run_id=run_id,
         runner=opts.runner_choice(),
+        budget=opts.budget(),
+        no_cache=opts.no_cache,
         options={
             "verbose": opts.verbose,
             "quiet": opts.quiet,

@@ -13,6 +13,7 @@ from vally.errors import ConfigError
 from vally.specs.selection import absolute as absolute
 
 if TYPE_CHECKING:
+    from vally.engine.budget import Budget
     from vally.engine.run import RunnerChoice
 
 
@@ -78,6 +79,9 @@ class RunOptions:
         resume: Continue the run in this run folder (``--resume``): its finished trials
             are kept, the others run into it.
         retry_errors: With ``resume``, run errored trials again too (``--retry-errors``).
+        max_cost: Stop starting trials once they cost this many US dollars (``--max-cost``).
+        max_tokens: Stop starting trials once they used this many tokens (``--max-tokens``).
+        no_cache: Judge graders send every request (``--no-cache``).
     """
 
     output_dir: str | None = None
@@ -101,6 +105,19 @@ class RunOptions:
     runner: str | None = None
     runner_args: list[str] = field(default_factory=list)
     ray_address: str | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    no_cache: bool = False
+
+    def budget(self) -> Budget | None:
+        """The ``--max-cost``/``--max-tokens`` budget, or None without either.
+
+        Raises:
+            ConfigError: A limit is not above zero.
+        """
+        from vally.engine.budget import Budget
+
+        return Budget.from_flags(self.max_cost, self.max_tokens)
 
     def runner_choice(self) -> RunnerChoice | None:
         """``--runner`` with ``--runner-args`` (and ``--ray-address`` as ``address``); None
@@ -154,3 +171,4 @@ class RunOptions:
                 hint="add --resume <run-dir>",
             )
         self.runner_choice()
+        self.budget()

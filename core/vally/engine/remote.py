@@ -29,6 +29,7 @@ from vally.engine.rundir import Scrubber, trial_relpath
 from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
 from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, relocated_path, unpack
 from vally.errors import OutputError
+from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, GraderResult, TrialError, TrialResultRecord
 from vally.models.spec import TrialResources
@@ -51,6 +52,7 @@ class RemoteRun:
         plugins: ``(kind, specifier, base_dir)`` of the executor and grader plugins the
             driver loaded by flag (``--grader-plugin``); workers load the same, path
             specifiers from the shipped spec files.
+        no_cache: Graders' judge requests bypass the worker's judge cache (``--no-cache``).
     """
 
     run: RunInfo
@@ -63,6 +65,7 @@ class RemoteRun:
     scrubber: Scrubber
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
     plugins: tuple[tuple[str, str, Path], ...] = ()
+    no_cache: bool = False
 
 
 REPLAYED_KINDS = ("executor", "grader")
@@ -123,6 +126,7 @@ class _WorkerRun:
     graders: Any
     llm: Any
     started: bool = False
+    judge: Any = None
 
 
 _RUNS: dict[str, _WorkerRun] = {}
@@ -175,6 +179,12 @@ def _worker_run(
         if llm is not None and llm_gate is not None:
             llm = GatedLLM(llm, llm_gate, remote.project.llm.max_concurrency)
         state.llm = llm
+        if llm is not None:
+            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+
+            root = cache_root(remote.project, remote.project_root)
+            cache = None if remote.no_cache else JudgeCache(root)
+            state.judge = CachedJudge(llm, cache, remote.project.llm.provider)
     return state
 
 
@@ -225,6 +235,8 @@ async def run_trial_job(
             skip_grade=remote.skip_grade,
             llm=state.llm,
             experiment_blocks=remote.experiment_blocks,
+            prices=PriceTable(remote.project.prices),
+            judge_llm=state.judge,
         )
         ATTEMPT.set(job.attempt)
         NODE.set(node)

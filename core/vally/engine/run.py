@@ -35,6 +35,7 @@ from vally.contracts.protocols import (
     TrialKey,
 )
 from vally.engine import components
+from vally.engine.budget import Budget, BudgetGate
 from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
 from vally.engine.remote import REPLAYED_KINDS, RemoteRun
 from vally.engine.runner import (
@@ -49,6 +50,7 @@ from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.spec_files import SpecFiles, spec_roots
 from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
+from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.records import ExperimentBlock, TrialResultRecord
 from vally.models.spec import Stimulus
@@ -56,6 +58,7 @@ from vally.models.trajectory import utc_now
 from vally.plugins.session import Session
 
 if TYPE_CHECKING:
+    from vally.engine.judge_cache import CachedJudge
     from vally.engine.resume import ResumePlan
 
 StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
@@ -169,6 +172,9 @@ class RunRequest:
         options: Presentation options given to reporters (``RunInfo.options``).
         gate: Decides during the run which trials still start (sequential experiments);
             None runs every selected trial.
+        budget: ``--max-cost``/``--max-tokens``: stop starting trials once spent (an
+            experiment's variants share it evenly); None: no limit.
+        no_cache: Graders' judge requests bypass the judge cache (``--no-cache``).
     """
 
     session: Session
@@ -190,6 +196,8 @@ class RunRequest:
     runner: RunnerChoice | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     gate: TrialGate | None = None
+    budget: Budget | None = None
+    no_cache: bool = False
 
     @property
     def project(self) -> ProjectConfig:
@@ -295,6 +303,9 @@ class PreparedRun:
         llm: The project's LLM provider when a plugin needs one.
         reused: Records a resumed run keeps from its folder (see :meth:`resume`).
         resumed_id: The run id of the run being resumed.
+        budget_gate: The gate enforcing the request's budget (set when the run starts).
+        judge: The graders' LLM provider behind the judge cache (its ``cache`` counts the
+            hits and misses of the run).
         runner: The ``--runner`` plugin (None: trials run in this process).
     """
 
@@ -310,6 +321,8 @@ class PreparedRun:
     engine: RunEngine | None = None
     reused: list[TrialResultRecord] = field(default_factory=list)
     resumed_id: str | None = None
+    budget_gate: BudgetGate | None = None
+    judge: CachedJudge | None = None
 
     def resume(self, run_dir: Path, *, retry_errors: bool = False) -> ResumePlan:
         """Continue the run in ``run_dir``: keep its finished trials, run only the others
@@ -424,13 +437,20 @@ class PreparedRun:
             skip_grade=request.skip_grade,
             llm=self.llm,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
+            prices=PriceTable(request.project.prices),
+            judge_llm=self.judge_llm(),
         )
+        gate = request.gate
+        if request.budget is not None:
+            gate = self.budget_gate = BudgetGate(
+                request.budget, self.trials, inner=gate, spent=self.reused
+            )
         self.engine = RunEngine(
             context,
             self.summaries(run, scrubber),
             workers=self.workers,
             max_retries=request.max_retries,
-            gate=request.gate,
+            gate=gate,
             reused=self.reused,
             trial_runner=self.runner,
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
@@ -461,6 +481,21 @@ class PreparedRun:
             if kind in REPLAYED_KINDS
         )
 
+    def judge_llm(self) -> CachedJudge | None:
+        """The LLM provider behind the judge cache, for graders (None without a provider);
+        with ``no_cache`` it only meters the judges' calls."""
+        if self.llm is None:
+            return None
+        if self.judge is None:
+            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+
+            request = self.request
+            cache = None
+            if not request.no_cache:
+                cache = JudgeCache(cache_root(request.project, request.project_root))
+            self.judge = CachedJudge(self.llm, cache, request.project.llm.provider)
+        return self.judge
+
     def remote_run(self, run: RunInfo, scrubber: Any) -> RemoteRun:
         """The run as a distributed runner's workers rebuild it."""
         request = self.request
@@ -476,6 +511,7 @@ class PreparedRun:
             scrubber=scrubber,
             experiment_blocks=request.experiment.blocks if request.experiment else {},
             plugins=self.replayed_plugins(),
+            no_cache=request.no_cache,
         )
 
     async def execute_async(
@@ -484,7 +520,10 @@ class PreparedRun:
         """Run the selected trials (see :meth:`execute`) on the running event loop."""
         engine = self.start_engine(run_dir, run_id=run_id)
         try:
-            return await engine.run(self.trials)
+            result = await engine.run(self.trials)
+            if self.budget_gate is not None:
+                result.budget_stops = self.budget_gate.stops()
+            return result
         finally:
             if self.llm is not None:
                 with contextlib.suppress(Exception):  # teardown is best effort

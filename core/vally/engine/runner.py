@@ -43,6 +43,7 @@ from vally.contracts.protocols import (
     TrialContext,
     TrialKey,
 )
+from vally.engine import judge_cache
 from vally.engine.offload import offload_texts
 from vally.engine.planner import PlannedTrial, PluginRef
 from vally.engine.rundir import (
@@ -57,6 +58,8 @@ from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
 from vally.engine.summaries import RunSummaries
 from vally.engine.tracebacks import format_traceback, plugin_location
 from vally.errors import CleanupError, OutputError, SetupError, TrialTimeoutError, VallyError
+from vally.models.cost import trial_cost
+from vally.models.pricing import PriceTable
 from vally.models.records import (
     ExperimentBlock,
     GradeResult,
@@ -73,7 +76,7 @@ from vally.models.trajectory import (
     TrajectoryMetrics,
     utc_now,
 )
-from vally.models.usage import trial_usage
+from vally.models.usage import JudgeCacheCounts, trial_usage
 
 if TYPE_CHECKING:
     from vally.engine.remote import RemoteRun
@@ -118,6 +121,9 @@ class RunContext:
         llm: The LLM provider for judges and LLM executors, when configured.
         experiment_blocks: The ``experiment`` provenance block of each (variant, eval),
             added to its records (experiment runs).
+        prices: Prices the records' ``cost`` (the built-in list prices by default).
+        judge_llm: The provider graders call (the LLM provider behind the judge cache);
+            None gives them ``llm``.
     """
 
     run: RunInfo
@@ -130,6 +136,8 @@ class RunContext:
     skip_grade: bool = False
     llm: LLMProvider | None = None
     experiment_blocks: Mapping[tuple[str, str], ExperimentBlock] = field(default_factory=dict)
+    prices: PriceTable = field(default_factory=PriceTable)
+    judge_llm: LLMProvider | None = None
 
 
 class _TrialFailed(Exception):
@@ -151,6 +159,7 @@ class _TrialState:
     notes: list[str] = field(default_factory=list)
     status: Literal["success", "error", "cancelled"] = "success"
     error: TrialError | None = None
+    judge_cache: JudgeCacheCounts = field(default_factory=JudgeCacheCounts)
 
     def fail(self, error: TrialError) -> None:
         """The trial errored."""
@@ -316,7 +325,10 @@ class TrialRunner:
             grade_result=state.grade,
             trajectory=trajectory,
             experiment=ctx.experiment_blocks.get((trial.key.variant, trial.key.eval_name)),
-            usage=trial_usage(trajectory, state.grade),
+            usage=trial_usage(trajectory, state.grade).model_copy(
+                update={"judge_cache": state.judge_cache}
+            ),
+            cost=trial_cost(trajectory, state.grade, model=trial.model, prices=ctx.prices),
         )
 
     async def _save(
@@ -414,7 +426,8 @@ class TrialRunner:
             # --- grade
             state.phase = "grade"
             if not ctx.skip_grade:
-                state.grade = await self._grade(trial, trajectory, sandbox)
+                with judge_cache.counting(state.judge_cache):
+                    state.grade = await self._grade(trial, trajectory, sandbox)
         finally:
             # --- artifacts (best effort, also when grading failed)
             if trial_dir is not None and trial.stimulus.artifacts:
@@ -490,7 +503,7 @@ class TrialRunner:
                 create_grader=ctx.create_grader,
                 sandbox=sandbox,
                 spec_dir=trial.spec_dir,
-                llm=ctx.llm,
+                llm=ctx.judge_llm or ctx.llm,
                 judge=trial.judge,
                 weights=trial.weights,
                 threshold=trial.threshold,
@@ -719,6 +732,9 @@ class RunResult:
     """What stopped the run early (a required output could not be written), if anything."""
     missing_outputs: list[str] = field(default_factory=list)
     """Required outputs written after the trials (summary files) that could not be."""
+    budget_stops: list[str] = field(default_factory=list)
+    """Why trials were not started because a ``--max-cost``/``--max-tokens`` budget was
+    reached, one line per run or variant (empty: the budget, if any, was not reached)."""
 
     @property
     def errored(self) -> bool:

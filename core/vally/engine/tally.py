@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from vally._version import __version__
 from vally.engine.trialfacts import USAGE_FIELDS, TrialFacts, usage_of
+from vally.models.cost import Cost
 from vally.models.records import (
     ExperimentBlock,
     RunSummaryRecord,
@@ -22,6 +23,7 @@ from vally.models.records import (
     TrialResultRecord,
 )
 from vally.models.trajectory import utc_now
+from vally.models.usage import JudgeCacheCounts
 
 
 def _mean(total: float, count: int) -> float | None:
@@ -128,6 +130,8 @@ class EvalTally:
         self.started_at: str | None = None
         self.completed_at: str | None = None
         self.usage = [0] * (2 * len(USAGE_FIELDS))
+        self.cost = Cost()
+        self.judge_cache = JudgeCacheCounts()
 
     def add(self, record: TrialResultRecord, rank: Any = None) -> None:
         """Count one trial record; ``rank`` (default: the arrival order) places its
@@ -149,6 +153,10 @@ class EvalTally:
         self.trials += 1
         if any(record.usage):
             self.usage = list(map(operator.add, self.usage, record.usage))
+        if record.cost is not None:
+            self.cost = self.cost.plus(record.cost)
+        if record.judge_cache is not None:
+            self.judge_cache = self.judge_cache.plus(record.judge_cache)
         if record.errored:
             self.errored += 1
         elif record.graded and record.has_graders:
@@ -204,5 +212,6 @@ class EvalTally:
             vally_version=vally_version,
             plugins=[dict(p) for p in plugins],
             experiment=experiment,
-            usage=usage_of(self.usage),
+            usage=usage_of(self.usage).model_copy(update={"judge_cache": self.judge_cache}),
+            cost=self.cost,
         )

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from vally.engine.planner import model_label
 from vally.errors import ConfigError
+from vally.models.cost import Cost
 from vally.models.records import TrialResultRecord
-from vally.models.usage import TokenTotals, Usage
+from vally.models.usage import JudgeCacheCounts, TokenTotals, Usage
+
+M = TypeVar("M", bound=BaseModel)
 
 STATUSES = frozenset({"success", "error", "cancelled"})
 """The values of a record's ``status``."""
@@ -61,15 +66,19 @@ class TrialFacts:
         started_at: When the trial started.
         completed_at: When it completed.
         offloaded: The record points to offloaded texts (their paths may need moving).
+        cost: The record's cost (None when the line has none).
+        judge_cache: How the judge cache answered its judges (None when not recorded).
     """
 
     __slots__ = (
         "completed_at",
+        "cost",
         "errors",
         "eval_name",
         "grade_errored",
         "graded",
         "has_graders",
+        "judge_cache",
         "model",
         "offloaded",
         "passed",
@@ -98,6 +107,8 @@ class TrialFacts:
         self.tokens = self.turns = self.tool_calls = self.wall_time_ms = self.errors = 0
         self.usage: tuple[int, ...] = (0,) * (2 * len(USAGE_FIELDS))
         self.started_at = self.completed_at = ""
+        self.cost: Cost | None = None
+        self.judge_cache: JudgeCacheCounts | None = None
 
     @property
     def errored(self) -> bool:
@@ -143,6 +154,7 @@ class TrialFacts:
         facts.usage = tuple(getattr(side, name) for side in (agent, judge) for name in _TOTALS)
         facts.started_at, facts.completed_at = record.started_at, record.completed_at
         facts.offloaded = bool(record.offloaded)
+        facts.cost, facts.judge_cache = record.cost, record.usage.judge_cache
         return facts
 
 
@@ -252,6 +264,28 @@ def _usage(facts: TrialFacts, data: Mapping[str, Any]) -> None:
     facts.usage = tuple(values)
 
 
+def _model_field(model: type[M], value: Any, where: str) -> M:
+    if not isinstance(value, dict):
+        raise FieldError(f"{where} must be an object, not {_kind(value)}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise FieldError(f"{where}.{field}: {first['msg']}") from None
+
+
+def _spend(facts: TrialFacts, data: Mapping[str, Any]) -> None:
+    """The line's ``cost`` and ``usage.judgeCache`` (both optional)."""
+    cost = data.get("cost")
+    if cost is not None:
+        facts.cost = _model_field(Cost, cost, "cost")
+    usage = data.get("usage")
+    cache = usage.get("judgeCache") if isinstance(usage, dict) else None
+    if cache is not None:
+        facts.judge_cache = _model_field(JudgeCacheCounts, cache, "usage.judgeCache")
+
+
 def facts_from_json(data: Mapping[str, Any]) -> TrialFacts:
     """The facts of one parsed ``trial-result`` line, checking only the fields they come
     from (the rest of the line is not looked at).
@@ -304,6 +338,7 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
             _metrics(facts, data)
         if usage:
             _usage(facts, data)
+        _spend(facts, data)
     except FieldError:
         return None
     return facts
@@ -349,6 +384,7 @@ def _checked_facts(data: Mapping[str, Any]) -> TrialFacts:
     _grade(facts, data)
     _metrics(facts, data)
     _usage(facts, data)
+    _spend(facts, data)
     facts.started_at = _text(data, "startedAt")
     facts.completed_at = _text(data, "completedAt")
     offloaded = data.get("offloaded")

@@ -146,6 +146,8 @@ FIELD_NOTES: dict[str, str] = {
     "PathsConfig.skills": "Folders searched for skills.",
     "PathsConfig.evals": "Folders searched for eval files.",
     "PathsConfig.results": "Parent folder of run folders (default `./vally-results`).",
+    "PathsConfig.cache": "Folder of the judge cache (default `$XDG_CACHE_HOME/vally`, else "
+    "`~/.cache/vally`); relative to the project.",
     "PathsConfig.evalFilenames": "File name patterns of eval files (globs allowed).",
     "SuiteConfig.description": "Shown by the CLI.",
     "SuiteConfig.evals": "Eval file globs.",
@@ -254,6 +256,14 @@ FIELD_NOTES: dict[str, str] = {
     "RunSummaryRecord.experiment": "Experiment provenance (`null` outside experiments).",
     "RunSummaryRecord.usage": "Token totals of the eval's trials, agent and judge (the sum of "
     "their records' `usage`).",
+    "RunSummaryRecord.cost": "Cost in US dollars of the eval's trials, agent and judge (the "
+    "sum of their records' `cost`; trials without a price count as nothing and are counted "
+    "in `unpricedTrials`).",
+    "TrialResultRecord.cost": "Cost in US dollars of the trial: the agent's reported cost "
+    "(`trajectory.metadata.extra.costUsd`) or its tokens at the price table's price, and the "
+    "judges' tokens at the judge model's price; `null` parts when a model has no price.",
+    "ProjectConfig.prices": "Model prices in US dollars per million tokens (`input`, "
+    "`output`, `cache_read`), added to or overriding the built-in list prices.",
     "TrialResultRecord.usage": "Token totals of the trial: `agent` from the trajectory's "
     "token usage, `judge` the sum of what its graders report under `metadata.judgeUsage` "
     "(zeros when none).",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vally.models.base import SpecModel
 from vally.models.durations import Duration
+from vally.models.pricing import ModelPrice
 from vally.models.spec import EnvironmentConfig
 
 
@@ -22,6 +23,7 @@ class PathsConfig(SpecModel):
     skills: list[str] = Field(default_factory=lambda: ["skills/"])
     evals: list[str] = Field(default_factory=lambda: ["evals/"])
     results: str | None = None
+    cache: str | None = None
     evalFilenames: list[str] = Field(default_factory=lambda: ["eval.yaml", "eval.yml"])
 
     @field_validator("skills", "evals", "evalFilenames", mode="before")
@@ -129,6 +131,8 @@ class ProjectConfig(SpecModel):
 
     ``plugin_config`` configures plugins selected by name on the command line, keyed by
     kind and name, e.g. ``plugin_config: {reporter: {csv: {path: trials.csv}}}``.
+    ``prices`` adds or overrides model prices (US dollars per million tokens) over the
+    built-in list prices, e.g. ``prices: {my-model: {input: 3.0, output: 15.0}}``.
     """
 
     paths: PathsConfig = Field(default_factory=PathsConfig)
@@ -139,6 +143,7 @@ class ProjectConfig(SpecModel):
     params: dict[str, str] = Field(default_factory=dict)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     plugin_config: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     @field_validator("plugin_config")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from vally.models.base import RecordModel
+from vally.models.cost import Cost
 from vally.models.spec import Stimulus
 from vally.models.trajectory import Trajectory
 from vally.models.usage import Usage
@@ -143,6 +144,7 @@ class TrialResultRecord(_EvalRecord):
     experiment: ExperimentBlock | None = None
     offloaded: list[OffloadedText] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    cost: Cost = Field(default_factory=Cost)
 
 
 class MultiTrialMetrics(RecordModel):
@@ -197,3 +199,4 @@ class RunSummaryRecord(_EvalRecord):
     plugins: list[dict[str, Any]] = Field(default_factory=list)
     experiment: ExperimentBlock | None = None
     usage: Usage = Field(default_factory=Usage)
+    cost: Cost = Field(default_factory=Cost)

@@ -52,20 +52,44 @@ class TokenTotals(RecordModel):
         )
 
 
+class JudgeCacheCounts(RecordModel):
+    """How the judge cache answered the judge requests of the trial's graders.
+
+    Attributes:
+        hits: Requests answered from the judge cache (no model call was made).
+        misses: Requests sent to the model (and stored in the cache).
+    """
+
+    hits: int = 0
+    misses: int = 0
+
+    def plus(self, other: JudgeCacheCounts) -> JudgeCacheCounts:
+        """The sum of both counts."""
+        return JudgeCacheCounts(hits=self.hits + other.hits, misses=self.misses + other.misses)
+
+
 class Usage(RecordModel):
     """Token usage split into the agent's and the judges' calls.
 
     Attributes:
         agent: The agent's model calls (from its trajectory).
-        judge: The LLM judges' calls of the trial's graders.
+        judge: The LLM judges' calls of the trial's graders (cached answers included, with
+            the tokens of the call that produced them).
+        judge_cache: How many of the judges' requests the judge cache answered (zeros with
+            ``--no-cache`` or without judges).
     """
 
     agent: TokenTotals = Field(default_factory=TokenTotals)
     judge: TokenTotals = Field(default_factory=TokenTotals)
+    judge_cache: JudgeCacheCounts = Field(default_factory=JudgeCacheCounts)
 
     def plus(self, other: Usage) -> Usage:
         """The sum of both usages."""
-        return Usage(agent=self.agent.plus(other.agent), judge=self.judge.plus(other.judge))
+        return Usage(
+            agent=self.agent.plus(other.agent),
+            judge=self.judge.plus(other.judge),
+            judge_cache=self.judge_cache.plus(other.judge_cache),
+        )
 
 
 def _count(data: Mapping[str, Any], key: str) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
+from vally.engine.judge_cache import JudgeSpend, bypass_cache
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
 from vally.tools import stats
@@ -144,6 +145,8 @@ class ComparisonResult:
     panel or without variation."""
     consistency: SelfConsistency | None = None
     """The re-judged sample's agreement with the first verdicts (``--rejudge``)."""
+    judge_spend: JudgeSpend | None = None
+    """The judge calls, tokens, cost and cache hits of this comparison."""
 
     @property
     def judged(self) -> list[PairResult]:
@@ -530,7 +533,8 @@ async def _rejudge(
     """Judge a seeded sample of judged pairs again and compare the scores."""
     judged = [r for r in results if r.score is not None]
     sample = random.Random(REJUDGE_SEED).sample(judged, min(options.rejudge, len(judged)))
-    again = await asyncio.gather(*(run(r.pair) for r in sample))
+    with bypass_cache():  # a cached answer would agree with itself by construction
+        again = await asyncio.gather(*(run(r.pair) for r in sample))
     scores = [
         (first.score, second.score)
         for first, second in zip(sample, again, strict=True)
@@ -757,6 +761,7 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
             for d in result.deltas
         ],
         "error": result.error,
+        "judgeUsage": result.judge_spend.to_json() if result.judge_spend else None,
         "trials": trials,
     }
 

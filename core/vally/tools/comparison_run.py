@@ -22,6 +22,7 @@ from vally.errors import ConfigError, OutputError, VallyError
 
 if TYPE_CHECKING:
     from vally.contracts.protocols import JudgeSettings
+    from vally.engine.judge_cache import CachedJudge
     from vally.models.project import LLMSettings
     from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
@@ -62,6 +63,7 @@ class CompareRequest:
     verbose: bool = False
     rejudge: int = 0
     plan: float | None = None
+    no_cache: bool = False
 
 
 def _print_out(text: str) -> None:
@@ -212,12 +214,14 @@ def _rubrics(spec: EvalSpec | None) -> dict[str, list[str]] | None:
 # --------------------------------------------------------------------------- judging
 
 
-def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]:
-    """The pairwise judge (the ``prompt`` grader) and the LLM provider it talks to.
+def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, CachedJudge]:
+    """The pairwise judge (the ``prompt`` grader) and the LLM provider it talks to, behind
+    the judge cache (unless ``--no-cache``).
 
     Raises:
         ConfigError: The installed ``prompt`` grader cannot judge pairs.
     """
+    from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
     from vally.engine.llm import provider_config_from_settings
     from vally.plugins.capabilities import is_pairwise
     from vally.plugins.defaults import PAIRWISE_JUDGE
@@ -236,7 +240,10 @@ def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Any]
     llm = session.create(
         "llm_provider", provider, provider_config_from_settings(settings), where="judge provider"
     )
-    return judge, llm
+    cache = None
+    if not request.no_cache:
+        cache = JudgeCache(cache_root(session.project, session.project_root))
+    return judge, CachedJudge(llm, cache, provider)
 
 
 def _llm_settings(session: Session) -> LLMSettings:
@@ -291,6 +298,9 @@ async def run_comparisons(
         ConfigError: No judge model is configured.
         LLMError: The judge's provider failed the one check request sent before any pair.
     """
+    from dataclasses import replace
+
+    from vally.models.pricing import PriceTable
     from vally.tools import compare
     from vally.tools.judge_preflight import check_judge
 
@@ -317,9 +327,11 @@ async def run_comparisons(
         rejudge=request.rejudge,
     )
     (baseline_name, baseline), *treatments = runs
+    prices = PriceTable(session.project.prices if session.project is not None else None)
     results = []
     try:
         for name, records in treatments:
+            mark = llm.checkpoint()
             try:
                 result = await compare.compare_runs(
                     baseline_name, baseline, name, records, judge, options
@@ -332,7 +344,8 @@ async def run_comparisons(
                 result = compare.summarize(
                     baseline_name, name, pairing, [], settings.model, error=message
                 )
-            results.append(result)
+            spend = llm.spend_since(mark, prices)
+            results.append(replace(result, judge_spend=spend))
     finally:
         with contextlib.suppress(Exception):
             await llm.aclose()
@@ -403,6 +416,19 @@ def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
         write_text_atomic(path, lines)
 
 
+def judge_spend_lines(result: ComparisonResult) -> list[str]:
+    """The judge's tokens and cost, then the judge cache's hits and misses."""
+    spend = result.judge_spend
+    if spend is None:
+        return []
+    lines = [spend.tokens_line()]
+    if spend.cache_hits is not None:
+        lines.append(f"Judge cache: {spend.cache_hits} hits, {spend.cache_misses} misses")
+    else:
+        lines.append("Judge cache: off (--no-cache)")
+    return lines
+
+
 def execute(
     request: CompareRequest,
     session: Session | None = None,
@@ -439,6 +465,8 @@ def execute(
     results = asyncio.run(run_comparisons(request, ordered, session, warn=warn))
     for result in results:
         for line in comparison_lines(result, request.verbose):
+            echo(line)
+        for line in judge_spend_lines(result):
             echo(line)
         if request.plan is not None:
             for line in plan_lines(result, request.plan):

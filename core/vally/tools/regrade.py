@@ -56,6 +56,7 @@ class GradeOptions:
         verbose: Show agent output and full evidence.
         threshold: Pass threshold 0..1, overriding the spec's.
         params: ``KEY=VALUE`` param values.
+        no_cache: Judge graders send every request, bypassing the judge cache.
     """
 
     eval_spec: str
@@ -67,6 +68,7 @@ class GradeOptions:
     verbose: bool = False
     threshold: float | None = None
     params: dict[str, str] = field(default_factory=dict)
+    no_cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class RegradeOutcome:
     records: list[TrialResultRecord]
     cancelled: bool
     to_stdout: bool
+    judge_cache: str | None = None
+    """The judge cache's hits and misses, when a judge was called through it."""
 
     def counts(self) -> tuple[int, int, int]:
         """(passed, failed, errored) over the records."""
@@ -271,8 +275,10 @@ def _plugin_paths(specifiers: Sequence[str], cwd: Path) -> list[str]:
     return out
 
 
-def _llm_provider(session: Session, configs: Sequence[GraderConfig]) -> Any:
-    """The project's LLM provider when one of ``configs`` is a judge grader, else None."""
+def _llm_provider(session: Session, configs: Sequence[GraderConfig], *, no_cache: bool) -> Any:
+    """The project's LLM provider, behind the judge cache unless ``no_cache``, when one of
+    ``configs`` is a judge grader, else None."""
+    from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
     from vally.plugins.capabilities import needs_llm
 
     if session.project is None:
@@ -282,12 +288,14 @@ def _llm_provider(session: Session, configs: Sequence[GraderConfig]) -> Any:
             from vally.engine.llm import provider_config_from_settings
 
             settings = session.project.llm
-            return session.create(
+            provider = session.create(
                 "llm_provider",
                 settings.provider,
                 provider_config_from_settings(settings),
                 where=".vally.yaml llm",
             )
+            root = cache_root(session.project, session.project_root)
+            return CachedJudge(provider, None if no_cache else JudgeCache(root), settings.provider)
     return None
 
 
@@ -342,6 +350,7 @@ class _Regrader:
         self.run = run
         self.project_root = project_root
         self.source = str(opts.eval_spec)
+        self.no_cache = opts.no_cache
         self.judge = judge_settings(self.spec, opts.judge_model)
         threshold = opts.threshold
         self.threshold = threshold if threshold is not None else self.spec.scoring.threshold
@@ -373,7 +382,7 @@ class _Regrader:
         configs = [*self.spec.graders, *(g for s in stimuli for g in s.graders)]
         for config in configs:
             self.create_grader(config)
-        self.llm = _llm_provider(self.session, configs)
+        self.llm = _llm_provider(self.session, configs, no_cache=self.no_cache)
         if workspace is not None:
             self.workspace = workspace
             self.backend = self.session.create(
@@ -645,4 +654,6 @@ def regrade(
             cancelled = True
     records = regrader.records
     session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, [], cancelled))
-    return RegradeOutcome(records, cancelled, to_stdout)
+    cache = getattr(regrader.llm, "cache", None)
+    line = cache.summary() if cache is not None and cache.hits + cache.misses else None
+    return RegradeOutcome(records, cancelled, to_stdout, line)

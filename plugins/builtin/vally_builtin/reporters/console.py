@@ -64,6 +64,7 @@ from vally_builtin.reporters import (
     trial_outcome,
 )
 from vally_builtin.reporters.console_live import Heartbeat, LiveDisplay, Tally, format_seconds
+from vally_builtin.reporters.cost import cost_line
 
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
@@ -306,6 +307,8 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
         f"verdict: {verdict}"
     )
     lines = [*_per_eval_lines(outcome), line]
+    if any(r.usage.agent.calls or r.usage.judge.calls or r.cost.agent_usd for r in outcome.records):
+        lines.append(f"  cost: {cost_line(outcome.records)}")
     if verdict == "FAIL" and run.options.get("require_pass") is False:
         lines.append(
             "  The exit code is still 0 because --require-pass was not given; "

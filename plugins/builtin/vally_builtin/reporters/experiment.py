@@ -38,6 +38,7 @@ from vally import (
     stimulus_pass_rates,
     utc_now,
 )
+from vally_builtin.reporters.cost import cost_line
 
 _EPSILON = 1e-9
 NO_DIFFERENCE = "no detectable difference"
@@ -345,6 +346,7 @@ def render_report(
         f"- Variants: {', '.join(f'`{v}`' for v in variants)}",
         f"- Vary: {', '.join(f'`{p}`' for p in snapshot.get('vary') or []) or '(matrix)'}",
         f"- Planned trials: {len(snapshot.get('trials') or [])}; finished: {len(ordered)}",
+        f"- Cost: {cost_line(ordered)}",
         "",
         "## Comparison with the baseline",
         "",
@@ -368,7 +370,8 @@ def render_report(
     evals = list(snapshot.get("evals") or [])
     for variant in variants:
         title = f"## Variant `{variant}`" + (" (baseline)" if variant == baseline else "")
-        lines += [title, ""]
+        own = [r for r in ordered if (r.variant or "") == variant]
+        lines += [title, "", f"Cost: {cost_line(own)}", ""]
         for summary in summaries.get(variant, []):
             meta: Mapping[str, Any] = next(
                 (e for e in evals if e["variant"] == variant and e["name"] == summary.eval_name),

@@ -36,6 +36,7 @@ from vally_builtin.reporters import (
     summary_threshold,
     trial_outcome,
 )
+from vally_builtin.reporters.cost import cost_line
 from vally_builtin.reporters.experiment import render_experiment_report
 
 REPORT_FILE = "report.md"
@@ -112,6 +113,7 @@ def render_report(
         ("vally version", vally_version),
         ("Trials", str(len(records))),
         ("Tokens", _tokens_line(records)),
+        ("Cost", cost_line(records)),
     ]
     out += [f"- **{name}:** {value}" for name, value in header]
     out += ["", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", ""]
