@@ -1,11 +1,13 @@
 """The ``markdown`` reporter: writes ``report.md`` in the run folder when the run ends.
 
 The report holds a run header, one table per eval (and variant) with a row per stimulus
-and model, the failed graders with their evidence and the errored trials. It is computed
-from the records alone, sorted by eval, stimulus, model and trial, so the same records
-always give the same text except for the one line that states when it was rendered
-(:data:`RENDERED_PREFIX`). :func:`render_report` is usable without a run, e.g. to render a
-merged report.
+and model, the failed graders with their evidence and the errored trials (the first
+:data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` of each row by trial index, then
+how many more). It is computed from the records alone, sorted by eval, stimulus, model and
+trial, so the same records always give the same text except for the one line that states
+when it was rendered (:data:`RENDERED_PREFIX`). The reporter counts records into its rows
+as trials end (:class:`~vally_builtin.reporters.aggregate.ReportAggregate`) and never holds
+every record. :func:`render_report` is usable without a run, e.g. to render a merged report.
 """
 
 from __future__ import annotations
