@@ -131,3 +131,22 @@ def test_a_row_lists_its_first_failures_and_counts_the_others(
     assert f"Failures ({FAILURES_KEPT + extra} of {FAILURES_KEPT + extra} trials" in out
     assert out.count("✘ quickstart/s [gpt-test] #") == FAILURES_KEPT
     assert f"… {extra} more failed or errored trial(s) of quickstart/s [gpt-test]" in out
+
+
+def test_variant_counts_take_one_pass_over_the_records() -> None:
+    """The console's comparison of an experiment reads the run's records once."""
+    from vally import stimulus_pass_rates
+    from vally_builtin.reporters.experiment import variant_stats
+
+    records = [
+        make_record(f"s{i % 3}", trial=i, passed=i % 2 == 0, variant=v)
+        for v in ("base", "new")
+        for i in range(6)
+    ]
+    stats = variant_stats(["base", "new", "absent"], iter(records))
+    assert [s.name for s in stats] == ["base", "new"]
+    for item in stats:
+        own = [r for r in records if r.variant == item.name]
+        assert (item.trials, item.graded, item.passed, item.failed) == (6, 6, 3, 3)
+        assert dict(item.rates) == stimulus_pass_rates(own)
+        assert list(item.rates) == list(stimulus_pass_rates(own))
