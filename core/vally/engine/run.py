@@ -342,13 +342,16 @@ class PreparedRun:
 
     def write_plan(self, run_dir: Path, run_id: str) -> None:
         """Write ``run-plan.json`` (what ``--resume`` compares against) into ``run_dir``."""
-        from vally.engine.resume import plan_document, write_plan
+        from vally.engine.resume import stream_plan
 
         request = self.request
-        document = plan_document(
-            self.trials, run_id=run_id, command=request.command, skip_grade=request.skip_grade
+        stream_plan(
+            run_dir,
+            self.trials,
+            run_id=run_id,
+            command=request.command,
+            skip_grade=request.skip_grade,
         )
-        write_plan(run_dir, document)
 
     @property
     def workers(self) -> int:
