@@ -68,3 +68,10 @@ def test_writing_the_plan_holds_far_less_than_the_whole_document(tmp_path: Path)
     # The document and its indented text cost several hundred bytes per trial; the keys
     # being sorted, about a hundred.
     assert _peak(streamed) <= 0.5 * _peak(whole), (_peak(streamed), _peak(whole))
+
+
+def test_the_plan_file_creates_the_run_folder(tmp_path: Path) -> None:
+    prepared = _prepared(tmp_path, runs=1)
+    folder = tmp_path / "new" / "run"
+    stream_plan(folder, prepared.trials, run_id="r", command="eval", skip_grade=False)
+    assert (folder / PLAN_FILE).is_file()

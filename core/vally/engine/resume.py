@@ -110,6 +110,7 @@ def stream_plan(
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with output_errors(str(path), hint="check that the run folder is writable"):
         try:
+            run_dir.mkdir(parents=True, exist_ok=True)
             with open(tmp, "x", encoding="utf-8") as handle:
                 handle.write(
                     f'{{\n  "command": {json.dumps(command)},\n  "runId": {json.dumps(run_id)},'
