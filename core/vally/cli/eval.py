@@ -102,7 +102,7 @@ def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
         return EXIT_INTERRUPTED
     if result.error is not None:
         fail(result.error)
-    errored = [r for r in result.records if r.status == "error"]
+    errored = [r for r in result.records if r.status == "error"] if result.count("error") else []
     if errored:
         report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}")

@@ -126,7 +126,7 @@ def _exit_code(
         )
         return EXIT_INTERRUPTED
     code = EXIT_FAILURE if result.errored else EXIT_OK
-    errored = [r for r in result.records if r.status == "error"]
+    errored = [r for r in result.records if r.status == "error"] if result.count("error") else []
     if errored:
         report_tracebacks(errored)
         _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}", err=True)

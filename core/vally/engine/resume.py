@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +87,48 @@ def write_plan(run_dir: Path, document: Mapping[str, Any]) -> None:
     path = run_dir / PLAN_FILE
     with output_errors(str(path), hint="check that the run folder is writable"):
         write_text_atomic(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+
+def stream_plan(
+    run_dir: Path,
+    trials: Sequence[PlannedTrial],
+    *,
+    run_id: str,
+    command: str,
+    skip_grade: bool,
+) -> None:
+    """Write ``run-plan.json`` for ``trials`` (atomically), the same bytes as
+    :func:`write_plan` of :func:`plan_document`, one trial at a time: only the trial keys
+    are held while it writes, not the whole document and its text.
+
+    Raises:
+        OutputError: The file cannot be written.
+    """
+    keys = [trial.key.as_id() for trial in trials]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    path = run_dir / PLAN_FILE
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with output_errors(str(path), hint="check that the run folder is writable"):
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "x", encoding="utf-8") as handle:
+                handle.write(
+                    f'{{\n  "command": {json.dumps(command)},\n  "runId": {json.dumps(run_id)},'
+                    '\n  "trials": {'
+                )
+                written = 0
+                for n, i in enumerate(order):
+                    if n + 1 < len(order) and keys[order[n + 1]] == keys[i]:
+                        continue  # a repeated key: the last one counts, as in a dict
+                    fingerprint = trial_fingerprint(trials[i], skip_grade=skip_grade)
+                    separator = ",\n    " if written else "\n    "
+                    handle.write(f"{separator}{json.dumps(keys[i])}: {json.dumps(fingerprint)}")
+                    written += 1
+                handle.write("\n  }," if written else "},")
+                handle.write(f'\n  "version": {json.dumps(PLAN_VERSION)}\n}}\n')
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 @dataclass

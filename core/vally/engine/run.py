@@ -356,13 +356,16 @@ class PreparedRun:
 
     def write_plan(self, run_dir: Path, run_id: str) -> None:
         """Write ``run-plan.json`` (what ``--resume`` compares against) into ``run_dir``."""
-        from vally.engine.resume import plan_document, write_plan
+        from vally.engine.resume import stream_plan
 
         request = self.request
-        document = plan_document(
-            self.trials, run_id=run_id, command=request.command, skip_grade=request.skip_grade
+        stream_plan(
+            run_dir,
+            self.trials,
+            run_id=run_id,
+            command=request.command,
+            skip_grade=request.skip_grade,
         )
-        write_plan(run_dir, document)
 
     @property
     def workers(self) -> int:
@@ -416,6 +419,24 @@ class PreparedRun:
             shard=experiment.shard,
         )
 
+    def results_files(self, run_dir: Path | None) -> list[Path] | None:
+        """Where the run's results writer puts its records (``results.jsonl``, per variant
+        folder for experiments), so the engine can read them back instead of holding them;
+        None when the run writes no results file there (no run folder, no results writer,
+        or one configured to write elsewhere)."""
+        from vally.engine.rundir import RESULTS_FILE, safe_name
+        from vally.plugins.defaults import RESULTS_REPORTER
+
+        if run_dir is None or RESULTS_REPORTER not in dict(self.reporters):
+            return None
+        chosen = [c for c in self.request.reporters if c.name == RESULTS_REPORTER]
+        if chosen and chosen[0].config.get("path"):
+            return None
+        experiment = self.request.experiment
+        if experiment is None:
+            return [run_dir / RESULTS_FILE]
+        return [run_dir / safe_name(v) / RESULTS_FILE for v in experiment.variants]
+
     def start_engine(self, run_dir: Path | None, *, run_id: str | None = None) -> RunEngine:
         """Register the reporters and build the engine for one execution."""
         request = self.request
@@ -455,6 +476,7 @@ class PreparedRun:
             trial_runner=self.runner,
             remote=self.remote_run(run, scrubber) if self.runner is not None else None,
             spec_files=self.spec_files(run) if self.runner is not None else None,
+            results=self.results_files(run_dir),
         )
         return self.engine
 

@@ -46,6 +46,7 @@ from vally.contracts.protocols import (
 from vally.engine import judge_cache
 from vally.engine.offload import offload_texts
 from vally.engine.planner import PlannedTrial, PluginRef
+from vally.engine.records import RecordLog
 from vally.engine.rundir import (
     ARTIFACTS_DIR,
     EVENTS_FILE,
@@ -723,7 +724,9 @@ class RunResult:
     """What a finished (or interrupted) run produced."""
 
     run: RunInfo
-    records: list[TrialResultRecord]
+    records: Sequence[TrialResultRecord]
+    """Every finished trial's record. A run that wrote results files reads them back on each
+    pass over this sequence (it does not hold them); otherwise a list."""
     summaries: list[RunSummaryRecord]
     cancelled: bool
     failures: list[str] = field(default_factory=list)
@@ -735,6 +738,15 @@ class RunResult:
     budget_stops: list[str] = field(default_factory=list)
     """Why trials were not started because a ``--max-cost``/``--max-tokens`` budget was
     reached, one line per run or variant (empty: the budget, if any, was not reached)."""
+    statuses: Mapping[str, int] | None = None
+    """How many records have each status (``success``, ``error``, ``cancelled``), counted
+    as the trials finished; None when not counted (then :attr:`records` is read)."""
+
+    def count(self, status: str) -> int:
+        """How many finished trials have ``status``."""
+        if self.statuses is not None:
+            return self.statuses.get(status, 0)
+        return sum(1 for r in self.records if r.status == status)
 
     @property
     def errored(self) -> bool:
@@ -743,7 +755,7 @@ class RunResult:
             self.error is not None
             or bool(self.failures)
             or bool(self.missing_outputs)
-            or any(r.status == "error" for r in self.records)
+            or self.count("error") > 0
         )
 
     @property
@@ -786,7 +798,10 @@ class RunEngine:
         max_retries: How many times a trial that failed in setup or execution is run again
             (its earlier attempts' folders are kept as ``trial-<n>.attempt-<k>``).
         reused: Records of a resumed run's finished trials: summarised and reported with
-            the new ones, not emitted again.
+            the new ones, not emitted again (the results files hold them already).
+        results: The results files the run's records are written to (by its results
+            writer), in order: the run keeps counts and summaries and reads the records
+            back from them at the end; None keeps every record in memory.
         trial_runner: Where each attempt runs (a :class:`~vally.contracts.protocols.Runner`
             plugin); None runs them in this process.
         remote: The run as workers rebuild it (needed with ``trial_runner``).
@@ -805,6 +820,7 @@ class RunEngine:
         trial_runner: Runner | None = None,
         remote: RemoteRun | None = None,
         spec_files: SpecFiles | None = None,
+        results: Sequence[Path] | None = None,
     ) -> None:
         self.context = context
         self.spec_files = spec_files
@@ -816,7 +832,11 @@ class RunEngine:
         self.workers = workers
         self.max_retries = max_retries
         self.runner = TrialRunner(context)
-        self.records: list[TrialResultRecord] = list(reused)
+        self.log = RecordLog(results)
+        self.counter = summaries.counter()
+        for record in reused:
+            self.log.add(record)
+            self.counter.add(record)
         self.failures: list[str] = []
         self.scheduler: Scheduler[PlannedTrial, TrialResultRecord] | None = None
         self.cancelled = False
@@ -869,7 +889,8 @@ class RunEngine:
     def _finish(self, started_at: str) -> RunResult:
         """Summarise and write the summaries, then deliver ``vally_run_end``."""
         ctx = self.context
-        summaries = self.summaries.summarize(self.records, started_at)
+        summaries = self.counter.summaries(started_at)
+        records = self.log.records()
         missing: list[str] = []
         try:
             self.summaries.write(summaries)
@@ -877,7 +898,7 @@ class RunEngine:
             missing.append(exc.render())
         fatal = self.fatal
         outcome = RunOutcome(
-            records=list(self.records),
+            records=records,
             summaries=summaries,
             cancelled=self.cancelled or fatal is not None,
             error=fatal.render() if fatal is not None else None,
@@ -889,12 +910,13 @@ class RunEngine:
                 ctx.emitter.emit("vally_run_end", run=ctx.run, outcome=outcome)
         return RunResult(
             ctx.run,
-            self.records,
+            records,
             summaries,
             self.cancelled,
             self.failures,
             error=fatal,
             missing_outputs=missing,
+            statuses=dict(self.log.statuses),
         )
 
     async def _attempts(self, trial: PlannedTrial) -> TrialResultRecord:
@@ -946,7 +968,8 @@ class RunEngine:
         return record
 
     def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
-        self.records.append(record)
+        self.log.add(record)
+        self.counter.add(record)
         if self.gate is not None:
             self.gate.observe(record)
         try:

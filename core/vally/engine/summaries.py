@@ -17,12 +17,24 @@ from typing import Any, Protocol
 
 from vally.engine.planner import PlannedEval
 from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
-from vally.engine.scoring import summarize_eval
 from vally.engine.tally import EvalTally
 from vally.engine.trialfacts import TrialFacts
 from vally.errors import OutputError
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
+
+
+class SummaryCounter(Protocol):
+    """Counts a run's records one at a time into its summaries; its memory grows with the
+    run's evals, stimuli and models, not with its trials."""
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one finished trial's record."""
+        ...
+
+    def summaries(self, started_at: str) -> list[RunSummaryRecord]:
+        """One summary per (variant, eval) of the run from the records counted so far."""
+        ...
 
 
 class RunSummaries(Protocol):
@@ -32,6 +44,11 @@ class RunSummaries(Protocol):
         self, records: Sequence[TrialResultRecord], started_at: str
     ) -> list[RunSummaryRecord]:
         """One summary per (variant, eval) of the run, in a stable order."""
+        ...
+
+    def counter(self) -> SummaryCounter:
+        """An empty counter to feed records as trials finish (the same summaries as
+        :meth:`summarize` over the same records, in any order)."""
         ...
 
     def write(self, summaries: Sequence[RunSummaryRecord]) -> None:
@@ -78,36 +95,69 @@ class PlanSummaries:
         self, records: Sequence[TrialResultRecord], started_at: str
     ) -> list[RunSummaryRecord]:
         """Summaries of every planned eval, records sorted by the plan's stimulus order."""
-        completed = utc_now()
-        out: list[RunSummaryRecord] = []
-        for planned in self.evals:
-            own = [
-                r
-                for r in records
-                if r.eval_name == planned.name and (r.variant or "") == planned.variant
-            ]
-            own.sort(key=lambda r: (r.stimulus_name, r.model or "", r.trial_index))
-            order = {name: i for i, name in enumerate(planned.stimuli)}
-            own.sort(key=lambda r: order.get(r.stimulus_name, len(order)))
-            out.append(
-                summarize_eval(
-                    own,
-                    run_id=self.run_id,
-                    eval_name=planned.name,
-                    eval_file=str(planned.loaded.source),
-                    variant=planned.variant or None,
-                    threshold=planned.threshold,
-                    started_at=started_at,
-                    completed_at=completed,
-                    plugins=self.plugins,
-                )
-            )
-        return out
+        counter = self.counter()
+        for record in records:
+            counter.add(record)
+        return counter.summaries(started_at)
+
+    def counter(self) -> PlanCounter:
+        """An empty counter of every planned eval (see :class:`PlanCounter`)."""
+        return PlanCounter(self)
 
     def write(self, summaries: Sequence[RunSummaryRecord]) -> None:
         """Write ``run-summary.jsonl`` in the run folder."""
         if self.run_dir is not None:
             _write(self.run_dir / SUMMARY_FILE, summaries, self.scrubber)
+
+
+class PlanCounter:
+    """Counts records into a :class:`EvalTally` per planned eval (and variant), ranking each
+    record as the plan lists it (stimulus order, then stimulus, model and trial), so the
+    summaries list stimuli and models as a sort of every record would.
+
+    Args:
+        plan: The summaries it counts for.
+    """
+
+    def __init__(self, plan: PlanSummaries) -> None:
+        self.plan = plan
+        self.tallies = {(p.variant, p.name): EvalTally() for p in plan.evals}
+        self.orders = {
+            (p.variant, p.name): {name: i for i, name in enumerate(p.stimuli)} for p in plan.evals
+        }
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count ``record`` in its eval; records of evals outside the plan are ignored."""
+        key = (record.variant or "", record.eval_name)
+        tally = self.tallies.get(key)
+        if tally is None:
+            return
+        order = self.orders[key]
+        rank = (
+            order.get(record.stimulus_name, len(order)),
+            record.stimulus_name,
+            record.model or "",
+            record.trial_index,
+        )
+        tally.add(record, rank)
+
+    def summaries(self, started_at: str) -> list[RunSummaryRecord]:
+        """A summary per planned eval, in plan order."""
+        plan = self.plan
+        completed = utc_now()
+        return [
+            self.tallies[(planned.variant, planned.name)].summary(
+                run_id=plan.run_id,
+                eval_name=planned.name,
+                eval_file=str(planned.loaded.source),
+                variant=planned.variant or None,
+                threshold=planned.threshold,
+                started_at=started_at,
+                completed_at=completed,
+                plugins=plan.plugins,
+            )
+            for planned in plan.evals
+        ]
 
 
 def experiment_blocks(
@@ -211,6 +261,10 @@ class VariantSummaries:
             tallies.add(record)
         return self.finish(tallies)
 
+    def counter(self) -> VariantCounter:
+        """An empty counter of every (variant, eval) of the snapshot."""
+        return VariantCounter(self, self.tallies())
+
     def tallies(self, position: Mapping[str, int] | None = None) -> PlanTallies:
         """Empty counters for every (variant, eval) of the snapshot, to feed records one at
         a time (in any order) and then :meth:`finish`; ``position`` maps trial keys to plan
@@ -260,3 +314,25 @@ class VariantSummaries:
                 failures.append(exc)
         if failures:
             raise failures[0]
+
+
+class VariantCounter:
+    """Counts records into the tallies of an experiment's plan snapshot (see
+    :class:`VariantSummaries`).
+
+    Args:
+        variants: The summaries it counts for.
+        tallies: Their empty tallies.
+    """
+
+    def __init__(self, variants: VariantSummaries, tallies: PlanTallies) -> None:
+        self.variants = variants
+        self.tallies = tallies
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count ``record`` in its (variant, eval)."""
+        self.tallies.add(record)
+
+    def summaries(self, started_at: str) -> list[RunSummaryRecord]:
+        """A summary per (variant, eval) of the snapshot (times from the records)."""
+        return self.variants.finish(self.tallies)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -59,12 +59,10 @@ from vally_builtin.reporters import (
     format_score,
     group_records,
     one_line,
-    reported_model_label,
-    stimulus_stats,
     trial_outcome,
 )
+from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
 from vally_builtin.reporters.console_live import Heartbeat, LiveDisplay, Tally, format_seconds
-from vally_builtin.reporters.cost import cost_line
 
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
@@ -153,6 +151,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     )
 
     _tally: Tally | None = None
+    _aggregate: ReportAggregate | None = None
     _live: LiveDisplay | None = None
     _heartbeat: Heartbeat | None = None
     _print_lock: threading.Lock | None = None
@@ -180,6 +179,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     def vally_run_start(self, run: RunInfo) -> None:
         """Start the live display (terminal) or the heartbeat (not a terminal)."""
         self._tally = Tally(run.planned_trials, list(run.evals))
+        self._aggregate = ReportAggregate()
         self._print_lock = threading.Lock()
         self._stream_is_terminal = _is_terminal(self.stream)  # asked once, not per trial
         if self._quiet(run) or run.planned_trials <= 0:
@@ -203,6 +203,8 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         is not a terminal; never when quiet) and update the live display."""
         if self._tally is not None:
             self._tally.finish(record)
+        if self._aggregate is not None:
+            self._aggregate.add(record)
         per_trial = self.config.style == "lines" or not self._stream_is_terminal
         if per_trial and not self._quiet(run):
             for line in trial_lines(record, verbose=self._verbose(run)):
@@ -217,18 +219,22 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         self._stop_progress()
         stream = self.stream
         verbose, quiet = self._verbose(run), self._quiet(run)
+        aggregate = self._aggregate
+        if aggregate is None or aggregate.trials != len(outcome.records):
+            # Records that did not go by (a resumed run's earlier trials, a merge): one pass.
+            aggregate = ReportAggregate.of(outcome.records)
         if self.config.style == "lines":
             print(file=stream)
-            for line in failure_lines(run, outcome.records) if quiet else []:
+            for line in aggregate_failure_lines(run, aggregate) if quiet else []:
                 print(line, file=stream)
             for line in comparison_lines(run, outcome.records):
                 print(line, file=stream)
         elif quiet:
-            for line in failure_lines(run, outcome.records):
+            for line in aggregate_failure_lines(run, aggregate):
                 print(line, file=stream)
         else:
             console = make_console(stream)
-            full = verbose or len(outcome.records) == 1
+            full = verbose or aggregate.trials == 1
             render_run(
                 console,
                 run,
@@ -236,9 +242,10 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
                 verbose=verbose,
                 full=full,
                 cancelled=outcome.cancelled,
+                aggregate=aggregate,
             )
         print(file=stream)
-        for line in closing_lines(run, outcome):
+        for line in closing_lines(run, outcome, aggregate):
             print(line, file=stream)
         stream.flush()
 
@@ -285,14 +292,15 @@ def trial_lines(record: TrialResultRecord, *, verbose: bool = False) -> list[str
     return lines
 
 
-def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
+def closing_lines(
+    run: RunInfo, outcome: RunOutcome, aggregate: ReportAggregate | None = None
+) -> list[str]:
     """How the run went, in one line (totals, elapsed time, overall verdict), and a hint
-    when a verdict failed but the exit code will not say so (no ``--require-pass``)."""
-    counts = {"passed": 0, "failed": 0, "errored": 0}
-    for record in outcome.records:
-        outcome_name = trial_outcome(record)
-        if outcome_name in counts:
-            counts[outcome_name] += 1
+    when a verdict failed but the exit code will not say so (no ``--require-pass``).
+    ``aggregate`` holds the outcome's records counted already (else they are read)."""
+    if aggregate is None:
+        aggregate = ReportAggregate.of(outcome.records)
+    counts = aggregate.outcomes
     verdicts = {s.verdict for s in outcome.summaries}
     if not outcome.summaries:  # re-grading: no summaries, the trials decide
         verdicts = {"fail"} if counts["failed"] or counts["errored"] else set()
@@ -300,15 +308,15 @@ def closing_lines(run: RunInfo, outcome: RunOutcome) -> list[str]:
     verdict = "FAIL" if "fail" in verdicts else "PASS" if "pass" in verdicts else "NONE"
     if outcome.cancelled:
         verdict = "INTERRUPTED"
-    trials = len(outcome.records)
+    trials = aggregate.trials
     line = (
         f"{trials} trial{'' if trials == 1 else 's'}: {counts['passed']} passed, "
         f"{counts['failed']} failed, {counts['errored']} errored in {_elapsed(run)} · "
         f"verdict: {verdict}"
     )
     lines = [*_per_eval_lines(outcome), line]
-    if any(r.usage.agent.calls or r.usage.judge.calls or r.cost.agent_usd for r in outcome.records):
-        lines.append(f"  cost: {cost_line(outcome.records)}")
+    if aggregate.cost.spent:
+        lines.append(f"  cost: {aggregate.cost.line()}")
     if verdict == "FAIL" and run.options.get("require_pass") is False:
         lines.append(
             "  The exit code is still 0 because --require-pass was not given; "
@@ -373,26 +381,35 @@ def failure_line(record: TrialResultRecord) -> str | None:
     return f"  ✘ {where}: {one_line(text, EVIDENCE_LIMIT)}"
 
 
-def failure_lines(run: RunInfo, records: Sequence[TrialResultRecord]) -> list[str]:
+def failure_lines(run: RunInfo, records: Iterable[TrialResultRecord]) -> list[str]:
     """A heading and one line per failed or errored trial, in the report's order; nothing
-    when every trial passed."""
-    grouped = group_records(records)
-    lines = [
-        line
-        for key in report_order(grouped, run)
-        for record in grouped[key]
-        if (line := failure_line(record)) is not None
-    ]
-    if not lines:
+    when every trial passed (see :func:`aggregate_failure_lines`)."""
+    return aggregate_failure_lines(run, ReportAggregate.of(records))
+
+
+def aggregate_failure_lines(run: RunInfo, aggregate: ReportAggregate) -> list[str]:
+    """A heading and one line per failed or errored trial counted into ``aggregate``, in
+    the report's order (at most :data:`FAILURES_KEPT` per stimulus and model, then how
+    many more); nothing when every trial passed."""
+    if not aggregate.failures:
         return []
+    lines: list[str] = []
+    for key in report_order(aggregate.rows, run):
+        row = aggregate.rows[key]
+        lines += [line for r in row.failed_records() if (line := failure_line(r)) is not None]
+        if row.failures_left_out:
+            model = f" [{key.model}]" if key.model else ""
+            variant = f"{key.variant} · " if key.variant else ""
+            lines.append(
+                f"  … {row.failures_left_out} more failed or errored trial(s) of "
+                f"{variant}{key.eval_name}/{key.stimulus}{model}"
+            )
     where = "report.md" if run.run_dir and (run.run_dir / "report.md").exists() else ""
     more = f"details in {where}, or run with -v" if where else "details with -v"
-    return [f"Failures ({len(lines)} of {len(records)} trials; {more})", *lines]
+    return [f"Failures ({aggregate.failures} of {aggregate.trials} trials; {more})", *lines]
 
 
-def report_order(
-    groups: Mapping[GroupKey, list[TrialResultRecord]], run: RunInfo
-) -> list[GroupKey]:
+def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupKey]:
     """The report's rows in the run's order: evals in plan order, variants in the
     experiment's order, stimuli as the spec lists them; anything unknown after, sorted."""
     evals = {name: i for i, name in enumerate(run.evals)}
@@ -425,39 +442,56 @@ def render_run(
     verbose: bool = False,
     full: bool = True,
     cancelled: bool = False,
+    aggregate: ReportAggregate | None = None,
 ) -> None:
-    """Print the per-stimulus blocks (``full``) or one line per failure, the summary table
-    and the saved artifacts."""
-    grouped = group_records(records)
-    groups = {key: grouped[key] for key in report_order(grouped, run)}
-    evals = {k.eval_name for k in groups}
-    models = {k.model for k in groups}
-    variants = {k.variant for k in groups}
-    stats = {key: stimulus_stats(trials) for key, trials in groups.items()}
-    if not full:
-        failures = failure_lines(run, records)
+    """Print the per-stimulus blocks (``full``: every trial, so the records are read) or
+    one line per failure, the summary table and the saved artifacts. ``aggregate`` holds
+    ``records`` counted already; without ``full`` nothing else is read."""
+    if aggregate is None:
+        aggregate = ReportAggregate.of(records)
+    rows = {key: aggregate.rows[key] for key in report_order(aggregate.rows, run)}
+    if full:
+        render_blocks(console, run, records, rows, verbose=verbose)
+    else:
+        failures = aggregate_failure_lines(run, aggregate)
         if failures:
             console.print()
         for line in failures:
             console.print(Text(line), soft_wrap=True)
-    for key, trials in groups.items():
-        if not full:
-            break
+    if not rows:
+        console.print("No trials were run.")
+    else:
+        render_summary(console, rows)
+    if cancelled:
+        console.print(Text("Run interrupted: results are partial.", style="bold yellow"))
+    render_artifacts(console, run.run_dir)
+
+
+def render_blocks(
+    console: Console,
+    run: RunInfo,
+    records: Iterable[TrialResultRecord],
+    rows: Mapping[GroupKey, RowAggregate],
+    *,
+    verbose: bool = False,
+) -> None:
+    """Print a block per stimulus and model (``rows``, in their order) with every trial."""
+    grouped = group_records(records)
+    evals = {k.eval_name for k in rows}
+    models = {k.model for k in rows}
+    variants = {k.variant for k in rows}
+    for key, row in rows.items():
+        trials = grouped.get(key)
+        if not trials:
+            continue
         title = key.stimulus
         if len(evals) > 1:
             title = f"{key.eval_name} / {title}"
         if len(variants) > 1 and key.variant:
             title = f"{key.variant} · {title}"
         if len(models) > 1:
-            title = f"{title} [{reported_model_label(key, trials)}]"
-        render_stimulus(console, title, trials, stats[key], verbose=verbose)
-    if not groups:
-        console.print("No trials were run.")
-    else:
-        render_summary(console, groups, stats)
-    if cancelled:
-        console.print(Text("Run interrupted: results are partial.", style="bold yellow"))
-    render_artifacts(console, run.run_dir)
+            title = f"{title} [{row.model_label(key)}]"
+        render_stimulus(console, title, trials, row.stats(), verbose=verbose)
 
 
 def render_stimulus(
@@ -659,31 +693,27 @@ def _render_verdict(console: Console, record: TrialResultRecord, outcome: str) -
     console.print(Text("  ✘ Failed: " + ("; ".join(reasons) or "verdict failed"), style="bold red"))
 
 
-def render_summary(
-    console: Console,
-    groups: dict[GroupKey, list[TrialResultRecord]],
-    stats: dict[GroupKey, StimulusStats],
-) -> None:
-    """Print the summary table: one row per eval, stimulus and model."""
+def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> None:
+    """Print the summary table: one row per eval, stimulus and model, in ``rows``' order."""
     console.print()
     console.print(Text("Summary", style="bold"))
     table = Table()
-    show_variant = any(k.variant for k in groups)
+    show_variant = any(k.variant for k in rows)
     if show_variant:
         table.add_column("variant")
     for name in ("eval", "stimulus", "model"):
         table.add_column(name)
     for name in ("trials", "passed", "pass rate", "mean score"):
         table.add_column(name, justify="right")
-    for key, trials in groups.items():
-        s = stats[key]
+    for key, aggregate in rows.items():
+        s = aggregate.stats()
         passed = f"{s.passed}/{s.graded}"
         if s.errored:
             passed += f" ({s.errored} errored)"
         row = [
             key.eval_name,
             key.stimulus,
-            reported_model_label(key, trials),
+            aggregate.model_label(key),
             str(s.trials),
             passed,
             format_rate(s.pass_rate),

@@ -18,36 +18,57 @@ def format_usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.4f}"
 
 
-def cost_line(records: Iterable[TrialResultRecord]) -> str:
-    """The run's totals: tokens and cost of the agent, of the judges, and the total cost."""
-    tokens = {"agent": 0, "judge": 0}
-    dollars = {"agent": 0.0, "judge": 0.0}
-    priced = {"agent": False, "judge": False}
-    sources: set[str] = set()
-    unpriced = hits = misses = 0
-    for record in records:
-        hits += record.usage.judge_cache.hits
-        misses += record.usage.judge_cache.misses
-        cost = record.cost
-        tokens["agent"] += record.usage.agent.total_tokens
-        tokens["judge"] += record.usage.judge.total_tokens
+class CostTotals:
+    """The run's tokens, dollars and judge-cache counts, fed one record at a time."""
+
+    def __init__(self) -> None:
+        self.tokens = {"agent": 0, "judge": 0}
+        self.dollars = {"agent": 0.0, "judge": 0.0}
+        self.priced = {"agent": False, "judge": False}
+        self.sources: set[str] = set()
+        self.unpriced = self.hits = self.misses = 0
+        self.spent = False
+        """Some trial made a model call or reported a cost."""
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one trial's usage and cost."""
+        usage, cost = record.usage, record.cost
+        self.hits += usage.judge_cache.hits
+        self.misses += usage.judge_cache.misses
+        self.tokens["agent"] += usage.agent.total_tokens
+        self.tokens["judge"] += usage.judge.total_tokens
+        self.spent = self.spent or bool(usage.agent.calls or usage.judge.calls or cost.agent_usd)
         for who, value in (("agent", cost.agent_usd), ("judge", cost.judge_usd)):
             if value is not None:
-                dollars[who] += value
-                priced[who] = True
+                self.dollars[who] += value
+                self.priced[who] = True
         if cost.agent_source is not None:
-            sources.add(cost.agent_source)
-        unpriced += cost.unpriced_trials
-    parts = []
-    for who in ("agent", "judge"):
-        part = f"{who} {tokens[who]:,} tokens {format_usd(dollars[who] if priced[who] else None)}"
-        if who == "agent" and sources:
-            part += f" ({'/'.join(sorted(sources))})"
-        parts.append(part)
-    total = format_usd(dollars["agent"] + dollars["judge"] if any(priced.values()) else None)
-    line = " · ".join([*parts, f"total {total}"])
-    if unpriced:
-        line += f" ({unpriced} trial{'' if unpriced == 1 else 's'} without a price left out)"
-    if hits or misses:
-        line += f" · judge cache {hits} hits / {misses} misses"
-    return line
+            self.sources.add(cost.agent_source)
+        self.unpriced += cost.unpriced_trials
+
+    def line(self) -> str:
+        """Tokens and cost of the agent, of the judges, and the total cost."""
+        parts = []
+        for who in ("agent", "judge"):
+            dollars = format_usd(self.dollars[who] if self.priced[who] else None)
+            part = f"{who} {self.tokens[who]:,} tokens {dollars}"
+            if who == "agent" and self.sources:
+                part += f" ({'/'.join(sorted(self.sources))})"
+            parts.append(part)
+        priced = any(self.priced.values())
+        total = format_usd(self.dollars["agent"] + self.dollars["judge"] if priced else None)
+        line = " · ".join([*parts, f"total {total}"])
+        if self.unpriced:
+            plural = "" if self.unpriced == 1 else "s"
+            line += f" ({self.unpriced} trial{plural} without a price left out)"
+        if self.hits or self.misses:
+            line += f" · judge cache {self.hits} hits / {self.misses} misses"
+        return line
+
+
+def cost_line(records: Iterable[TrialResultRecord]) -> str:
+    """The run's totals: tokens and cost of the agent, of the judges, and the total cost."""
+    totals = CostTotals()
+    for record in records:
+        totals.add(record)
+    return totals.line()

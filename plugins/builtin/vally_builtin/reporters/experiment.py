@@ -21,7 +21,7 @@ Comparison rules (shared by the console and the report):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,6 @@ from vally import (
     mean_rate,
     order_records,
     pass_rate_deltas,
-    stimulus_pass_rates,
     utc_now,
 )
 from vally_builtin.reporters.cost import cost_line
@@ -96,36 +95,60 @@ class Comparison:
         return f"{label} (smallest detectable: ±{estimate.mde * 100:.1f} pts)"
 
 
-def variant_stats(
-    variants: Sequence[str], records: Sequence[TrialResultRecord]
-) -> list[VariantStats]:
-    """Counts per variant, in ``variants`` order, for variants with at least one record."""
-    out: list[VariantStats] = []
-    for name in variants:
-        own = [r for r in records if (r.variant or "") == name]
-        if not own:
-            continue
-        graded = [r for r in own if is_graded(r)]
-        passed = sum(1 for r in graded if r.grade_result is not None and r.grade_result.passed)
-        out.append(
-            VariantStats(
-                name=name,
-                trials=len(own),
-                graded=len(graded),
-                passed=passed,
-                failed=len(graded) - passed,
-                errored=sum(1 for r in own if is_errored(r)),
-                stimuli=frozenset((r.eval_name, r.stimulus_name, r.model) for r in own),
-                rates=stimulus_pass_rates(own),
-            )
+class VariantCounter:
+    """The counters of one variant, fed one record at a time: per stimulus, not per trial."""
+
+    def __init__(self) -> None:
+        self.trials = self.graded = self.passed = self.errored = 0
+        self.stimuli: set[tuple[str, str, str | None]] = set()
+        self.rated: dict[tuple[str, str, str | None], list[int]] = {}
+        """Passed and graded trials per stimulus, in the order their first graded trial came."""
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one record of the variant."""
+        key = (record.eval_name, record.stimulus_name, record.model)
+        self.trials += 1
+        self.stimuli.add(key)
+        self.errored += int(is_errored(record))
+        if is_graded(record):
+            passed = int(record.grade_result is not None and record.grade_result.passed)
+            self.graded += 1
+            self.passed += passed
+            counts = self.rated.setdefault(key, [0, 0])
+            counts[0] += passed
+            counts[1] += 1
+
+    def stats(self, name: str) -> VariantStats:
+        """The variant's observed counts."""
+        return VariantStats(
+            name=name,
+            trials=self.trials,
+            graded=self.graded,
+            passed=self.passed,
+            failed=self.graded - self.passed,
+            errored=self.errored,
+            stimuli=frozenset(self.stimuli),
+            rates={key: passed / graded for key, (passed, graded) in self.rated.items()},
         )
-    return out
+
+
+def variant_stats(
+    variants: Sequence[str], records: Iterable[TrialResultRecord]
+) -> list[VariantStats]:
+    """Counts per variant, in ``variants`` order, for variants with at least one record
+    (one pass over ``records``; memory grows with the stimuli, not the trials)."""
+    counters = {name: VariantCounter() for name in variants}
+    for record in records:
+        counter = counters.get(record.variant or "")
+        if counter is not None:
+            counter.add(record)
+    return [counter.stats(name) for name, counter in counters.items() if counter.trials]
 
 
 def compare_variants(
     variants: Sequence[str],
     baseline: str,
-    records: Sequence[TrialResultRecord],
+    records: Iterable[TrialResultRecord],
     *,
     shard: str | None = None,
 ) -> Comparison:

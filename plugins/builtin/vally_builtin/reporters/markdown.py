@@ -1,16 +1,18 @@
 """The ``markdown`` reporter: writes ``report.md`` in the run folder when the run ends.
 
 The report holds a run header, one table per eval (and variant) with a row per stimulus
-and model, the failed graders with their evidence and the errored trials. It is computed
-from the records alone, sorted by eval, stimulus, model and trial, so the same records
-always give the same text except for the one line that states when it was rendered
-(:data:`RENDERED_PREFIX`). :func:`render_report` is usable without a run, e.g. to render a
-merged report.
+and model, the failed graders with their evidence and the errored trials (the first
+:data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` of each row by trial index, then
+how many more). It is computed from the records alone, sorted by eval, stimulus, model and
+trial, so the same records always give the same text except for the one line that states
+when it was rendered (:data:`RENDERED_PREFIX`). The reporter counts records into its rows
+as trials end (:class:`~vally_builtin.reporters.aggregate.ReportAggregate`) and never holds
+every record. :func:`render_report` is usable without a run, e.g. to render a merged report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from vally import (
     ReporterMetadata,
@@ -20,26 +22,27 @@ from vally import (
     StrictConfig,
     TrialResultRecord,
     __version__ as vally_version,
+    hookimpl,
     utc_now,
 )
 from vally_builtin.reporters import (
     FileReporter,
+    GroupKey,
     failed_graders,
     format_count,
     format_ms,
     format_rate,
     format_score,
-    group_records,
     one_line,
-    reported_model_label,
-    stimulus_stats,
     summary_threshold,
     trial_outcome,
 )
-from vally_builtin.reporters.cost import cost_line
+from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
 from vally_builtin.reporters.experiment import render_experiment_report
+from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 REPORT_FILE = "report.md"
+
 RENDERED_PREFIX = "_Rendered at "
 """The only line of a report that changes between two renderings of the same records."""
 
@@ -67,22 +70,17 @@ def _inline(text: str, limit: int = EVIDENCE_LIMIT) -> str:
     return one_line(text, limit).replace("`", "'")
 
 
-def _tokens_line(records: Sequence[TrialResultRecord]) -> str:
+def _tokens_line(aggregate: ReportAggregate) -> str:
     """The run's token totals, agent and judge: ``agent 240 in / 60 out (2 calls); ...``."""
-    parts: list[str] = []
-    for who in ("agent", "judge"):
-        totals = [getattr(r.usage, who) for r in records]
-        parts.append(
-            f"{who} {sum(t.input_tokens for t in totals):,} in / "
-            f"{sum(t.output_tokens for t in totals):,} out "
-            f"({sum(t.calls for t in totals):,} calls)"
-        )
-    return "; ".join(parts)
+    return "; ".join(
+        f"{who} {totals.input_tokens:,} in / {totals.output_tokens:,} out ({totals.calls:,} calls)"
+        for who, totals in aggregate.usage.items()
+    )
 
 
 def render_report(
     run: RunInfo,
-    records: Sequence[TrialResultRecord],
+    records: Iterable[TrialResultRecord],
     summaries: Sequence[RunSummaryRecord] = (),
     *,
     title: str = "vally report",
@@ -92,13 +90,26 @@ def render_report(
 
     Args:
         run: The run (id, command, start time, experiment and shard).
-        records: The trial records, in any order.
+        records: The trial records, in any order (read once).
         summaries: Run summaries, used for the thresholds they record.
         title: The report's heading.
         rendered_at: The render time to print (default: now).
     """
+    aggregate = ReportAggregate.of(records)
+    return render_aggregate(run, aggregate, summaries, title=title, rendered_at=rendered_at)
+
+
+def render_aggregate(
+    run: RunInfo,
+    aggregate: ReportAggregate,
+    summaries: Sequence[RunSummaryRecord] = (),
+    *,
+    title: str = "vally report",
+    rendered_at: str | None = None,
+) -> str:
+    """The Markdown text of a report over the records counted into ``aggregate`` (see
+    :func:`render_report`)."""
     out: list[str] = [f"# {title}", ""]
-    completed = max((r.completed_at for r in records), default=None)
     header = [
         ("Run", f"`{run.run_id}`"),
         ("Command", f"`vally {run.command}`"),
@@ -109,23 +120,21 @@ def render_report(
         header.append(("Shard", run.shard))
     header += [
         ("Started", run.started_at),
-        ("Completed", completed or "—"),
+        ("Completed", aggregate.completed_at or "—"),
         ("vally version", vally_version),
-        ("Trials", str(len(records))),
-        ("Tokens", _tokens_line(records)),
-        ("Cost", cost_line(records)),
+        ("Trials", str(aggregate.trials)),
+        ("Tokens", _tokens_line(aggregate)),
+        ("Cost", aggregate.cost.line()),
     ]
     out += [f"- **{name}:** {value}" for name, value in header]
     out += ["", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", ""]
 
-    groups = group_records(records)
-    if not groups:
+    rows = aggregate.sorted_rows()
+    if not rows:
         out += ["No trials were run.", ""]
         return "\n".join(out)
 
-    counts = {"passed": 0, "failed": 0, "errored": 0, "cancelled": 0, "ungraded": 0}
-    for record in records:
-        counts[trial_outcome(record)] += 1
+    counts = aggregate.outcomes
     out += [
         "## Overview",
         "",
@@ -135,83 +144,94 @@ def render_report(
         f"| {counts['cancelled']} | {counts['ungraded']} |",
         "",
     ]
-
-    sections: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for key in groups:
-        sections.setdefault((key.eval_name, key.variant), []).append((key.stimulus, key.model))
-    for (eval_name, variant), _rows in sections.items():
-        heading = f"## Eval: {eval_name}" + (f" — variant {variant}" if variant else "")
-        out += [heading, ""]
-        threshold = summary_threshold(summaries, eval_name, variant)
-        if threshold is not None:
-            out += [f"Threshold: {format_score(threshold)}", ""]
-        out += [
-            "| Stimulus | Model | Trials | Passed | Pass rate | pass@k | pass^k | Flaky "
-            "| Mean score | Tokens | Turns | Tool calls | Wall time | Errors |",
-            "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-        ]
-        failed_lines: list[str] = []
-        errored_lines: list[str] = []
-        for key, trials in groups.items():
-            if (key.eval_name, key.variant) != (eval_name, variant):
-                continue
-            s = stimulus_stats(trials)
-            out.append(
-                "| "
-                + " | ".join(
-                    [
-                        _cell(key.stimulus),
-                        _cell(reported_model_label(key, trials)),
-                        str(s.trials),
-                        f"{s.passed}/{s.graded}",
-                        format_rate(s.pass_rate),
-                        f"{format_rate(s.pass_at_k)} (k={s.k})" if s.k else "—",
-                        format_rate(s.pass_to_the_k),
-                        "yes" if s.flaky else "no",
-                        format_score(s.mean_score),
-                        format_count(s.mean_tokens),
-                        format_count(s.mean_turns),
-                        format_count(s.mean_tool_calls),
-                        format_ms(s.mean_wall_time_ms),
-                        str(s.total_errors),
-                    ]
-                )
-                + " |"
-            )
-            for record in trials:
-                where = f"**{key.stimulus}** [{key.model_label}] trial {record.trial_index}"
-                outcome = trial_outcome(record)
-                if outcome == "errored":
-                    if record.error is not None:
-                        errored_lines.append(
-                            f"- {where}: {record.error.phase} error `{record.error.code}`: "
-                            f"{_inline(record.error.message)}"
-                        )
-                    else:
-                        errored_lines.append(f"- {where}: a grader failed to run")
-                if outcome in ("failed", "errored"):
-                    for result in failed_graders(record):
-                        state = "error" if result.status == "error" else "failed"
-                        evidence = _inline(result.evidence) if result.evidence else "(no evidence)"
-                        label = f"`{result.name}`"
-                        if result.name != result.type:
-                            label += f" ({result.type})"
-                        failed_lines.append(
-                            f"- {where}: {label} {state}"
-                            f" — score {format_score(result.score)}: {evidence}"
-                        )
-                    grade = record.grade_result
-                    if grade is not None:
-                        failed_lines += [
-                            f"- {where}: constraint violated: {_inline(v)}"
-                            for v in grade.constraint_violations
-                        ]
-        out.append("")
-        if failed_lines:
-            out += ["### Failed graders", "", *failed_lines, ""]
-        if errored_lines:
-            out += ["### Errored trials", "", *errored_lines, ""]
+    sections: dict[tuple[str, str], dict[GroupKey, RowAggregate]] = {}
+    for key, row in rows.items():
+        sections.setdefault((key.eval_name, key.variant), {})[key] = row
+    for (eval_name, variant), section in sections.items():
+        out += _section(eval_name, variant, section, summaries)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _section(
+    eval_name: str,
+    variant: str,
+    rows: dict[GroupKey, RowAggregate],
+    summaries: Sequence[RunSummaryRecord],
+) -> list[str]:
+    """One eval's (and variant's) table, failed graders and errored trials."""
+    out = [f"## Eval: {eval_name}" + (f" — variant {variant}" if variant else ""), ""]
+    threshold = summary_threshold(summaries, eval_name, variant)
+    if threshold is not None:
+        out += [f"Threshold: {format_score(threshold)}", ""]
+    out += [
+        "| Stimulus | Model | Trials | Passed | Pass rate | pass@k | pass^k | Flaky "
+        "| Mean score | Tokens | Turns | Tool calls | Wall time | Errors |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    failed_lines: list[str] = []
+    errored_lines: list[str] = []
+    for key, row in rows.items():
+        s = row.stats()
+        cells = [
+            _cell(key.stimulus),
+            _cell(row.model_label(key)),
+            str(s.trials),
+            f"{s.passed}/{s.graded}",
+            format_rate(s.pass_rate),
+            f"{format_rate(s.pass_at_k)} (k={s.k})" if s.k else "—",
+            format_rate(s.pass_to_the_k),
+            "yes" if s.flaky else "no",
+            format_score(s.mean_score),
+            format_count(s.mean_tokens),
+            format_count(s.mean_turns),
+            format_count(s.mean_tool_calls),
+            format_ms(s.mean_wall_time_ms),
+            str(s.total_errors),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        for record in row.failed_records():
+            _failure_lines(key, record, failed_lines, errored_lines)
+        if row.failures_left_out:
+            failed_lines.append(
+                f"- **{key.stimulus}** [{key.model_label}]: {row.failures_left_out} more "
+                f"failed or errored trial(s) not listed (see {RESULTS_FILE})"
+            )
+    out.append("")
+    if failed_lines:
+        out += ["### Failed graders", "", *failed_lines, ""]
+    if errored_lines:
+        out += ["### Errored trials", "", *errored_lines, ""]
+    return out
+
+
+def _failure_lines(
+    key: GroupKey, record: TrialResultRecord, failed_lines: list[str], errored_lines: list[str]
+) -> None:
+    """Append a failed or errored trial's lines: its error, failed graders, violations."""
+    where = f"**{key.stimulus}** [{key.model_label}] trial {record.trial_index}"
+    outcome = trial_outcome(record)
+    if outcome == "errored":
+        if record.error is not None:
+            errored_lines.append(
+                f"- {where}: {record.error.phase} error `{record.error.code}`: "
+                f"{_inline(record.error.message)}"
+            )
+        else:
+            errored_lines.append(f"- {where}: a grader failed to run")
+    for result in failed_graders(record):
+        state = "error" if result.status == "error" else "failed"
+        evidence = _inline(result.evidence) if result.evidence else "(no evidence)"
+        label = f"`{result.name}`"
+        if result.name != result.type:
+            label += f" ({result.type})"
+        failed_lines.append(
+            f"- {where}: {label} {state} — score {format_score(result.score)}: {evidence}"
+        )
+    grade = record.grade_result
+    if grade is not None:
+        failed_lines += [
+            f"- {where}: constraint violated: {_inline(v)}" for v in grade.constraint_violations
+        ]
 
 
 class MarkdownReporter(FileReporter[MarkdownConfig]):
@@ -223,11 +243,29 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
     )
     file_name = REPORT_FILE
 
+    _aggregate: ReportAggregate | None = None
+
+    @hookimpl
+    def vally_run_start(self, run: RunInfo) -> None:
+        """Start counting the run's records."""
+        self._aggregate = ReportAggregate()
+
+    @hookimpl
+    def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
+        """Count a finished trial into the report's rows (eval runs)."""
+        if self._aggregate is not None and run.snapshot is None:
+            self._aggregate.add(record)
+
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
         """The run's report. An experiment run gets the experiment report, except a shard:
-        its report is rendered when the shards are merged."""
+        its report is rendered when the shards are merged. The rows come from the records
+        counted as trials ended; when the outcome holds others too (a resumed run's earlier
+        trials, a merge), they are counted again from the outcome in one pass."""
         if run.snapshot is None:
-            return render_report(run, outcome.records, outcome.summaries, title=self.config.title)
+            aggregate = self._aggregate
+            if aggregate is None or aggregate.trials != len(outcome.records):
+                aggregate = ReportAggregate.of(outcome.records)
+            return render_aggregate(run, aggregate, outcome.summaries, title=self.config.title)
         if run.shard is not None:
             return None
         return render_experiment_report(run, outcome.records, outcome.summaries)

@@ -1,0 +1,139 @@
+"""Peak memory of a large mock ``vally eval``: does it grow with the number of trials?
+
+Usage (from the repository root)::
+
+    python3 bench/eval_memory.py                         # 10^5 trials against the 300 MB limit
+    python3 bench/eval_memory.py --trials 10000 100000   # several sizes, side by side
+    python3 bench/eval_memory.py --no-console --json out.json
+
+Each size runs in a fresh interpreter, so each peak (``VmHWM``, Linux) is its own: one
+generated spec (100 stimuli, ``runs`` = trials / 100, the ``mock`` executor, one
+``output-contains`` grader), through ``vally.run_eval`` on the in-memory backend of
+``bench/null_backend.py``, with every default output on (``results.jsonl``,
+``run-summary.jsonl``, ``report.md``, trial folders, the console report sent to
+``/dev/null``). ``import`` is the same interpreter's peak after importing vally and its
+built-in plugins, before any run: what a run adds is the difference.
+
+It prints the wall time and peak of each size, the ratio of each peak to the limit
+(300 MB) and the ratio of the largest size's peak to the smallest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LIMIT_MB = 300.0
+"""The goal: a 100,000-trial mock eval peaks under this."""
+
+STIMULI = 100
+
+SPEC = """\
+name: memory
+defaults:
+  runs: {runs}
+  timeout: 30s
+  executor: {{name: mock, config: {{output: 'done: {{prompt}}'}}}}
+stimuli:
+{stimuli}
+"""
+
+NULL_BACKEND = str(Path(__file__).with_name("null_backend.py"))
+
+
+def write_spec(folder: Path, trials: int) -> Path:
+    """A spec of :data:`STIMULI` stimuli with ``trials`` trials in all (one grader each)."""
+    lines = "\n".join(
+        f"  - {{name: s{i}, prompt: 'task {i}', "
+        "graders: [{type: output-contains, config: {substring: task}}]}"
+        for i in range(STIMULI)
+    )
+    path = folder / "eval.yaml"
+    runs = max(1, trials // STIMULI)
+    path.write_text(SPEC.format(runs=runs, stimuli=lines), encoding="utf-8")
+    return path
+
+
+def run_eval(folder: Path, trials: int, console: bool) -> int:
+    """Run the generated eval in this process; returns the number of records written."""
+    from vally import EvalRequest, run_eval
+
+    spec = write_spec(folder, trials)
+    opts = EvalRequest(
+        eval_specs=[str(spec)],
+        output_dir=str(folder / "out"),
+        workers=8,
+        backend=NULL_BACKEND,
+        console=console,
+    )
+    result = run_eval(opts)
+    if result.errored or result.cancelled:
+        raise SystemExit(f"the run failed: {result.error or result.failures}")
+    return len(result.records)
+
+
+def measure(folder: Path, trials: int, console: bool) -> dict[str, float]:
+    """Run one size in a fresh interpreter: wall seconds, peak resident MB, and the peak
+    after importing vally (before the run)."""
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]);"
+        "from pathlib import Path; import eval_memory as m;"
+        "import vally, vally_builtin.reporters.console, vally_builtin.reporters.markdown;"
+        "hwm = lambda: int([l for l in open('/proc/self/status')"
+        " if l.startswith('VmHWM')][0].split()[1]) / 1024;"
+        "imported = hwm(); start = time.perf_counter();"
+        "n = m.run_eval(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1');"
+        "took = time.perf_counter() - start;"
+        "print('RESULT', n, took, hwm(), imported, file=sys.stderr)"
+    )
+    here = str(Path(__file__).parent)
+    argv = [sys.executable, "-c", code, here, str(folder), str(trials), "1" if console else "0"]
+    done = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"the {trials}-trial run failed:\n{done.stderr[-3000:]}")
+    _, records, seconds, peak, imported = lines[-1].split()
+    return {
+        "trials": int(records),
+        "seconds": round(float(seconds), 1),
+        "peak_mb": round(float(peak), 1),
+        "import_peak_mb": round(float(imported), 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, nargs="+", default=[100_000])
+    parser.add_argument(
+        "--no-console", action="store_true", help="run without the console reporter"
+    )
+    parser.add_argument("--dir", default=None, help="where the runs write their folders")
+    parser.add_argument("--json", default=None, help="also write the numbers here")
+    args = parser.parse_args()
+    sizes: list[dict[str, float]] = []
+    for trials in args.trials:
+        with tempfile.TemporaryDirectory(prefix="vally-eval-memory-", dir=args.dir) as tmp:
+            start = time.perf_counter()
+            numbers = measure(Path(tmp), trials, not args.no_console)
+        numbers["peak_vs_limit"] = round(numbers["peak_mb"] / LIMIT_MB, 2)
+        numbers["total_seconds"] = round(time.perf_counter() - start, 1)
+        sizes.append(numbers)
+        print(json.dumps(numbers), flush=True)
+    result: dict[str, object] = {"limit_mb": LIMIT_MB, "sizes": sizes}
+    if len(sizes) > 1:
+        result["largest_vs_smallest_peak"] = round(sizes[-1]["peak_mb"] / sizes[0]["peak_mb"], 2)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

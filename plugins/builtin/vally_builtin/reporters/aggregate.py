@@ -1,0 +1,196 @@
+"""Report rows aggregated as records go by: a few counters per eval, variant, stimulus and
+model, never a list of every trial.
+
+The ``markdown`` and ``console`` reporters feed each finished trial's record to a
+:class:`ReportAggregate` and render their end-of-run tables from it, so their memory
+grows with the rows of the report, not with the trials. Each row also keeps the first
+:data:`FAILURES_KEPT` failed or errored trials (by trial index, without their
+trajectories) for the failure listings, and counts the rest.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from vally import TrialResultRecord, pass_at_k
+from vally_builtin.reporters import GroupKey, StimulusStats, TrialOutcome, trial_outcome
+from vally_builtin.reporters.cost import CostTotals
+
+FAILURES_KEPT = 20
+"""Failed or errored trials a report row lists; the others are counted."""
+
+
+def group_key(record: TrialResultRecord) -> GroupKey:
+    """The report row of ``record``."""
+    return GroupKey(
+        record.eval_name, record.variant or "", record.stimulus_name, record.model or ""
+    )
+
+
+def _mean(total: float, count: int) -> float | None:
+    return total / count if count else None
+
+
+@dataclass
+class RowAggregate:
+    """The counters of one report row (one :class:`GroupKey`)."""
+
+    trials: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    score_sum: float = 0.0
+    scores: int = 0
+    metrics: int = 0
+    tokens: float = 0.0
+    turns: float = 0.0
+    tool_calls: float = 0.0
+    wall_time_ms: float = 0.0
+    metric_errors: int = 0
+    reported_models: set[str] = field(default_factory=set)
+    first: TrialResultRecord | None = None
+    """The row's trial with the lowest index (without its trajectory): its stimulus."""
+    failures: list[tuple[int, str, TrialResultRecord]] = field(default_factory=list)
+    """The kept failed or errored trials, as a heap on the negated trial index."""
+    failures_seen: int = 0
+
+    def add(self, record: TrialResultRecord, outcome: TrialOutcome) -> None:
+        """Count one trial of the row."""
+        self.trials += 1
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        grade = record.grade_result
+        if outcome in ("passed", "failed") and grade is not None:
+            self.score_sum += grade.score
+            self.scores += 1
+        trajectory = record.trajectory
+        if trajectory is not None:
+            m = trajectory.metrics
+            self.metrics += 1
+            self.tokens += m.token_usage.total_tokens
+            self.turns += m.turn_count
+            self.tool_calls += m.tool_call_count
+            self.wall_time_ms += m.wall_time_ms
+            self.metric_errors += m.error_count
+            if trajectory.metadata.model:
+                self.reported_models.add(trajectory.metadata.model)
+        if self.first is None or record.trial_index < self.first.trial_index:
+            self.first = _slim(record)
+        if outcome in ("failed", "errored"):
+            self._keep_failure(record)
+
+    def _keep_failure(self, record: TrialResultRecord) -> None:
+        self.failures_seen += 1
+        entry = (-record.trial_index, record.trial_id, _slim(record))
+        if len(self.failures) < FAILURES_KEPT:
+            heapq.heappush(self.failures, entry)
+        elif entry[:2] > self.failures[0][:2]:
+            heapq.heapreplace(self.failures, entry)
+
+    def failed_records(self) -> list[TrialResultRecord]:
+        """The kept failed or errored trials, by trial index (without trajectories)."""
+        return [r for _, _, r in sorted(self.failures, key=lambda e: (-e[0], e[1]))]
+
+    @property
+    def failures_left_out(self) -> int:
+        """Failed or errored trials of the row not kept."""
+        return self.failures_seen - len(self.failures)
+
+    def model_label(self, key: GroupKey) -> str:
+        """The row's model: the one asked for, else those the agent reported, else
+        ``default`` (as :func:`vally_builtin.reporters.reported_model_label`)."""
+        if key.model:
+            return key.model
+        return ", ".join(sorted(self.reported_models)) or key.model_label
+
+    def stats(self) -> StimulusStats:
+        """The row's statistics, as :func:`vally_builtin.reporters.stimulus_stats` gives."""
+        count = self.outcomes.get
+        n = count("passed", 0) + count("failed", 0)
+        c = count("passed", 0)
+        rate = c / n if n else None
+        return StimulusStats(
+            trials=self.trials,
+            graded=n,
+            passed=c,
+            failed=count("failed", 0),
+            errored=count("errored", 0),
+            cancelled=count("cancelled", 0),
+            pass_rate=rate,
+            pass_at_k=pass_at_k(n, c, n) if n else None,
+            pass_to_the_k=rate**n if rate is not None else None,
+            k=n,
+            flaky=0 < c < n,
+            mean_score=_mean(self.score_sum, self.scores),
+            mean_tokens=_mean(self.tokens, self.metrics),
+            mean_turns=_mean(self.turns, self.metrics),
+            mean_tool_calls=_mean(self.tool_calls, self.metrics),
+            mean_wall_time_ms=_mean(self.wall_time_ms, self.metrics),
+            total_errors=self.metric_errors + count("errored", 0),
+        )
+
+
+def _slim(record: TrialResultRecord) -> TrialResultRecord:
+    """``record`` without its trajectory (the bulk of a record), for listings."""
+    if record.trajectory is None:
+        return record
+    return record.model_copy(update={"trajectory": None})
+
+
+@dataclass
+class UsageTotals:
+    """Token totals of one party (the agent or the judge) over a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+
+
+class ReportAggregate:
+    """A run's report rows and totals, fed one record at a time (memory grows with the
+    rows, not the trials)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[GroupKey, RowAggregate] = {}
+        self.outcomes: dict[str, int] = dict.fromkeys(
+            ("passed", "failed", "errored", "cancelled", "ungraded"), 0
+        )
+        self.trials = 0
+        self.completed_at: str | None = None
+        self.usage = {"agent": UsageTotals(), "judge": UsageTotals()}
+        self.cost = CostTotals()
+
+    @classmethod
+    def of(cls, records: Iterable[TrialResultRecord]) -> ReportAggregate:
+        """The aggregate of ``records`` (read once, in any order)."""
+        aggregate = cls()
+        for record in records:
+            aggregate.add(record)
+        return aggregate
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one finished trial."""
+        outcome = trial_outcome(record)
+        key = group_key(record)
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = RowAggregate()
+        row.add(record, outcome)
+        self.trials += 1
+        self.outcomes[outcome] += 1
+        if self.completed_at is None or record.completed_at > self.completed_at:
+            self.completed_at = record.completed_at
+        for who, totals in self.usage.items():
+            usage = getattr(record.usage, who)
+            totals.input_tokens += usage.input_tokens
+            totals.output_tokens += usage.output_tokens
+            totals.calls += usage.calls
+        self.cost.add(record)
+
+    def sorted_rows(self) -> dict[GroupKey, RowAggregate]:
+        """The rows sorted by eval, variant, stimulus and model."""
+        return {key: self.rows[key] for key in sorted(self.rows)}
+
+    @property
+    def failures(self) -> int:
+        """Failed or errored trials."""
+        return self.outcomes["failed"] + self.outcomes["errored"]

@@ -1,0 +1,152 @@
+"""The markdown and console reporters aggregate records as trials end: at the end of a run
+they render from their counters, never from a list of every record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import pytest
+
+from tests.reporters.reporter_helpers import Driver, make_record, make_run
+from vally.contracts.events import RunOutcome
+from vally.contracts.protocols import TrialKey
+from vally.models.records import TrialError, TrialResultRecord
+from vally_builtin.reporters import group_records, stimulus_stats
+from vally_builtin.reporters.aggregate import FAILURES_KEPT, ReportAggregate
+from vally_builtin.reporters.console import ConsoleConfig, ConsoleReporter
+from vally_builtin.reporters.markdown import MarkdownReporter, render_report
+
+
+class Unread(Sequence[TrialResultRecord]):
+    """The records of a run that must not be read again: only their number is known."""
+
+    def __init__(self, count: int) -> None:
+        self.count_ = count
+
+    def __len__(self) -> int:
+        return self.count_
+
+    def __iter__(self) -> Iterator[TrialResultRecord]:
+        raise AssertionError("the reporter read every record again at the end of the run")
+
+    @overload
+    def __getitem__(self, index: int) -> TrialResultRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[TrialResultRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        raise AssertionError("the reporter looked records up at the end of the run")
+
+
+def _mixed() -> list[TrialResultRecord]:
+    error = TrialError(phase="execute", code="VALLY_TIMEOUT", message="timed out")
+    return [
+        make_record("b", trial=2, passed=False),
+        make_record("a", trial=0),
+        make_record("b", trial=0),
+        make_record("a", trial=1, passed=False),
+        make_record("b", trial=1, error=error),
+        make_record("a", trial=2, model=None),
+    ]
+
+
+def _drive(reporter: Any, run_dir: Path, records: list[TrialResultRecord]) -> None:
+    """Run events for ``records``; the run-end outcome cannot be read."""
+    driver = Driver(reporter)
+    run = make_run(run_dir, planned=len(records))
+    driver.emitter.emit("vally_run_start", run=run)
+    for record in records:
+        key = TrialKey("", record.eval_name, record.stimulus_name, record.model or "", 0)
+        driver.emitter.emit("vally_trial_start", run=run, key=key)
+        driver.emitter.emit("vally_trial_end", run=run, record=record)
+    outcome = RunOutcome(records=Unread(len(records)), summaries=[])
+    driver.emitter.emit("vally_run_end", run=run, outcome=outcome)
+    assert not driver.emitter.failures, driver.emitter.failures[0].error
+
+
+def test_row_counters_match_the_statistics_of_the_row_records() -> None:
+    records = _mixed()
+    aggregate = ReportAggregate.of(records)
+    for key, trials in group_records(records).items():
+        expected = stimulus_stats(trials)
+        got = aggregate.rows[key].stats()
+        assert got == type(expected)(**{**expected.__dict__, "outcomes": []})
+
+
+def test_markdown_report_is_rendered_from_the_records_that_went_by(tmp_path: Path) -> None:
+    records = _mixed()
+    reporter = MarkdownReporter()
+    _drive(reporter, tmp_path, records)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    expected = render_report(make_run(tmp_path), records, rendered_at="x")
+    strip = lambda t: [line for line in t.splitlines() if not line.startswith("_Rendered")]  # noqa: E731
+    assert strip(text) == strip(expected)
+    assert "| a | gpt-test, default |" not in text  # rows are per requested model
+    assert "`VALLY_TIMEOUT`" in text
+
+
+def test_console_summary_is_rendered_from_the_records_that_went_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reporter = ConsoleReporter(ConsoleConfig(progress=False))
+    _drive(reporter, tmp_path, _mixed())
+    out = capsys.readouterr().out
+    assert "Failures (3 of 6 trials" in out
+    assert "6 trials: 3 passed, 2 failed, 1 errored" in out
+    assert "Summary" in out
+
+
+def test_records_that_did_not_go_by_are_read_from_the_outcome(tmp_path: Path) -> None:
+    """A resumed run's earlier trials (or a merge) reach the reporters only at the end."""
+    records = _mixed()
+    driver = Driver(MarkdownReporter())
+    run = make_run(tmp_path, planned=len(records))
+    driver.emitter.emit("vally_run_start", run=run)
+    driver.emitter.emit("vally_trial_end", run=run, record=records[0])
+    outcome = RunOutcome(records=records, summaries=[])
+    driver.emitter.emit("vally_run_end", run=run, outcome=outcome)
+    assert "- **Trials:** 6" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_row_lists_its_first_failures_and_counts_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = 5
+    records = [
+        make_record("s", trial=i, passed=False) for i in reversed(range(FAILURES_KEPT + extra))
+    ]
+    _drive(MarkdownReporter(), tmp_path, records)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    listed = [line for line in text.splitlines() if "`output-contains` failed" in line]
+    assert len(listed) == FAILURES_KEPT
+    assert listed[0].startswith("- **s** [gpt-test] trial 0:")
+    assert listed[-1].startswith(f"- **s** [gpt-test] trial {FAILURES_KEPT - 1}:")
+    assert f"{extra} more failed or errored trial(s) not listed" in text
+
+    _drive(ConsoleReporter(ConsoleConfig(progress=False, quiet=True)), tmp_path, records)
+    out = capsys.readouterr().out
+    assert f"Failures ({FAILURES_KEPT + extra} of {FAILURES_KEPT + extra} trials" in out
+    assert out.count("✘ quickstart/s [gpt-test] #") == FAILURES_KEPT
+    assert f"… {extra} more failed or errored trial(s) of quickstart/s [gpt-test]" in out
+
+
+def test_variant_counts_take_one_pass_over_the_records() -> None:
+    """The console's comparison of an experiment reads the run's records once."""
+    from vally import stimulus_pass_rates
+    from vally_builtin.reporters.experiment import variant_stats
+
+    records = [
+        make_record(f"s{i % 3}", trial=i, passed=i % 2 == 0, variant=v)
+        for v in ("base", "new")
+        for i in range(6)
+    ]
+    stats = variant_stats(["base", "new", "absent"], iter(records))
+    assert [s.name for s in stats] == ["base", "new"]
+    for item in stats:
+        own = [r for r in records if r.variant == item.name]
+        assert (item.trials, item.graded, item.passed, item.failed) == (6, 6, 3, 3)
+        assert dict(item.rates) == stimulus_pass_rates(own)
+        assert list(item.rates) == list(stimulus_pass_rates(own))
