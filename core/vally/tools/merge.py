@@ -12,18 +12,18 @@ variant's ``results.jsonl`` keeps the shards' order.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, Any
 
 from vally.contracts.events import RunInfo, RunOutcome
 from vally.engine import components
 from vally.engine.options import absolute
+from vally.engine.records import WrittenRecords
 from vally.engine.run import ReporterChoice
-from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, iter_records, safe_name
+from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name
 from vally.engine.shards import (
     EXPERIMENT_MANIFEST_FILE,
     SNAPSHOT_FILE,
@@ -72,7 +72,8 @@ class MergeResult:
         target: The merged folder.
         shards: How many shards were merged.
         records: Every trial record, in the merged files' order, read back from those
-            files on each pass (see :class:`MergedRecords`), never all held at once.
+            files on each pass (:class:`~vally.engine.records.WrittenRecords`), never all
+            held at once.
         summaries: The merged summaries (every variant).
         warnings: Torn last lines skipped in the shards' results, and failures of
             reporters (report, spans) that did not stop the merge.
@@ -159,42 +160,6 @@ def _manifest(
         "trials": trials,
         "mergedAt": utc_now(),
     }
-
-
-class MergedRecords(Sequence[TrialResultRecord]):
-    """The records of the merged ``results.jsonl`` files, read again on every pass, so
-    reporters can go through a merged run's records without the merge holding them.
-
-    Args:
-        files: The merged results files, in variant order.
-        count: How many records they hold.
-    """
-
-    def __init__(self, files: Sequence[Path], count: int) -> None:
-        self.files = list(files)
-        self.total = count
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __iter__(self) -> Iterator[TrialResultRecord]:
-        for file in self.files:
-            if file.is_file():
-                yield from iter_records(file)
-
-    @overload
-    def __getitem__(self, index: int) -> TrialResultRecord: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[TrialResultRecord]: ...
-
-    def __getitem__(self, index: int | slice) -> TrialResultRecord | Sequence[TrialResultRecord]:
-        if isinstance(index, slice):
-            return list(self)[index]
-        position = index + self.total if index < 0 else index
-        if not 0 <= position < self.total:
-            raise IndexError(index)
-        return next(itertools.islice(iter(self), position, None))
 
 
 def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, object]]:
@@ -321,7 +286,7 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         raise OutputError(
             f"cannot write the merged output in {target}: {exc.strerror or exc}"
         ) from exc
-    records = MergedRecords(files, tallies.count)
+    records = WrittenRecords(files, tallies.count)
     links = _trace_links(shards)
     run = RunInfo(
         run_id=run_id,
