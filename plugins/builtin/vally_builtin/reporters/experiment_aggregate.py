@@ -181,7 +181,7 @@ class ExperimentAggregate:
         """Counts per variant, in the experiment's order, for variants with records."""
         return [c.stats(name) for name, c in self.counters.items() if c.trials]
 
-    def problem_lines(self, variant: str, eval_name: str, results_file: str) -> list[str]:
+    def failure_lines(self, variant: str, eval_name: str, results_file: str) -> list[str]:
         """The failed graders and errors of a variant's eval: the kept trials' lines in plan
         order, then one line per row saying how many trials were not listed."""
         rows: Mapping[tuple[str, str | None], ProblemRow] = self.problems.get(

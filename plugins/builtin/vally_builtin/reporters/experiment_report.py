@@ -106,7 +106,7 @@ def render_report(
                 {},
             )
             lines += _summary_lines(summary, meta)
-            problems = aggregate.problem_lines(
+            problems = aggregate.failure_lines(
                 variant, summary.eval_name, f"the variant's {RESULTS_FILE}"
             )
             if problems:
