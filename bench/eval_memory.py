@@ -1,9 +1,11 @@
-"""Peak memory of a large mock ``vally eval``: does it grow with the number of trials?
+"""Peak memory of a large mock ``vally eval`` or ``vally experiment run``: does it grow
+with the number of trials?
 
 Usage (from the repository root)::
 
     python3 bench/eval_memory.py                         # 10^5 trials against the 300 MB limit
     python3 bench/eval_memory.py --trials 10000 100000   # several sizes, side by side
+    python3 bench/eval_memory.py --experiment --trials 10000 100000   # 2 variants, same sizes
     python3 bench/eval_memory.py --no-console --json out.json
 
 Each size runs in a fresh interpreter, so each peak (``VmHWM``, Linux) is its own: one
@@ -16,6 +18,11 @@ built-in plugins, before any run: what a run adds is the difference.
 
 It prints the wall time and peak of each size, the ratio of each peak to the limit
 (300 MB) and the ratio of the largest size's peak to the smallest's.
+
+With ``--experiment`` each size is an experiment of two variants over the same spec (the
+mock answers differently in each; half of the trials per variant, so ``trials`` is the
+total), through ``vally.run_experiment``, with the same outputs (per-variant
+``results.jsonl``, the experiment's ``report.md``, the console's comparison).
 """
 
 from __future__ import annotations
@@ -44,6 +51,19 @@ stimuli:
 """
 
 NULL_BACKEND = str(Path(__file__).with_name("null_backend.py"))
+
+EXPERIMENT = """\
+name: memory
+evals: [eval.yaml]
+vary: [/defaults/executor/config/output]
+baseline: base
+variants:
+  base: {}
+  other:
+    defaults:
+      executor: {config: {output: 'no answer'}}
+"""
+VARIANTS = 2
 
 
 def write_spec(folder: Path, trials: int) -> Path:
@@ -77,9 +97,32 @@ def run_eval(folder: Path, trials: int, console: bool) -> int:
     return len(result.records)
 
 
-def measure(folder: Path, trials: int, console: bool) -> dict[str, float]:
-    """Run one size in a fresh interpreter: wall seconds, peak resident MB, and the peak
-    after importing vally (before the run)."""
+def run_experiment(folder: Path, trials: int, console: bool) -> int:
+    """Run the generated experiment (:data:`VARIANTS` variants, ``trials`` trials in all)
+    in this process; returns the number of records written."""
+    from vally import ExperimentRequest, run_experiment
+
+    write_spec(folder, trials // VARIANTS)
+    experiment = folder / "experiment.yaml"
+    experiment.write_text(EXPERIMENT, encoding="utf-8")
+    opts = ExperimentRequest(
+        experiment_file=str(experiment),
+        output_dir=str(folder / "out"),
+        workers=8,
+        backend=NULL_BACKEND,
+        console=console,
+    )
+    result = run_experiment(opts)
+    if result.errored or result.cancelled:
+        raise SystemExit(f"the run failed: {result.error or result.failures}")
+    return len(result.records)
+
+
+def measure(
+    folder: Path, trials: int, console: bool, experiment: bool = False
+) -> dict[str, float]:
+    """Run one size (an eval, or an experiment with ``experiment``) in a fresh interpreter:
+    wall seconds, peak resident MB, and the peak after importing vally (before the run)."""
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1]);"
@@ -88,12 +131,14 @@ def measure(folder: Path, trials: int, console: bool) -> dict[str, float]:
         "hwm = lambda: int([l for l in open('/proc/self/status')"
         " if l.startswith('VmHWM')][0].split()[1]) / 1024;"
         "imported = hwm(); start = time.perf_counter();"
-        "n = m.run_eval(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1');"
+        "run = m.run_experiment if sys.argv[5] == '1' else m.run_eval;"
+        "n = run(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1');"
         "took = time.perf_counter() - start;"
         "print('RESULT', n, took, hwm(), imported, file=sys.stderr)"
     )
     here = str(Path(__file__).parent)
-    argv = [sys.executable, "-c", code, here, str(folder), str(trials), "1" if console else "0"]
+    flags = ["1" if console else "0", "1" if experiment else "0"]
+    argv = [sys.executable, "-c", code, here, str(folder), str(trials), *flags]
     done = subprocess.run(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
     )
@@ -115,6 +160,9 @@ def main() -> None:
     parser.add_argument(
         "--no-console", action="store_true", help="run without the console reporter"
     )
+    parser.add_argument(
+        "--experiment", action="store_true", help="run a two-variant experiment instead"
+    )
     parser.add_argument("--dir", default=None, help="where the runs write their folders")
     parser.add_argument("--json", default=None, help="also write the numbers here")
     args = parser.parse_args()
@@ -122,12 +170,13 @@ def main() -> None:
     for trials in args.trials:
         with tempfile.TemporaryDirectory(prefix="vally-eval-memory-", dir=args.dir) as tmp:
             start = time.perf_counter()
-            numbers = measure(Path(tmp), trials, not args.no_console)
+            numbers = measure(Path(tmp), trials, not args.no_console, args.experiment)
         numbers["peak_vs_limit"] = round(numbers["peak_mb"] / LIMIT_MB, 2)
         numbers["total_seconds"] = round(time.perf_counter() - start, 1)
         sizes.append(numbers)
         print(json.dumps(numbers), flush=True)
-    result: dict[str, object] = {"limit_mb": LIMIT_MB, "sizes": sizes}
+    mode = "experiment" if args.experiment else "eval"
+    result: dict[str, object] = {"mode": mode, "limit_mb": LIMIT_MB, "sizes": sizes}
     if len(sizes) > 1:
         result["largest_vs_smallest_peak"] = round(sizes[-1]["peak_mb"] / sizes[0]["peak_mb"], 2)
     print(json.dumps(result, indent=2))

@@ -67,6 +67,29 @@ class WrittenRecords(Sequence[TrialResultRecord]):
         return f"WrittenRecords({len(self)} records in {[str(f) for f in self.files]})"
 
 
+class ReusedRecords(WrittenRecords):
+    """The records a resumed run keeps: the first ``kept[i]`` records of ``files[i]``, read
+    again on every pass (the run appends its new records after them, which are not part of
+    this sequence).
+
+    Args:
+        files: The results files, in order (a missing file holds no records).
+        kept: How many records each file keeps, in the same order.
+    """
+
+    def __init__(self, files: Sequence[Path], kept: Sequence[int]) -> None:
+        super().__init__(files, sum(kept))
+        self.kept = list(kept)
+
+    def __iter__(self) -> Iterator[TrialResultRecord]:
+        for file, count in zip(self.files, self.kept, strict=True):
+            if count and file.is_file():
+                yield from itertools.islice(iter_records(file), count)
+
+    def __repr__(self) -> str:
+        return f"ReusedRecords({len(self)} records in {[str(f) for f in self.files]})"
+
+
 class RecordLog:
     """What the run engine keeps of the records that went by: their number and statuses,
     and the records themselves only when no results file holds them.

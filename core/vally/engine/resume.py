@@ -16,6 +16,11 @@ Before the trials run, ``results.jsonl`` (each variant's, in an experiment) is r
 (atomically) to hold only the reused records, byte for byte; the lines it drops are
 appended to ``results.superseded.jsonl`` next to it and the folders of trials that run
 again are renamed ``trial-<n>.superseded-<k>``, so nothing written before is lost.
+
+Memory does not grow with the kept trials: deciding what is reused and rewriting the files
+read them one line at a time (holding the numbers of the dropped lines), and the kept
+records are read back from the rewritten files whenever the run needs them
+(:class:`~vally.engine.records.ReusedRecords`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ from typing import Any
 import pydantic_core
 
 from vally.engine.planner import PlannedTrial
+from vally.engine.records import ReusedRecords
 from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
 from vally.errors import ConfigError
 from vally.models.records import TrialResultRecord
@@ -133,17 +139,19 @@ def stream_plan(
 
 @dataclass
 class ResultsFile:
-    """One results file of the run folder, split into what is kept and what is dropped.
+    """One results file of the run folder: how many of its lines are kept, and which are
+    dropped (the lines themselves stay in the file until :func:`apply_resume` moves them).
 
     Attributes:
         path: The file (``results.jsonl``, or a variant folder's in an experiment).
-        kept: Its raw lines that are reused, in file order.
-        dropped: Its raw lines that are superseded (cancelled, retried, torn).
+        kept: How many of its lines are reused (its first records once it is rewritten).
+        dropped: The numbers of its non-blank lines that are superseded (cancelled,
+            retried, torn).
     """
 
     path: Path
-    kept: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
+    kept: int = 0
+    dropped: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -153,14 +161,15 @@ class ResumePlan:
     Attributes:
         run_dir: The run folder being resumed.
         run_id: The run id of the original run (records keep it).
-        reused: The records kept, in file order.
+        reused: The records kept, in file order: once :func:`apply_resume` has rewritten
+            the results files, read from them again on every pass (not held in memory).
         to_run: The trials to run, in plan order.
         files: The results files, with their kept and dropped lines.
     """
 
     run_dir: Path
     run_id: str
-    reused: list[TrialResultRecord]
+    reused: Sequence[TrialResultRecord]
     to_run: list[PlannedTrial]
     files: list[ResultsFile] = field(default_factory=list)
 
@@ -233,25 +242,29 @@ def check_same_plan(old: Mapping[str, Any], new: Mapping[str, Any], run_dir: Pat
         )
 
 
-def _result_lines(path: Path) -> list[tuple[str, TrialResultRecord | None]]:
-    """Each line of a results file with its record (None for a torn or foreign line)."""
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(number, text)`` of each non-blank line of a results file (none when it is
+    missing), one at a time."""
     if not path.exists():
-        return []
-    out: list[tuple[str, TrialResultRecord | None]] = []
+        return
     with path.open(encoding="utf-8", newline="\n") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            record: TrialResultRecord | None = None
-            if line.endswith("\n"):
-                try:
-                    data = json.loads(line)
-                except ValueError:
-                    data = None
-                if isinstance(data, dict) and data.get("type") == "trial-result":
-                    record = TrialResultRecord.model_validate(data)
-            out.append((line, record))
-    return out
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                yield number, line
+
+
+def _result_lines(path: Path) -> Iterator[tuple[int, TrialResultRecord | None]]:
+    """Each non-blank line's number with its record (None for a torn or foreign line)."""
+    for number, line in _lines(path):
+        record: TrialResultRecord | None = None
+        if line.endswith("\n"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and data.get("type") == "trial-result":
+                record = TrialResultRecord.model_validate(data)
+        yield number, record
 
 
 def _reusable(record: TrialResultRecord, *, retry_errors: bool) -> bool:
@@ -286,27 +299,24 @@ def plan_resume(
     run_id = str(old.get("runId"))
     new = plan_document(trials, run_id=run_id, command=command, skip_grade=skip_grade)
     check_same_plan(old, new, run_dir)
-    planned = {t.key.as_id() for t in trials}
-    resume = ResumePlan(run_dir, run_id, [], [])
-    done: set[str] = set()
-    for path in results or [run_dir / RESULTS_FILE]:
-        file = ResultsFile(path)
-        resume.files.append(file)
-        for line, record in _result_lines(path):
+    pending = {t.key.as_id() for t in trials}
+    """The planned trials no kept record holds yet (a trial is reused once at most)."""
+    files = [ResultsFile(path) for path in results or [run_dir / RESULTS_FILE]]
+    for file in files:
+        for number, record in _result_lines(file.path):
             identity = _record_identity(record) if record is not None else None
             if (
                 record is not None
-                and identity in planned
-                and identity not in done
+                and identity in pending
                 and _reusable(record, retry_errors=retry_errors)
             ):
-                done.add(identity)
-                resume.reused.append(record)
-                file.kept.append(line)
+                pending.discard(identity)
+                file.kept += 1
             else:
-                file.dropped.append(line if line.endswith("\n") else line + "\n")
-    resume.to_run = [t for t in trials if t.key.as_id() not in done]
-    return resume
+                file.dropped.add(number)
+    reused = ReusedRecords([f.path for f in files], [f.kept for f in files])
+    to_run = [t for t in trials if t.key.as_id() in pending]
+    return ResumePlan(run_dir, run_id, reused, to_run, files)
 
 
 def _record_identity(record: TrialResultRecord) -> str:
@@ -324,13 +334,8 @@ def apply_resume(resume: ResumePlan) -> None:
     """
     run_dir = resume.run_dir
     for file in resume.files:
-        if not file.dropped:
-            continue
-        superseded = file.path.with_name(SUPERSEDED_FILE)
-        with output_errors(str(superseded)), superseded.open("a", encoding="utf-8") as handle:
-            handle.writelines(file.dropped)
-        with output_errors(str(file.path)):
-            write_text_atomic(file.path, "".join(file.kept))
+        if file.dropped:
+            _split(file)
     for trial in resume.to_run:
         folder = run_dir / trial_relpath(trial.key)
         if not folder.exists():
@@ -341,3 +346,27 @@ def apply_resume(resume: ResumePlan) -> None:
                 with output_errors(str(folder)):
                     folder.rename(target)
                 break
+
+
+def _split(file: ResultsFile) -> None:
+    """Append ``file``'s dropped lines to ``results.superseded.jsonl`` next to it and
+    rewrite it (atomically) with its kept lines only, byte for byte, one line at a time.
+
+    Raises:
+        OutputError: Either file cannot be written.
+    """
+    superseded = file.path.with_name(SUPERSEDED_FILE)
+    tmp = file.path.with_name(f".{file.path.name}.{uuid.uuid4().hex}.tmp")
+    with output_errors(str(superseded)):
+        moved = superseded.open("a", encoding="utf-8", newline="\n")
+    with moved, output_errors(str(file.path)):
+        try:
+            with open(tmp, "x", encoding="utf-8", newline="\n") as kept:
+                for number, line in _lines(file.path):
+                    if number in file.dropped:
+                        moved.write(line if line.endswith("\n") else line + "\n")
+                    else:
+                        kept.write(line)
+            os.replace(tmp, file.path)
+        finally:
+            tmp.unlink(missing_ok=True)

@@ -319,7 +319,7 @@ class PreparedRun:
     llm: LLMProvider | None = None
     runner: Runner | None = None
     engine: RunEngine | None = None
-    reused: list[TrialResultRecord] = field(default_factory=list)
+    reused: Sequence[TrialResultRecord] = ()
     resumed_id: str | None = None
     budget_gate: BudgetGate | None = None
     judge: CachedJudge | None = None

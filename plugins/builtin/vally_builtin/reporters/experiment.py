@@ -1,9 +1,6 @@
-"""The experiment report (``report.md``) and the comparison with the baseline shown on the
-console: what the ``markdown`` and ``console`` reporters render for experiment runs and merges.
-
-Both are pure functions of the plan snapshot, the run summaries and the records. Apart from
-the ``Rendered:`` line, the report is deterministic: records are ordered by plan key and no
-wall-clock values appear, so a merged run renders the same report as an unsharded run.
+"""The comparison of an experiment's variants with the baseline: shown on the console and
+in the experiment report (:mod:`vally_builtin.reporters.experiment_report`) for experiment
+runs and merges.
 
 Comparison rules (shared by the console and the report):
 
@@ -23,21 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from vally import (
     Estimate,
-    RunInfo,
-    RunSummaryRecord,
     TrialResultRecord,
     is_errored,
     is_graded,
     mean_rate,
-    order_records,
     pass_rate_deltas,
-    utc_now,
 )
-from vally_builtin.reporters.cost import cost_line
 
 _EPSILON = 1e-9
 NO_DIFFERENCE = "no detectable difference"
@@ -102,11 +93,20 @@ class VariantCounter:
         self.trials = self.graded = self.passed = self.errored = 0
         self.stimuli: set[tuple[str, str, str | None]] = set()
         self.rated: dict[tuple[str, str, str | None], list[int]] = {}
-        """Passed and graded trials per stimulus, in the order their first graded trial came."""
+        """Passed and graded trials per stimulus."""
+        self.first: dict[tuple[str, str, str | None], tuple[int, int]] = {}
+        """Where each stimulus's first graded trial came: the order of :attr:`rated`."""
 
-    def add(self, record: TrialResultRecord) -> None:
-        """Count one record of the variant."""
+    def add(self, record: TrialResultRecord, order: tuple[int, int] | None = None) -> None:
+        """Count one record of the variant.
+
+        Args:
+            record: The record.
+            order: Where the record comes in the order the per-stimulus rates follow (its
+                place in the plan, then in the input); default: the order records are fed.
+        """
         key = (record.eval_name, record.stimulus_name, record.model)
+        position = order if order is not None else (0, self.trials)
         self.trials += 1
         self.stimuli.add(key)
         self.errored += int(is_errored(record))
@@ -117,9 +117,13 @@ class VariantCounter:
             counts = self.rated.setdefault(key, [0, 0])
             counts[0] += passed
             counts[1] += 1
+            if key not in self.first or position < self.first[key]:
+                self.first[key] = position
 
     def stats(self, name: str) -> VariantStats:
-        """The variant's observed counts."""
+        """The variant's observed counts; its per-stimulus rates ordered by where each
+        stimulus's first graded trial came."""
+        ordered = sorted(self.rated, key=self.first.__getitem__)
         return VariantStats(
             name=name,
             trials=self.trials,
@@ -128,7 +132,7 @@ class VariantCounter:
             failed=self.graded - self.passed,
             errored=self.errored,
             stimuli=frozenset(self.stimuli),
-            rates={key: passed / graded for key, (passed, graded) in self.rated.items()},
+            rates={key: self.rated[key][0] / self.rated[key][1] for key in ordered},
         )
 
 
@@ -153,7 +157,15 @@ def compare_variants(
     shard: str | None = None,
 ) -> Comparison:
     """Apply the comparison rules (see the module docstring)."""
-    stats = tuple(variant_stats(variants, records))
+    return compare_stats(variant_stats(variants, records), baseline, shard=shard)
+
+
+def compare_stats(
+    observed: Sequence[VariantStats], baseline: str, *, shard: str | None = None
+) -> Comparison:
+    """Apply the comparison rules (see the module docstring) to counted variants (those
+    with records, in the experiment's order)."""
+    stats = tuple(observed)
     names = [s.name for s in stats]
     deltas: dict[str, float | None] = {}
     labels: dict[str, str] = {}
@@ -260,24 +272,13 @@ def _headline(
     return headline
 
 
-def _test_text(estimate: Estimate | None) -> str:
-    """The interval and p-value behind a label, for the report."""
-    if estimate is None or estimate.ci is None:
-        return ""
-    ci = f"95% CI [{estimate.ci.low * 100:+.1f}, {estimate.ci.high * 100:+.1f}] pts"
-    p = estimate.decision_p
-    return f"; {ci}, p = {'n/a' if p is None else f'{p:.3f}'} (sign-flip over stimuli, Holm)"
-
-
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
+    """A rate as a percentage with one decimal (``87.5%``), or ``n/a``."""
     return "n/a" if value is None else f"{value * 100:.1f}%"
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
+    """``text`` as one Markdown table cell or list line (one line, pipes escaped)."""
     return text.replace("|", "\\|").replace("\n", " ").strip()
 
 
@@ -299,7 +300,7 @@ def comparison_table(comparison: Comparison) -> list[str]:
         name = s.name + (" (baseline)" if s.name == comparison.baseline else "")
         row = (
             f"  {name:<{width}}  {s.trials:>6}  {s.passed:>6}  {s.failed:>6}  {s.errored:>7}  "
-            f"{_pct(s.pass_rate):>9}"
+            f"{pct(s.pass_rate):>9}"
         )
         if show_delta:
             if s.name == comparison.baseline:
@@ -311,139 +312,3 @@ def comparison_table(comparison: Comparison) -> list[str]:
         lines.append(row)
     lines.append(comparison.headline)
     return lines
-
-
-def render_experiment_report(
-    run: RunInfo,
-    records: Sequence[TrialResultRecord],
-    summaries: Sequence[RunSummaryRecord],
-    *,
-    rendered_at: str | None = None,
-) -> str:
-    """The experiment-level ``report.md`` of a run (or merge) that has a plan snapshot.
-
-    Args:
-        run: The run; its ``snapshot`` gives the experiment, baseline, variants, evals and
-            the plan order of the trials.
-        records: Every trial record of the run (any order).
-        summaries: The run summaries (any variant).
-        rendered_at: The render timestamp (the only non-deterministic line; default now).
-    """
-    snapshot: Mapping[str, Any] = run.snapshot or {}
-    by_variant: dict[str, list[RunSummaryRecord]] = {}
-    for summary in summaries:
-        by_variant.setdefault(summary.variant or "", []).append(summary)
-    return render_report(
-        snapshot, by_variant, records, run_id=run.run_id, rendered_at=rendered_at or utc_now()
-    )
-
-
-def render_report(
-    snapshot: Mapping[str, Any],
-    summaries: Mapping[str, Sequence[RunSummaryRecord]],
-    records: Sequence[TrialResultRecord],
-    *,
-    run_id: str,
-    rendered_at: str,
-) -> str:
-    """The experiment-level ``report.md`` from its parts (see :func:`render_experiment_report`).
-
-    Args:
-        snapshot: The plan snapshot (experiment, baseline, variants, evals, trials).
-        summaries: The run summaries by variant.
-        records: Every trial record of the run (any order).
-        run_id: The experiment run id.
-        rendered_at: The render timestamp (the only non-deterministic line).
-    """
-    variants = [str(v) for v in snapshot.get("variants") or []]
-    baseline = str(snapshot.get("baseline"))
-    ordered = order_records(records, list(snapshot.get("trials") or []))
-    comparison = compare_variants(variants, baseline, ordered)
-    lines = [
-        f"# Experiment report: {snapshot.get('experiment')}",
-        "",
-        f"Rendered: {rendered_at}",
-        "",
-        f"- Run ID: `{run_id}`",
-        f"- Baseline: `{baseline}`",
-        f"- Variants: {', '.join(f'`{v}`' for v in variants)}",
-        f"- Vary: {', '.join(f'`{p}`' for p in snapshot.get('vary') or []) or '(matrix)'}",
-        f"- Planned trials: {len(snapshot.get('trials') or [])}; finished: {len(ordered)}",
-        f"- Cost: {cost_line(ordered)}",
-        "",
-        "## Comparison with the baseline",
-        "",
-        "| Variant | Trials | Passed | Failed | Errored | Pass rate | Δ vs baseline | Result |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for s in comparison.variants:
-        if s.name == baseline:
-            delta, label = "—", "baseline"
-        elif comparison.available:
-            value = comparison.deltas.get(s.name)
-            delta = "n/a" if value is None else f"{value * 100:+.1f} pts"
-            label = comparison.result_text(s.name) + _test_text(comparison.estimates.get(s.name))
-        else:
-            delta, label = "n/a", "n/a"
-        lines.append(
-            f"| `{_cell(s.name)}` | {s.trials} | {s.passed} | {s.failed} | {s.errored} | "
-            f"{_pct(s.pass_rate)} | {delta} | {label} |"
-        )
-    lines += ["", comparison.headline, ""]
-    evals = list(snapshot.get("evals") or [])
-    for variant in variants:
-        title = f"## Variant `{variant}`" + (" (baseline)" if variant == baseline else "")
-        own = [r for r in ordered if (r.variant or "") == variant]
-        lines += [title, "", f"Cost: {cost_line(own)}", ""]
-        for summary in summaries.get(variant, []):
-            meta: Mapping[str, Any] = next(
-                (e for e in evals if e["variant"] == variant and e["name"] == summary.eval_name),
-                {},
-            )
-            lines += [
-                f"### {summary.eval_name}: verdict {summary.verdict}",
-                "",
-                f"File: `{meta.get('file', summary.eval_file)}`; config hash "
-                f"`{summary.config_hash}`; eval hash `{summary.eval_hash}`; "
-                f"threshold {_num(summary.threshold)}",
-                "",
-                "| Stimulus | Model | Trials | Passed | Errored | Pass rate | pass@k | pass^k | "
-                "Flaky | Mean score | Mean tokens | Mean turns | Mean tool calls |",
-                "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
-            ]
-            for st in summary.stimuli:
-                m = st.metrics
-                lines.append(
-                    f"| {_cell(st.stimulus_name)} | {_cell(st.model or 'default')} | "
-                    f"{st.trials} | {st.passed} | {st.errored} | {_pct(m.per_trial_pass_rate)} | "
-                    f"{_num(m.pass_at_k)} | {_num(m.pass_to_the_k)} | "
-                    f"{'yes' if st.flaky else 'no'} | {_num(st.mean_score)} | "
-                    f"{_num(st.mean_tokens, 1)} | {_num(st.mean_turns, 1)} | "
-                    f"{_num(st.mean_tool_calls, 1)} |"
-                )
-            if not summary.stimuli:
-                lines.append("| (no trials) | | | | | | | | | | | | |")
-            lines.append("")
-            problems = []
-            for record in ordered:
-                if (record.variant or "") != variant or record.eval_name != summary.eval_name:
-                    continue
-                where = f"`{record.stimulus_name}` trial {record.trial_index}"
-                if record.model:
-                    where += f" ({record.model})"
-                if record.error is not None:
-                    problems.append(
-                        f"- {where}: error in {record.error.phase}: "
-                        f"{_cell(record.error.message[:EVIDENCE_LIMIT])}"
-                    )
-                    continue
-                grade = record.grade_result
-                for detail in grade.details if grade is not None else []:
-                    if not detail.passed:
-                        problems.append(
-                            f"- {where}: {_cell(detail.name)} failed: "
-                            f"{_cell(detail.evidence[:EVIDENCE_LIMIT])}"
-                        )
-            if problems:
-                lines += ["Failed graders and errors:", "", *problems, ""]
-    return "\n".join(lines).rstrip() + "\n"

@@ -38,7 +38,7 @@ from vally_builtin.reporters import (
     trial_outcome,
 )
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
-from vally_builtin.reporters.experiment import render_experiment_report
+from vally_builtin.reporters.experiment_report import render_experiment_report
 from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 REPORT_FILE = "report.md"

@@ -1,0 +1,201 @@
+"""The experiment report's figures, counted in one pass over the records: a few counters
+per variant and stimulus, never a list of every trial.
+
+:class:`ExperimentAggregate` takes the records in any order (a run's results files read
+back, a merge's merged files) and keeps what ``report.md`` of an experiment shows: each
+variant's counts and per-stimulus pass rates (for the comparison with the baseline), the
+token and cost totals, and per report row (variant, eval, stimulus, model) the first
+:data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` trials with failed graders or
+errors, by place in the plan, as the lines the report prints, and how many more.
+
+The report lists records in plan order. Rather than sorting them, each record gets its
+place in the plan from :class:`PlanPlaces`, and what depends on the order (the order of
+the per-stimulus rates, which pairs the sign-flip test draws, and the failure lines) is
+ordered by it, so the figures are those of the records sorted by plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from vally import TrialResultRecord
+from vally_builtin.reporters.aggregate import FAILURES_KEPT, group_key
+from vally_builtin.reporters.cost import CostTotals
+from vally_builtin.reporters.experiment import (
+    EVIDENCE_LIMIT,
+    VariantCounter,
+    VariantStats,
+    cell,
+)
+
+Order = tuple[int, int]
+"""Where a record comes: its place in the plan (the plan's length when it is not planned),
+then its place in the input."""
+
+
+def _row_id(record: TrialResultRecord) -> str:
+    """The plan key of ``record`` without its trial index: ``variant/eval/stimulus/model``."""
+    key = group_key(record)
+    return "/".join([key.variant, key.eval_name, key.stimulus, key.model_label])
+
+
+class PlanPlaces:
+    """Each planned trial's place in the plan, from the plan snapshot's keys
+    (``variant/eval/stimulus/model/trial``, in plan order), held per report row.
+
+    A plan lists each row's trials together, by trial index, so a trial's place is its
+    row's first place plus its index: the map holds one entry per row, not per trial. A
+    plan laid out otherwise is mapped key by key.
+
+    Args:
+        keys: The planned keys, in plan order (the snapshot's ``trials``).
+    """
+
+    def __init__(self, keys: Sequence[str]) -> None:
+        self.size = len(keys)
+        self.rows: dict[str, tuple[int, int]] = {}
+        """Row -> (its first place, its number of trials)."""
+        self.keys: dict[str, int] | None = None
+        """Key -> place, for a plan whose rows are not laid out together."""
+        for place, key in enumerate(keys):
+            row, _, index = key.rpartition("/")
+            start, count = self.rows.get(row, (place, 0))
+            if start + count != place or index != str(count):
+                self.rows = {}
+                self.keys = {key: place for place, key in enumerate(keys)}
+                return
+            self.rows[row] = (start, count + 1)
+
+    def place(self, record: TrialResultRecord) -> int | None:
+        """``record``'s place in the plan, or None when the plan does not hold it."""
+        row = _row_id(record)
+        if self.keys is not None:
+            return self.keys.get(f"{row}/{record.trial_index}")
+        span = self.rows.get(row)
+        if span is None or not 0 <= record.trial_index < span[1]:
+            return None
+        return span[0] + record.trial_index
+
+
+def problem_lines(record: TrialResultRecord) -> list[str]:
+    """The report's lines for ``record``: its error, else each failed grader with its
+    evidence (none when nothing failed)."""
+    where = f"`{record.stimulus_name}` trial {record.trial_index}"
+    if record.model:
+        where += f" ({record.model})"
+    if record.error is not None:
+        message = cell(record.error.message[:EVIDENCE_LIMIT])
+        return [f"- {where}: error in {record.error.phase}: {message}"]
+    grade = record.grade_result
+    return [
+        f"- {where}: {cell(detail.name)} failed: {cell(detail.evidence[:EVIDENCE_LIMIT])}"
+        for detail in (grade.details if grade is not None else [])
+        if not detail.passed
+    ]
+
+
+@dataclass
+class ProblemRow:
+    """The trials of one report row with failed graders or errors: the first
+    :data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` by place, as their report
+    lines, and how many there were."""
+
+    stimulus: str
+    model: str | None
+    kept: list[tuple[int, int, list[str]]] = field(default_factory=list)
+    """A heap on the negated order: the kept trials with the latest first."""
+    seen: int = 0
+
+    def add(self, order: Order, lines: list[str]) -> None:
+        """Count one trial with problems; keep its lines while it is among the first."""
+        self.seen += 1
+        entry = (-order[0], -order[1], lines)
+        if len(self.kept) < FAILURES_KEPT:
+            heapq.heappush(self.kept, entry)
+        elif entry[:2] > self.kept[0][:2]:
+            heapq.heapreplace(self.kept, entry)
+
+    def entries(self) -> list[tuple[Order, list[str]]]:
+        """The kept trials' lines with their order."""
+        return [((-a, -b), lines) for a, b, lines in self.kept]
+
+    @property
+    def left_out(self) -> int:
+        """Trials with problems whose lines were not kept."""
+        return self.seen - len(self.kept)
+
+
+class ExperimentAggregate:
+    """An experiment's report figures, fed one record at a time (memory grows with the
+    report's rows, not with the trials).
+
+    Args:
+        variants: The experiment's variants, in order.
+        places: Where the planned trials come in the plan.
+    """
+
+    def __init__(self, variants: Sequence[str], places: PlanPlaces) -> None:
+        self.places = places
+        self.counters = {name: VariantCounter() for name in variants}
+        self.finished = 0
+        self.cost = CostTotals()
+        self.variant_cost = {name: CostTotals() for name in variants}
+        self.problems: dict[tuple[str, str], dict[tuple[str, str | None], ProblemRow]] = {}
+        """(variant, eval) -> (stimulus, model) -> the row's trials with problems."""
+
+    @classmethod
+    def of(
+        cls, variants: Sequence[str], planned: Sequence[str], records: Iterable[TrialResultRecord]
+    ) -> ExperimentAggregate:
+        """The aggregate of ``records`` (read once, in any order) for the plan ``planned``."""
+        aggregate = cls(variants, PlanPlaces(planned))
+        for record in records:
+            aggregate.add(record)
+        return aggregate
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one finished trial."""
+        place = self.places.place(record)
+        order = (self.places.size if place is None else place, self.finished)
+        self.finished += 1
+        self.cost.add(record)
+        variant = record.variant or ""
+        counter = self.counters.get(variant)
+        if counter is not None:
+            counter.add(record, order)
+        totals = self.variant_cost.get(variant)
+        if totals is not None:
+            totals.add(record)
+        lines = problem_lines(record)
+        if lines:
+            rows = self.problems.setdefault((variant, record.eval_name), {})
+            row_key = (record.stimulus_name, record.model)
+            row = rows.get(row_key)
+            if row is None:
+                row = rows[row_key] = ProblemRow(record.stimulus_name, record.model)
+            row.add(order, lines)
+
+    def variant_stats(self) -> list[VariantStats]:
+        """Counts per variant, in the experiment's order, for variants with records."""
+        return [c.stats(name) for name, c in self.counters.items() if c.trials]
+
+    def failure_lines(self, variant: str, eval_name: str, results_file: str) -> list[str]:
+        """The failed graders and errors of a variant's eval: the kept trials' lines in plan
+        order, then one line per row saying how many trials were not listed."""
+        rows: Mapping[tuple[str, str | None], ProblemRow] = self.problems.get(
+            (variant, eval_name), {}
+        )
+        entries = sorted(
+            (entry for row in rows.values() for entry in row.entries()), key=lambda e: e[0]
+        )
+        lines = [line for _, own in entries for line in own]
+        for row in sorted(rows.values(), key=lambda r: min(o for o, _ in r.entries())):
+            if row.left_out:
+                where = f"`{row.stimulus}`" + (f" ({row.model})" if row.model else "")
+                lines.append(
+                    f"- {where}: {row.left_out} more trial(s) with failed graders or errors "
+                    f"not listed (see {results_file})"
+                )
+        return lines
