@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -230,7 +230,7 @@ class PairTally:
 
 
 def _per_stimulus(
-    means: list[tuple[Hashable, float]], pairs: int, bounds: tuple[float, float] | None
+    means: Sequence[tuple[Hashable, float]], pairs: int, bounds: tuple[float, float] | None
 ) -> stats.Estimate:
     """:func:`stats.tested_mean` of one value per stimulus (its mean), counting ``pairs``."""
     estimate = stats.tested_mean(means, bounds)
