@@ -1,0 +1,114 @@
+"""The streamed comparison (two results files, pair by pair) gives the figures and
+``--output`` trials of the whole-list formulas, on a seeded data set."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compare.records import record
+from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
+from vally.errors import ConfigError
+from vally.tools import compare, stats
+from vally.tools.compare_stream import TrialWriter, compare_indexed
+from vally.tools.pair_index import index_pairs
+
+
+class SeededJudge:
+    """A verdict drawn from the two outputs it reads (the same pair, the same verdict)."""
+
+    async def judge_pair(self, context: PairwiseContext) -> PairwiseVerdict:
+        a = (context.evidence_dir / context.a / "output.md").read_text()
+        b = (context.evidence_dir / context.b / "output.md").read_text()
+        draw = random.Random(a + "|" + b).random()
+        if draw < 0.3:
+            return PairwiseVerdict("tie", None)
+        return PairwiseVerdict("A" if draw < 0.6 else "B", "much" if draw > 0.8 else "slightly")
+
+
+def _write(path: Path, records: list[Any]) -> None:
+    path.write_text("".join(r.to_json_line() + "\n" for r in records), encoding="utf-8")
+
+
+def _runs(seed: int) -> tuple[list[Any], list[Any]]:
+    rng = random.Random(seed)
+    base, treat = [], []
+    for stimulus in range(23):
+        for trial in range(rng.randint(1, 4)):
+            for side in (base, treat):
+                side.append(
+                    record(
+                        f"s{stimulus:02d}",
+                        trial,
+                        output="x" * rng.randint(1, 60),
+                        passed=rng.choice([True, False, None]),
+                        tokens=rng.randint(10, 900),
+                    )
+                )
+    base.append(record("only-base"))
+    treat.append(record("only-treat", 2))
+    rng.shuffle(treat)  # pairing does not depend on the order of the lines
+    return base, treat
+
+
+def _options() -> compare.CompareOptions:
+    return compare.CompareOptions(JudgeSettings(model="judge-1"), None, backoff_base=0.0)
+
+
+def test_streamed_figures_equal_the_whole_list_formulas(tmp_path: Path) -> None:
+    base, treat = _runs(7)
+    _write(tmp_path / "base.jsonl", base)
+    _write(tmp_path / "treat.jsonl", treat)
+    index = index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
+    writer = TrialWriter(tmp_path / "trials.part")
+    streamed = asyncio.run(
+        compare_indexed("b", "t", index, SeededJudge(), _options(), trials=writer)
+    )
+    writer.close()
+    whole = asyncio.run(compare.compare_runs("b", base, "t", treat, SeededJudge(), _options()))
+
+    # the old formulas, over every judged pair held in memory
+    judged = [r for r in whole.results if r.score is not None]
+    scores = [(r.pair.key[:2], r.score) for r in judged if r.score is not None]
+    expected_score = stats.tested_mean(scores, stats.SCORE_BOUNDS)
+    assert streamed.score == expected_score
+    assert streamed.win_rate == replace_ci(scores)
+    for delta, (name, get) in zip(streamed.deltas, compare.METRICS, strict=True):
+        old = stats.metric_delta(
+            name, [(r.pair.key[:2], get(r.pair.baseline), get(r.pair.treatment)) for r in judged]
+        )
+        assert (delta.delta.mean, delta.delta.ci, delta.delta.test) == (
+            old.delta.mean,
+            old.delta.ci,
+            old.delta.test,
+        )
+        assert (delta.baseline_mean, delta.treatment_mean, delta.missing) == (
+            old.baseline_mean,
+            old.treatment_mean,
+            old.missing,
+        )
+    assert streamed.n_matched == len(whole.pairing.pairs) == len(judged)
+    assert streamed.results == []  # no pair is kept once judged
+
+    # the --output record, trials included, is the one of the in-memory comparison
+    record_streamed = compare.to_record(streamed)
+    record_streamed["trials"] = json.loads("[" + writer.path.read_text() + "]")
+    assert record_streamed == compare.to_record(whole)
+
+
+def replace_ci(scores: list[tuple[Any, float]]) -> stats.WinRate:
+    """The win rate as the whole-list code computed it."""
+    counts = stats.win_tie_loss(s for _, s in scores)
+    return stats.WinRate(counts.wins, counts.ties, counts.losses, stats.win_rate_interval(scores))
+
+
+def test_a_side_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
+    _write(tmp_path / "base.jsonl", [record("a", model="x"), record("a", model="y")])
+    _write(tmp_path / "treat.jsonl", [record("a")])
+    with pytest.raises(ConfigError, match="two trials for eval 'ev', stimulus 'a', trial 0"):
+        index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
