@@ -154,6 +154,9 @@ class ComparisonResult:
     """Matched pairs of a streamed comparison, whose ``pairing`` lists no pairs and whose
     ``results`` keeps only the failed pairs (every pair with ``keep_results``); None:
     ``pairing.pairs`` and ``results`` hold every pair."""
+    trials_file: Path | None = None
+    """A streamed comparison's ``trials`` entries for ``--output`` (JSON values separated
+    by ``, ``, in key order), written as its pairs finished; None: built from ``results``."""
 
     @property
     def judged(self) -> list[PairResult]:
@@ -687,7 +690,11 @@ def _judging_json(result: ComparisonResult) -> dict[str, Any]:
 def to_record(result: ComparisonResult) -> dict[str, Any]:
     """The ``--output`` JSONL record of one treatment. Deterministic: a pair recovered on
     retry is written exactly like a clean one."""
-    trials = [trial_json(r) for r in result.results]
+    if result.trials_file is not None:
+        text = result.trials_file.read_text(encoding="utf-8")
+        trials = json.loads(f"[{text}]")
+    else:
+        trials = [trial_json(r) for r in result.results]
     mc = result.mcnemar
     return {
         "type": "comparison",
