@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVe
 from vally.errors import ConfigError
 from vally.tools import compare, stats
 from vally.tools.compare_stream import TrialWriter, compare_indexed
+from vally.tools.comparison_run import _splice_output
 from vally.tools.pair_index import index_pairs
 
 
@@ -99,6 +101,12 @@ def test_streamed_figures_equal_the_whole_list_formulas(tmp_path: Path) -> None:
     record_streamed = compare.to_record(streamed)
     record_streamed["trials"] = json.loads("[" + writer.path.read_text() + "]")
     assert record_streamed == compare.to_record(whole)
+
+    # --output splices the trials file in: the bytes of dumping the whole record
+    output = tmp_path / "out.jsonl"
+    _splice_output(output, [replace(streamed, trials_file=writer.path)])
+    whole_line = json.dumps(compare.to_record(whole), ensure_ascii=False) + "\n"
+    assert output.read_text(encoding="utf-8") == whole_line
 
 
 def replace_ci(scores: list[tuple[Any, float]]) -> stats.WinRate:

@@ -177,12 +177,13 @@ def load_experiment_runs(
 
 
 def _load_runs(request: CompareRequest) -> list[RunSource]:
-    """The runs to compare, baseline first, as the files that hold them.
+    """The runs to compare, baseline first, as the files that hold them, each line
+    validated as a trial record.
 
     Raises:
         ConfigError: Fewer than two runs, or a run without records.
     """
-    from vally.engine.rundir import results_file
+    from vally.engine.rundir import iter_records
 
     if request.experiment_dir is not None:
         _, folders = experiment_sources(request.experiment_dir, request.baseline_variant)
@@ -197,7 +198,8 @@ def _load_runs(request: CompareRequest) -> list[RunSource]:
         raise ConfigError("nothing to compare: only the baseline has results")
     for name, source in ordered:
         assert isinstance(source, Path)
-        if not any(True for _ in _experiment_blocks(results_file(source))):
+        # every line checked before any judging (one record at a time: memory stays flat)
+        if not sum(1 for _ in iter_records(source)):
             raise ConfigError(
                 f"no trial records in {name}",
                 hint="pass a results.jsonl (or its run directory) that holds finished trials",
@@ -418,7 +420,7 @@ async def run_comparisons(
             mark = llm.checkpoint()
             try:
                 result = await _compare_one(
-                    request, (baseline_name, baseline), (name, records), judge, options, warn
+                    request, (baseline_name, baseline), (name, records), judge, options
                 )
             except Exception as exc:  # a comparison that errors is reported, not raised
                 message = (
@@ -442,7 +444,6 @@ async def _compare_one(
     treatment: RunSource,
     judge: Any,
     options: Any,
-    warn: Echo,
 ) -> ComparisonResult:
     """One treatment's comparison: from the records in memory, or pair by pair from the
     two files (writing the ``--output`` trials next to it as pairs finish)."""
@@ -459,7 +460,7 @@ async def _compare_one(
         return await compare.compare_runs(
             baseline_name, base_records, name, treat_records, judge, options
         )
-    index = index_pairs(base, treat, warn)
+    index = index_pairs(base, treat, _already_warned)
     writer = None
     if request.output is not None:
         writer = TrialWriter(trials_part(request.output))
@@ -476,6 +477,10 @@ async def _compare_one(
         return result
     writer.close()
     return replace(result, trials_file=writer.path)
+
+
+def _already_warned(text: str) -> None:
+    """Drop a torn-line warning: :func:`_load_runs` gave it when it checked the lines."""
 
 
 def _records(path: Path) -> Iterator[TrialResultRecord]:
