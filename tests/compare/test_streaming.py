@@ -120,3 +120,36 @@ def test_a_side_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
     _write(tmp_path / "treat.jsonl", [record("a")])
     with pytest.raises(ConfigError, match="two trials for eval 'ev', stimulus 'a', trial 0"):
         index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
+
+
+def test_trial_entries_finishing_out_of_order_are_written_in_key_order(tmp_path: Path) -> None:
+    writer = TrialWriter(tmp_path / "trials.part")
+    for position in (2, 0, 3, 1):
+        writer.add(position, {"at": position})
+    writer.close()
+    assert writer.path.read_text() == '{"at": 0}, {"at": 1}, {"at": 2}, {"at": 3}'
+
+
+def test_the_cli_output_leaves_no_trials_file_behind(tmp_path: Path) -> None:
+    from tests.compare.test_cli import compare_pair, judge, treatment_better
+    from tests.llm.chat_server import ChatServer
+
+    base, treat = _runs(3)
+    _write(tmp_path / "base.jsonl", base)
+    _write(tmp_path / "treat.jsonl", treat)
+    out = tmp_path / "out" / "cmp.jsonl"
+    with ChatServer() as server:
+        server.default = judge(treatment_better)
+        proc = compare_pair(
+            server,
+            tmp_path / "base.jsonl",
+            tmp_path / "treat.jsonl",
+            *("--judge-model", "j", "--judge-workers", "4", "--output", str(out)),
+            cwd=tmp_path,
+        )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert [p.name for p in out.parent.iterdir()] == ["cmp.jsonl"]
+    record = json.loads(out.read_text(encoding="utf-8"))
+    keys = [(t["evalName"], t["stimulus"], t["trialIndex"]) for t in record["trials"]]
+    assert keys == sorted(keys) and len(keys) == record["matchedPairs"] == len(base) - 1
+    assert record["judgedPairs"] == len(keys)

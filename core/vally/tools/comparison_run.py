@@ -4,7 +4,9 @@
 :func:`execute` loads the runs (an experiment folder, or a baseline and a treatment),
 builds the pairwise judge and its LLM provider through the plugin session, compares each
 treatment with the baseline (:mod:`vally.tools.compare`), prints the report
-(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records.
+(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records. Runs named by
+their files are compared pair by pair (:mod:`vally.tools.compare_stream`), so memory does
+not grow with the number of pairs.
 """
 
 from __future__ import annotations
@@ -432,10 +434,20 @@ async def run_comparisons(
                 )
             spend = llm.spend_since(mark, prices)
             results.append(replace(result, judge_spend=spend))
+    except BaseException:
+        remove_trials_files(results)  # interrupted: no --output is written
+        raise
     finally:
         with contextlib.suppress(Exception):
             await llm.aclose()
     return compare.adjust(results)
+
+
+def remove_trials_files(results: Sequence[ComparisonResult]) -> None:
+    """Remove the ``trials`` files streamed comparisons wrote for ``--output``."""
+    for result in results:
+        if result.trials_file is not None:
+            result.trials_file.unlink(missing_ok=True)
 
 
 async def _compare_one(
@@ -636,9 +648,7 @@ def execute(
     try:
         return _report(request, results, echo, warn)
     finally:
-        for result in results:
-            if result.trials_file is not None:
-                result.trials_file.unlink(missing_ok=True)
+        remove_trials_files(results)
 
 
 def _report(
