@@ -153,3 +153,31 @@ def test_the_cli_output_leaves_no_trials_file_behind(tmp_path: Path) -> None:
     keys = [(t["evalName"], t["stimulus"], t["trialIndex"]) for t in record["trials"]]
     assert keys == sorted(keys) and len(keys) == record["matchedPairs"] == len(base) - 1
     assert record["judgedPairs"] == len(keys)
+
+
+class CountingJudge(SeededJudge):
+    """A :class:`SeededJudge` that counts the times each pair of outputs is judged."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+
+    async def judge_pair(self, context: PairwiseContext) -> PairwiseVerdict:
+        a = (context.evidence_dir / context.a / "output.md").read_text()
+        b = (context.evidence_dir / context.b / "output.md").read_text()
+        key = "|".join(sorted((a, b)))
+        self.seen[key] = self.seen.get(key, 0) + 1
+        return await super().judge_pair(context)
+
+
+def test_rejudging_takes_the_same_sample_as_the_whole_comparison(tmp_path: Path) -> None:
+    base, treat = _runs(11)
+    _write(tmp_path / "base.jsonl", base)
+    _write(tmp_path / "treat.jsonl", treat)
+    index = index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
+    streamed_judge, whole_judge = CountingJudge(), CountingJudge()
+    options = replace(_options(), rejudge=6)
+    streamed = asyncio.run(compare_indexed("b", "t", index, streamed_judge, options))
+    whole = asyncio.run(compare.compare_runs("b", base, "t", treat, whole_judge, options))
+    assert streamed.consistency == whole.consistency
+    assert streamed.consistency is not None and streamed.consistency.pairs == 6
+    assert streamed_judge.seen == whole_judge.seen  # the same six pairs judged twice
