@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -181,3 +182,16 @@ def test_rejudging_takes_the_same_sample_as_the_whole_comparison(tmp_path: Path)
     assert streamed.consistency == whole.consistency
     assert streamed.consistency is not None and streamed.consistency.pairs == 6
     assert streamed_judge.seen == whole_judge.seen  # the same six pairs judged twice
+
+
+def test_an_exact_sum_is_the_fsum_of_its_values() -> None:
+    from vally.tools.compare_tally import ExactSum
+
+    rng = random.Random(5)
+    cases = [[1e16, 1.0, -1e16], [0.1] * 10, [rng.uniform(-1e6, 1e6) for _ in range(5000)]]
+    for values in cases:
+        total = ExactSum()
+        for value in values:
+            total.add(value)
+        assert (total.value, total.count) == (math.fsum(values), len(values))
+    assert sum([1e16, 1.0, -1e16]) != math.fsum([1e16, 1.0, -1e16])  # a plain sum would not do
