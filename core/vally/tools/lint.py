@@ -248,11 +248,7 @@ def _check_plugin_config(
             text = issue.message
             out.items.append(
                 Diagnostic(
-                    code,
-                    "error",
-                    out.file,
-                    issue.location.line,
-                    f"{label}: {text}",
+                    code, "error", out.file, issue.location.line, f"{label}: {text}",
                     issue.location.column,
                 )
             )
@@ -286,22 +282,15 @@ def _check_graders(
             cls = catalog.get(grader.type)
         except VallyError as exc:
             out.add(
-                "grader-unavailable",
-                "error",
-                (*path, "type"),
+                "grader-unavailable", "error", (*path, "type"),
                 f"grader '{grader.type}' cannot be loaded: {exc.message}",
             )
             classes.append(None)
             continue
         classes.append(cls)
         _check_plugin_config(
-            out,
-            cls,
-            grader.config,
-            (*path, "config"),
-            raw,
-            code="invalid-grader-config",
-            label=f"grader '{grader.type}'",
+            out, cls, grader.config, (*path, "config"), raw,
+            code="invalid-grader-config", label=f"grader '{grader.type}'",
         )
     return classes
 
@@ -332,20 +321,14 @@ def _check_executor(
         cls = catalog.get(executor.name)
     except VallyError as exc:
         out.add(
-            "unknown-executor",
-            "error",
-            name_path,
+            "unknown-executor", "error", name_path,
             f"executor '{executor.name}' cannot be loaded: {exc.message}",
         )
         return
     _check_plugin_config(
-        out,
-        cls,
-        executor.config,
-        ("defaults", "executor", "config"),
+        out, cls, executor.config, ("defaults", "executor", "config"),
         _raw_at(raw_executor, "config"),
-        code="invalid-executor-config",
-        label=f"executor '{executor.name}'",
+        code="invalid-executor-config", label=f"executor '{executor.name}'",
     )
 
 
@@ -373,9 +356,7 @@ def _check_constraints(
         value = getattr(constraints, name)
         if value is not None and value < 0:
             out.add(
-                "invalid-constraint-value",
-                "error",
-                (*path, name),
+                "invalid-constraint-value", "error", (*path, name),
                 f"{format_path((*path, name))} is negative ({value}); limits must be >= 0",
             )
     for what in ("tools", "skills"):
@@ -384,21 +365,15 @@ def _check_constraints(
         for index, item in enumerate(expect):
             if item in reject:
                 out.add(
-                    "invalid-constraint-value",
-                    "error",
-                    (*path, f"expect_{what}", index),
+                    "invalid-constraint-value", "error", (*path, f"expect_{what}", index),
                     f"'{item}' is in both expect_{what} and reject_{what} of "
                     f"{format_path(path)}; keep it in one",
                 )
 
 
 def _check_environment(
-    out: _Collector,
-    env: EnvironmentConfig | str | None,
-    base: tuple[str | int, ...],
-    base_dir: Path,
-    key: str,
-    src_root: Path | None = None,
+    out: _Collector, env: EnvironmentConfig | str | None, base: tuple[str | int, ...],
+    base_dir: Path, key: str, src_root: Path | None = None,
 ) -> None:
     if not isinstance(env, EnvironmentConfig):
         return
@@ -426,14 +401,8 @@ def _load_for_lint(
         return load_eval_with_positions(path, cli_params=cli_params or {}, project=project), []
     except SpecSchemaError as exc:
         diagnostics = [
-            Diagnostic(
-                "invalid-spec",
-                "error",
-                issue.location.file,
-                issue.location.line,
-                issue.message,
-                issue.location.column,
-            )
+            Diagnostic("invalid-spec", "error", issue.location.file, issue.location.line,
+                       issue.message, issue.location.column)
             for issue in exc.issues
         ]
         return load_valid_parts(path, cli_params=cli_params or {}, project=project), diagnostics
@@ -442,12 +411,8 @@ def _load_for_lint(
         message = exc.message + (f" ({exc.hint})" if exc.hint else "")
         return None, [
             Diagnostic(
-                "invalid-spec",
-                "error",
-                loc.file if loc else str(path),
-                loc.line if loc else None,
-                message,
-                loc.column if loc else None,
+                "invalid-spec", "error", loc.file if loc else str(path),
+                loc.line if loc else None, message, loc.column if loc else None,
             )
         ]
 
@@ -494,16 +459,16 @@ def _check_loaded(
     root_classes = _check_graders(out, catalog, spec.graders, (), raw.get("graders"))
     _check_constraints(out, spec.constraints, ())
     # A named environment was anchored to .vally.yaml's folder already (absolute paths).
-    _check_environment(out, spec.environment, (), base_dir, _env_key(positions, ()), src_root)
+    _check_environment(
+        out, spec.environment, (), base_dir, _env_key(positions, ()), src_root
+    )
     used_types = {g.type for g in spec.graders}
     seen_names: dict[str, int] = {}
     for index, stimulus in enumerate(spec.stimuli):
         base: tuple[str | int, ...] = ("stimuli", index)
         if stimulus.name in seen_names:
             out.add(
-                "duplicate-stimulus-name",
-                "error",
-                (*base, "name"),
+                "duplicate-stimulus-name", "error", (*base, "name"),
                 f"stimulus name '{stimulus.name}' is already used by the stimulus on line "
                 f"{positions.line(('stimuli', seen_names[stimulus.name], 'name'))}; names "
                 "must be unique within a file",
@@ -536,8 +501,7 @@ def _check_stimulus(
             first = seen_types[grader.type]
             where = "the eval-level graders" if first < 0 else f"graders[{first}]"
             out.add(
-                "duplicate-grader-type-in-stimulus",
-                "warning",
+                "duplicate-grader-type-in-stimulus", "warning",
                 (*base, "graders", g_index, "type"),
                 f"grader type '{grader.type}' appears again in stimulus '{stimulus.name}' "
                 f"(also {where}); both share one scoring weight key",
@@ -546,9 +510,7 @@ def _check_stimulus(
             seen_types[grader.type] = g_index
     if stimulus.rubric and not any(cls is not None and needs_llm(cls) for cls in classes):
         out.add(
-            "rubric-without-llm-judge",
-            "warning",
-            (*base, "rubric"),
+            "rubric-without-llm-judge", "warning", (*base, "rubric"),
             f"stimulus '{stimulus.name}' has a rubric but no LLM judge grader uses it; "
             "add a grader such as '{ type: prompt }'",
             key=True,
@@ -562,9 +524,7 @@ def _check_artifacts(out: _Collector, stimulus: Stimulus, base: tuple[str | int,
         text = pattern.replace("\\", "/")
         if text.startswith("/") or text == ".." or text.startswith("../") or "/../" in text:
             out.add(
-                "path-escape",
-                "error",
-                (*base, "artifacts", a_index),
+                "path-escape", "error", (*base, "artifacts", a_index),
                 f"artifact pattern '{pattern}' leaves the workspace; use a path inside it",
             )
 
@@ -580,15 +540,14 @@ def _check_weights(out: _Collector, spec: EvalSpec, used_types: set[str]) -> Non
             elif used_types:
                 message += f" (grader types used: {', '.join(sorted(used_types))})"
             out.add(
-                "invalid-scoring-weight-key",
-                "error",
-                ("scoring", "weights", weight_key),
-                message,
-                key=True,
+                "invalid-scoring-weight-key", "error", ("scoring", "weights", weight_key),
+                message, key=True,
             )
 
 
-def lint_skills(*roots: Path, folders: Sequence[Path] = ()) -> tuple[list[Path], list[Diagnostic]]:
+def lint_skills(
+    *roots: Path, folders: Sequence[Path] = ()
+) -> tuple[list[Path], list[Diagnostic]]:
     """Check every SKILL.md below each of ``roots`` and in each of ``folders`` (not below
     them), each skill once: frontmatter present, ``name`` and ``description`` not empty."""
     found = {s for root in roots if root.is_dir() for s in find_skills(root)}
@@ -602,11 +561,8 @@ def lint_skills(*roots: Path, folders: Sequence[Path] = ()) -> tuple[list[Path],
             loc = exc.location
             diagnostics.append(
                 Diagnostic(
-                    "skill-invalid",
-                    "error",
-                    loc.file if loc else str(folder / "SKILL.md"),
-                    loc.line if loc else 1,
-                    exc.message + (f" ({exc.hint})" if exc.hint else ""),
+                    "skill-invalid", "error", loc.file if loc else str(folder / "SKILL.md"),
+                    loc.line if loc else 1, exc.message + (f" ({exc.hint})" if exc.hint else ""),
                 )
             )
     return skills, diagnostics
@@ -721,7 +677,9 @@ def lint_path(
     session = Session(project, project_root)
     if grader_plugins:
         session.load_plugins("grader", grader_plugins, base_dir=cwd)
-    files = select_eval_files(root, eval_specs, cwd=cwd, project=project, project_root=project_root)
+    files = select_eval_files(
+        root, eval_specs, cwd=cwd, project=project, project_root=project_root
+    )
     return run_lint(
         files,
         SessionGraderCatalog(session),
