@@ -2,8 +2,9 @@
 is judged.
 
 :func:`index_pairs` reads each file once and keeps, per trial record, its key (a number
-for its eval and stimulus, its trial index) and the byte offset of its line: about 16
-bytes a record, against tens of kilobytes for the parsed record. :class:`PairIndex` lists
+for its eval and stimulus, its trial index) and the byte offset of its line: 24 bytes
+a record while reading, 16 a matched pair after, against tens of kilobytes for the
+parsed record. :class:`PairIndex` lists
 the matched pairs in key order and reads a pair's two records back on demand.
 """
 
