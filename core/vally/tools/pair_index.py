@@ -4,8 +4,8 @@ is judged.
 :func:`index_pairs` reads each file once and keeps, per trial record, its key (a number
 for its eval and stimulus, its trial index) and the byte offset of its line: 24 bytes
 a record while reading, 16 a matched pair after, against tens of kilobytes for the
-parsed record. :class:`PairIndex` lists
-the matched pairs in key order and reads a pair's two records back on demand.
+parsed record. :class:`PairIndex` lists the matched pairs in key order and reads a
+pair's two records back on demand.
 """
 
 from __future__ import annotations
