@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
 from vally.engine.judge_cache import JudgeSpend, bypass_cache
@@ -32,11 +32,12 @@ from vally.tools import stats
 from vally.tools.agreement import (
     OrderAgreement,
     SelfConsistency,
-    krippendorff_alpha,
-    order_agreement,
     self_consistency,
 )
 from vally.tools.multiplicity import holm
+
+if TYPE_CHECKING:
+    from vally.tools.compare_tally import PairTally
 
 SCORES = {("much", 1): 1.0, ("slightly", 1): 0.4, ("much", -1): -1.0, ("slightly", -1): -0.4}
 DEFAULT_RUBRIC = (
@@ -147,10 +148,19 @@ class ComparisonResult:
     """The re-judged sample's agreement with the first verdicts (``--rejudge``)."""
     judge_spend: JudgeSpend | None = None
     """The judge calls, tokens, cost and cache hits of this comparison."""
+    tally: PairTally | None = None
+    """The running sums the figures came from (counts, per-stimulus scores)."""
+    matched: int | None = None
+    """Matched pairs of a streamed comparison, whose ``pairing`` lists no pairs and whose
+    ``results`` keeps only the failed pairs (every pair with ``keep_results``); None:
+    ``pairing.pairs`` and ``results`` hold every pair."""
+    trials_file: Path | None = None
+    """A streamed comparison's ``trials`` entries for ``--output`` (JSON values separated
+    by ``, ``, in key order), written as its pairs finished; None: built from ``results``."""
 
     @property
     def judged(self) -> list[PairResult]:
-        """Pairs with a verdict."""
+        """Pairs with a verdict (of those kept in ``results``)."""
         return [r for r in self.results if r.score is not None]
 
     @property
@@ -159,11 +169,26 @@ class ComparisonResult:
         return [r for r in self.results if r.failure is not None]
 
     @property
+    def n_matched(self) -> int:
+        """How many pairs were matched."""
+        return len(self.pairing.pairs) if self.matched is None else self.matched
+
+    @property
+    def n_judged(self) -> int:
+        """How many pairs have a verdict."""
+        return len(self.judged) if self.tally is None else self.tally.judged
+
+    @property
+    def n_failed(self) -> int:
+        """How many pairs failed after retries."""
+        return len(self.failed) if self.tally is None else self.tally.failed
+
+    @property
     def status(self) -> Literal["complete", "partial", "no-signal"]:
         """complete: every matched pair judged; partial: some failed; no-signal: none judged."""
-        if self.error is not None or not self.judged:
+        if self.error is not None or not self.n_judged:
             return "no-signal"
-        return "partial" if self.failed else "complete"
+        return "partial" if self.n_failed else "complete"
 
     @property
     def significant_regression(self) -> bool:
@@ -552,79 +577,49 @@ def summarize(
     error: str | None = None,
 ) -> ComparisonResult:
     """Compute the figures over the judged pairs only."""
-    judged = [r for r in results if r.score is not None]
-    score_pairs = [(r.pair.key[:2], r.score) for r in judged if r.score is not None]
+    tally = new_tally()
+    for result in results:
+        tally.add(result.pair.key[:2], result, result.pair.baseline, result.pair.treatment)
+    return summarize_tally(
+        baseline_name, treatment_name, pairing, results, tally, judge_model, error
+    )
+
+
+def new_tally() -> PairTally:
+    """An empty tally of this module's figures (its :data:`METRICS`)."""
+    from vally.tools.compare_tally import PairTally
+
+    return PairTally(METRICS)
+
+
+def summarize_tally(
+    baseline_name: str,
+    treatment_name: str,
+    pairing: Pairing,
+    results: list[PairResult],
+    tally: PairTally,
+    judge_model: str | None,
+    error: str | None = None,
+    *,
+    matched: int | None = None,
+) -> ComparisonResult:
+    """The figures of a tally fed every judged pair; ``results`` are the pairs kept."""
     return ComparisonResult(
         baseline=baseline_name,
         treatment=treatment_name,
         pairing=pairing,
         results=results,
-        win_rate=replace(
-            stats.win_tie_loss(s for _, s in score_pairs),
-            ci=stats.win_rate_interval(score_pairs),
-        ),
-        score=stats.tested_mean(score_pairs, stats.SCORE_BOUNDS),
-        mcnemar=_mcnemar(judged),
-        deltas=_deltas(judged),
+        win_rate=tally.win_rate(),
+        score=tally.score(),
+        mcnemar=tally.mcnemar(),
+        deltas=tally.deltas(),
         judge_model=judge_model,
         error=error,
-        agreement=_agreement(judged),
-        panel_alpha=_panel_alpha(judged),
+        agreement=dict(tally.agreement),
+        panel_alpha=tally.panel_alpha(),
+        tally=tally,
+        matched=matched,
     )
-
-
-def _mcnemar(judged: list[PairResult]) -> stats.McNemarResult | None:
-    """McNemar over the graded pairs; a pair with an errored grade on either side is left
-    out and counted."""
-    from vally.engine.scoring import is_graded
-
-    with_grades = [
-        r
-        for r in judged
-        if r.pair.baseline.grade_result is not None and r.pair.treatment.grade_result is not None
-    ]
-    if not with_grades:
-        return None
-    usable = [r for r in with_grades if is_graded(r.pair.baseline) and is_graded(r.pair.treatment)]
-    graded = [(r.pair.key[:2], _passed(r.pair.baseline), _passed(r.pair.treatment)) for r in usable]
-    return stats.mcnemar_from_pairs(graded, n_errored=len(with_grades) - len(usable))
-
-
-def _passed(record: TrialResultRecord) -> bool:
-    return record.grade_result is not None and record.grade_result.passed
-
-
-def _deltas(judged: list[PairResult]) -> list[stats.MetricDelta]:
-    """The metric deltas, Holm-adjusted across the metrics."""
-    deltas = [
-        stats.metric_delta(
-            name, [(r.pair.key[:2], get(r.pair.baseline), get(r.pair.treatment)) for r in judged]
-        )
-        for name, get in METRICS
-    ]
-    adjusted = holm([d.delta.p_value for d in deltas])
-    return [
-        replace(d, delta=replace(d.delta, p_adjusted=p))
-        for d, p in zip(deltas, adjusted, strict=True)
-    ]
-
-
-def _agreement(judged: list[PairResult]) -> dict[str | None, OrderAgreement]:
-    """Order agreement per judge model, from each pair's two passes."""
-    answers: dict[str | None, list[tuple[str, str]]] = {}
-    for result in judged:
-        passes = result.passes
-        for first, second in zip(passes[::2], passes[1::2], strict=True):
-            answers.setdefault(first.get("judgeModel"), []).append(
-                (str(first["winner"]), str(second["winner"]))
-            )
-    return {model: order_agreement(pairs) for model, pairs in answers.items()}
-
-
-def _panel_alpha(judged: list[PairResult]) -> float | None:
-    """Krippendorff's alpha between panel members' scores (None without a panel)."""
-    units = [[score for _, score in r.votes] for r in judged if r.votes]
-    return krippendorff_alpha(units) if units else None
 
 
 def adjust(results: Sequence[ComparisonResult]) -> list[ComparisonResult]:
@@ -695,20 +690,11 @@ def _judging_json(result: ComparisonResult) -> dict[str, Any]:
 def to_record(result: ComparisonResult) -> dict[str, Any]:
     """The ``--output`` JSONL record of one treatment. Deterministic: a pair recovered on
     retry is written exactly like a clean one."""
-    trials = []
-    for r in result.results:
-        entry: dict[str, Any] = {
-            "evalName": r.pair.key[0],
-            "stimulus": r.pair.key[1],
-            "trialIndex": r.pair.key[2],
-            "errored": r.failure is not None,
-            "score": r.score,
-            "verdict": r.verdict,
-            "passes": list(r.passes),
-            "failure": r.failure.to_json() if r.failure else None,
-            "votes": [{"judgeModel": model, "score": score} for model, score in r.votes],
-        }
-        trials.append(entry)
+    if result.trials_file is not None:
+        text = result.trials_file.read_text(encoding="utf-8")
+        trials = json.loads(f"[{text}]")
+    else:
+        trials = [trial_json(r) for r in result.results]
     mc = result.mcnemar
     return {
         "type": "comparison",
@@ -716,9 +702,9 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
         "treatment": result.treatment,
         "judgeModel": result.judge_model,
         "status": result.status,
-        "matchedPairs": len(result.pairing.pairs),
-        "judgedPairs": len(result.judged),
-        "failedPairs": len(result.failed),
+        "matchedPairs": result.n_matched,
+        "judgedPairs": result.n_judged,
+        "failedPairs": result.n_failed,
         "unmatched": {
             "baselineOnly": [list(k) for k in result.pairing.only_baseline],
             "treatmentOnly": [list(k) for k in result.pairing.only_treatment],
@@ -766,6 +752,21 @@ def to_record(result: ComparisonResult) -> dict[str, Any]:
     }
 
 
+def trial_json(result: PairResult) -> dict[str, Any]:
+    """One pair's entry in the ``trials`` list of an ``--output`` record."""
+    return {
+        "evalName": result.pair.key[0],
+        "stimulus": result.pair.key[1],
+        "trialIndex": result.pair.key[2],
+        "errored": result.failure is not None,
+        "score": result.score,
+        "verdict": result.verdict,
+        "passes": list(result.passes),
+        "failure": result.failure.to_json() if result.failure else None,
+        "votes": [{"judgeModel": model, "score": score} for model, score in result.votes],
+    }
+
+
 def caveats(result: ComparisonResult) -> list[str]:
     """What a reader must know before trusting the figures: too few stimuli for the test, a
     judge no better than chance, a panel that disagrees."""
@@ -773,7 +774,7 @@ def caveats(result: ComparisonResult) -> list[str]:
 
     notes = []
     n = result.score.n_stimuli
-    if result.judged and n < min_stimuli():
+    if result.n_judged and n < min_stimuli():
         notes.append(
             f"only {n} stimuli: the sign-flip test cannot reach p <= 0.05 with fewer than "
             f"{min_stimuli()}, so no difference can be declared; add stimuli"

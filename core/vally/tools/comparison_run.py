@@ -4,7 +4,9 @@
 :func:`execute` loads the runs (an experiment folder, or a baseline and a treatment),
 builds the pairwise judge and its LLM provider through the plugin session, compares each
 treatment with the baseline (:mod:`vally.tools.compare`), prints the report
-(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records.
+(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records. Runs named by
+their files are compared pair by pair (:mod:`vally.tools.compare_stream`), so memory does
+not grow with the number of pairs.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,10 @@ Echo = Callable[[str], None]
 
 RunRecords = tuple[str, list["TrialResultRecord"]]
 """A run's name and its trial records."""
+
+RunSource = tuple[str, "list[TrialResultRecord] | Path"]
+"""A run's name and its trial records, or the run directory or results file that holds
+them (then the comparison reads one pair at a time)."""
 
 
 @dataclass
@@ -83,7 +89,19 @@ def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
     Raises:
         ConfigError: ``directory`` is not a folder, or holds no variant results.
     """
-    from vally.engine.rundir import load_records, require_directory
+    from vally.engine.rundir import load_records
+
+    runs = {name: load_records(folder) for name, folder in _variant_folder_paths(directory).items()}
+    return runs
+
+
+def _variant_folder_paths(directory: Path) -> dict[str, Path]:
+    """Every variant folder (one holding ``results.jsonl``) of an experiment folder.
+
+    Raises:
+        ConfigError: ``directory`` is not a folder, or holds no variant results.
+    """
+    from vally.engine.rundir import require_directory
 
     require_directory(
         directory,
@@ -92,7 +110,7 @@ def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
         "one); to compare two results files use --baseline and --treatment",
     )
     runs = {
-        child.name: load_records(child)
+        child.name: child
         for child in sorted(directory.iterdir())
         if child.is_dir() and (child / "results.jsonl").is_file()
     }
@@ -106,6 +124,36 @@ def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
             )
         raise ConfigError(f"no variant folders with results.jsonl in {directory}", hint=hint)
     return runs
+
+
+def _baseline_folder(
+    directory: Path,
+    baseline_variant: str | None,
+    recorded: set[str],
+    variant_names: dict[str, str],
+    folders: Mapping[str, object],
+) -> str:
+    """The folder of the baseline variant: ``--baseline-variant``, else the one baseline
+    the records name.
+
+    Raises:
+        ConfigError: No single recorded baseline, or a baseline without a folder.
+    """
+    baseline = baseline_variant
+    if baseline is None:
+        if len(recorded) != 1:
+            raise ConfigError(
+                f"cannot tell the baseline variant of {directory} from its records",
+                hint="pass --baseline-variant NAME",
+            )
+        baseline = next(iter(recorded))
+    folder = variant_names.get(baseline, baseline)
+    if folder not in folders:
+        raise ConfigError(
+            f"baseline variant {baseline!r} has no results in {directory}",
+            hint="variants found: " + ", ".join(sorted(folders)),
+        )
+    return folder
 
 
 def load_experiment_runs(
@@ -125,50 +173,86 @@ def load_experiment_runs(
         for r in records
         if r.experiment is not None
     }
-    baseline = baseline_variant
-    if baseline is None:
-        if len(recorded) != 1:
-            raise ConfigError(
-                f"cannot tell the baseline variant of {directory} from its records",
-                hint="pass --baseline-variant NAME",
-            )
-        baseline = recorded.pop()
-    folder = variant_names.get(baseline, baseline)
-    if folder not in runs:
-        raise ConfigError(
-            f"baseline variant {baseline!r} has no results in {directory}",
-            hint="variants found: " + ", ".join(sorted(runs)),
-        )
+    folder = _baseline_folder(directory, baseline_variant, recorded, variant_names, runs)
     ordered = {folder: runs[folder], **{k: v for k, v in runs.items() if k != folder}}
     return folder, ordered
 
 
-def _load_runs(request: CompareRequest) -> list[RunRecords]:
-    """The runs to compare, baseline first.
+def _load_runs(request: CompareRequest) -> list[RunSource]:
+    """The runs to compare, baseline first, as the files that hold them, each line
+    validated as a trial record.
 
     Raises:
         ConfigError: Fewer than two runs, or a run without records.
     """
-    from vally.engine.rundir import load_records
+    from vally.engine.rundir import iter_records
 
     if request.experiment_dir is not None:
-        _, runs = load_experiment_runs(request.experiment_dir, request.baseline_variant)
-        ordered = list(runs.items())
+        _, folders = experiment_sources(request.experiment_dir, request.baseline_variant)
+        ordered: list[RunSource] = list(folders.items())
     else:
         assert request.baseline is not None and request.treatment is not None
         ordered = [
-            (str(request.baseline), load_records(request.baseline)),
-            (str(request.treatment), load_records(request.treatment)),
+            (str(request.baseline), request.baseline),
+            (str(request.treatment), request.treatment),
         ]
     if len(ordered) < 2:
         raise ConfigError("nothing to compare: only the baseline has results")
-    for name, records in ordered:
-        if not records:
+    for name, source in ordered:
+        assert isinstance(source, Path)
+        # every line checked before any judging (one record at a time: memory stays flat)
+        if not sum(1 for _ in iter_records(source)):
             raise ConfigError(
                 f"no trial records in {name}",
                 hint="pass a results.jsonl (or its run directory) that holds finished trials",
             )
     return ordered
+
+
+def _experiment_blocks(file: Path) -> Iterator[dict[str, Any] | None]:
+    """Each trial record's ``experiment`` object (None without one), read line by line
+    without validating the records (the comparison validates the ones it judges)."""
+    from vally.engine.rundir import iter_raw_json_lines
+
+    try:
+        with file.open(encoding="utf-8", newline="\n") as handle:
+            for _number, _line, data in iter_raw_json_lines(handle, str(file)):
+                if isinstance(data, dict) and data.get("type") == "trial-result":
+                    block = data.get("experiment")
+                    yield block if isinstance(block, dict) else None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="pass a results.jsonl written by vally eval or vally experiment run",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+
+
+def experiment_sources(
+    directory: Path, baseline_variant: str | None
+) -> tuple[str, dict[str, Path]]:
+    """Every variant folder of an experiment output directory (baseline first) and the
+    baseline's folder name, read from the records' ``experiment`` objects without holding
+    the records (see :func:`load_experiment_runs`).
+
+    Raises:
+        ConfigError: No variant folders, no recorded baseline, or an unknown baseline.
+    """
+    from vally.engine.rundir import RESULTS_FILE
+
+    folders = _variant_folder_paths(directory)
+    recorded: set[str] = set()
+    variant_names: dict[str, str] = {}
+    for name, path in folders.items():
+        for block in _experiment_blocks(path / RESULTS_FILE):
+            if block is None:
+                continue
+            if block.get("baseline"):
+                recorded.add(str(block["baseline"]))
+            variant_names[str(block.get("variant"))] = name
+    base = _baseline_folder(directory, baseline_variant, recorded, variant_names, folders)
+    return base, {base: folders[base], **{k: v for k, v in folders.items() if k != base}}
 
 
 def ignored_evidence(spec: EvalSpec) -> list[str]:
@@ -286,13 +370,17 @@ def _judge_settings(
 
 async def run_comparisons(
     request: CompareRequest,
-    runs: Sequence[RunRecords],
+    runs: Sequence[RunSource],
     session: Session,
     *,
     warn: Echo = _print_warning,
 ) -> list[ComparisonResult]:
     """Compare each run after the first (the baseline) with the first. A comparison that
     fails is reported in its result (``error``), not raised.
+
+    Runs given as files are compared pair by pair (:mod:`vally.tools.compare_stream`);
+    with ``request.output`` each result's ``trials_file`` then holds its ``trials``
+    entries (the caller removes it).
 
     Raises:
         ConfigError: No judge model is configured.
@@ -333,8 +421,8 @@ async def run_comparisons(
         for name, records in treatments:
             mark = llm.checkpoint()
             try:
-                result = await compare.compare_runs(
-                    baseline_name, baseline, name, records, judge, options
+                result = await _compare_one(
+                    request, (baseline_name, baseline), (name, records), judge, options
                 )
             except Exception as exc:  # a comparison that errors is reported, not raised
                 message = (
@@ -346,10 +434,78 @@ async def run_comparisons(
                 )
             spend = llm.spend_since(mark, prices)
             results.append(replace(result, judge_spend=spend))
+    except BaseException:
+        remove_trials_files(results)  # interrupted: no --output is written
+        raise
     finally:
         with contextlib.suppress(Exception):
             await llm.aclose()
     return compare.adjust(results)
+
+
+def remove_trials_files(results: Sequence[ComparisonResult]) -> None:
+    """Remove the ``trials`` files streamed comparisons wrote for ``--output``."""
+    for result in results:
+        if result.trials_file is not None:
+            result.trials_file.unlink(missing_ok=True)
+
+
+async def _compare_one(
+    request: CompareRequest,
+    baseline: RunSource,
+    treatment: RunSource,
+    judge: Any,
+    options: Any,
+) -> ComparisonResult:
+    """One treatment's comparison: from the records in memory, or pair by pair from the
+    two files (writing the ``--output`` trials next to it as pairs finish)."""
+    from dataclasses import replace
+
+    from vally.tools import compare
+    from vally.tools.compare_stream import TrialWriter, compare_indexed
+    from vally.tools.pair_index import index_pairs
+
+    (baseline_name, base), (name, treat) = baseline, treatment
+    if not (isinstance(base, Path) and isinstance(treat, Path)):
+        base_records = base if isinstance(base, list) else list(_records(base))
+        treat_records = treat if isinstance(treat, list) else list(_records(treat))
+        return await compare.compare_runs(
+            baseline_name, base_records, name, treat_records, judge, options
+        )
+    index = index_pairs(base, treat, _already_warned)
+    writer = None
+    if request.output is not None:
+        writer = TrialWriter(trials_part(request.output))
+    try:
+        result = await compare_indexed(
+            baseline_name, name, index, judge, options, trials=writer, keep_results=request.verbose
+        )
+    except BaseException:
+        if writer is not None:
+            writer.close()
+            writer.path.unlink(missing_ok=True)
+        raise
+    if writer is None:
+        return result
+    writer.close()
+    return replace(result, trials_file=writer.path)
+
+
+def _already_warned(text: str) -> None:
+    """Drop a torn-line warning: :func:`_load_runs` gave it when it checked the lines."""
+
+
+def _records(path: Path) -> Iterator[TrialResultRecord]:
+    from vally.engine.rundir import iter_records
+
+    return iter_records(path)
+
+
+def trials_part(output: Path) -> Path:
+    """A fresh hidden file next to ``output`` for one comparison's ``trials`` entries."""
+    import uuid
+
+    return output.with_name(f".{output.name}.{uuid.uuid4().hex}.trials")
 
 
 def panel_settings(settings: JudgeSettings) -> tuple[JudgeSettings, ...]:
@@ -408,12 +564,41 @@ def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
     from vally.engine.rundir import output_errors, write_text_atomic
     from vally.tools.compare import to_record
 
-    lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
     with output_errors(
         f"--output {path}",
         hint="the comparison printed above is complete; pass a writable --output path",
     ):
-        write_text_atomic(path, lines)
+        if not any(r.trials_file is not None for r in results):
+            lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
+            write_text_atomic(path, lines)
+            return
+        _splice_output(path, results)
+
+
+def _splice_output(path: Path, results: Sequence[ComparisonResult]) -> None:
+    """Write the records, each streamed comparison's ``trials`` copied from its file (the
+    same bytes as dumping the whole record), to a temp file renamed into place."""
+    import shutil
+    import uuid
+
+    from vally.tools.compare import to_record
+
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as out:
+            for result in results:
+                record = to_record(result)
+                if result.trials_file is None:
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    continue
+                del record["trials"]  # the last key: spliced in from the file
+                out.write(json.dumps(record, ensure_ascii=False)[:-1] + ', "trials": [')
+                with result.trials_file.open(encoding="utf-8") as part:
+                    shutil.copyfileobj(part, out)
+                out.write("]}\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def judge_spend_lines(result: ComparisonResult) -> list[str]:
@@ -452,9 +637,6 @@ def execute(
 
     from vally.plugins.session import Session
     from vally.specs.loading import find_project
-    from vally.tools.compare import exit_code
-    from vally.tools.comparison_text import cleanup_warnings, comparison_lines
-    from vally.tools.plan import plan_lines
 
     if session is None:
         project, root = find_project(Path.cwd())
@@ -463,6 +645,20 @@ def execute(
     if request.output is not None:
         check_output_file(request.output)
     results = asyncio.run(run_comparisons(request, ordered, session, warn=warn))
+    try:
+        return _report(request, results, echo, warn)
+    finally:
+        remove_trials_files(results)
+
+
+def _report(
+    request: CompareRequest, results: Sequence[ComparisonResult], echo: Echo, warn: Echo
+) -> int:
+    """Print each comparison, write ``--output``; the exit code."""
+    from vally.tools.compare import exit_code
+    from vally.tools.comparison_text import cleanup_warnings, comparison_lines
+    from vally.tools.plan import plan_lines
+
     for result in results:
         for line in comparison_lines(result, request.verbose):
             echo(line)

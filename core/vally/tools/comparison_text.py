@@ -25,8 +25,8 @@ def _trial(key: PairKey) -> str:
 
 def comparison_lines(result: ComparisonResult, verbose: bool) -> list[str]:
     """Every standard-output line of one treatment's comparison."""
-    judged = len(result.judged)
-    matched = len(result.pairing.pairs)
+    judged = result.n_judged
+    matched = result.n_matched
     lines = [
         f"━━━ {result.treatment} vs {result.baseline} ━━━",
         f"Judge: {result.judge_model or 'n/a'}   Matched pairs: {matched}",
@@ -39,7 +39,7 @@ def comparison_lines(result: ComparisonResult, verbose: bool) -> list[str]:
         return lines + _failure_lines(result)
     if result.failed:
         lines += [
-            f"⚠ Judged {judged} of {matched} matched pairs — {len(result.failed)} failed "
+            f"⚠ Judged {judged} of {matched} matched pairs — {result.n_failed} failed "
             "during judging.",
             "    All statistics below — score, CI, grader pass/fail, and metric deltas —",
             f"    cover only the {judged} judged pairs.",
@@ -110,11 +110,7 @@ def _decision_line(result: ComparisonResult) -> str:
 def _agreement_lines(result: ComparisonResult) -> list[str]:
     """Order agreement per judge (and the panel's alpha, the re-judged sample)."""
     lines = []
-    disagreeing = sum(
-        1
-        for r in result.judged
-        if r.verdict == "tie" and any(p["winner"] != "tie" for p in r.passes)
-    )
+    disagreeing = result.tally.disagreeing if result.tally is not None else 0
     for model, agreement in sorted(result.agreement.items(), key=lambda item: str(item[0])):
         kappa = "n/a" if agreement.kappa is None else f"{agreement.kappa:.2f}"
         lines.append(

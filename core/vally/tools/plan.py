@@ -9,6 +9,8 @@ fewest stimuli whose smallest detectable effect at 80% power is at most the targ
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from vally.tools.compare import ComparisonResult
 from vally.tools.power import VarianceComponents, stimuli_needed, variance_components
 from vally.tools.stats import SCORE_BOUNDS, group_means
@@ -19,7 +21,10 @@ RUN_OPTIONS = (1, 2, 3, 5)
 
 def pilot_components(result: ComparisonResult) -> VarianceComponents | None:
     """The variance components of a comparison's judged scores; None below two stimuli."""
-    pairs = [(r.pair.key[:2], r.score) for r in result.judged if r.score is not None]
+    if result.tally is not None:
+        pairs: list[tuple[Hashable, float]] = list(result.tally.score_pairs())
+    else:
+        pairs = [(r.pair.key[:2], r.score) for r in result.judged if r.score is not None]
     means = list(group_means(pairs).values())
     if len(means) < 2:
         return None

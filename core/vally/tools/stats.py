@@ -304,11 +304,16 @@ def mcnemar_from_pairs(
     """
     base = group_means((key, 1.0 if b else 0.0) for key, b, _ in pairs)
     treat = group_means((key, 1.0 if t else 0.0) for key, _, t in pairs)
-    if not base:
+    return mcnemar_from_rates([(base[key], treat[key]) for key in base], n_errored)
+
+
+def mcnemar_from_rates(rates: Sequence[tuple[float, float]], n_errored: int = 0) -> McNemarResult:
+    """McNemar over stimuli from each stimulus's ``(baseline pass rate, treatment pass
+    rate)`` (see :func:`mcnemar_from_pairs`: above 0.5 passes, at exactly 0.5 a tie)."""
+    if not rates:
         return McNemarResult(0, 0, 0, 0, None, n_errored)
     b_count = c_count = ties = 0
-    for key in base:
-        rb, rt = base[key], treat[key]
+    for rb, rt in rates:
         if rb == 0.5 or rt == 0.5:
             ties += 1
             continue
@@ -316,7 +321,7 @@ def mcnemar_from_pairs(
             b_count += 1
         elif rb < 0.5 and rt > 0.5:
             c_count += 1
-    units = len(base) - ties
+    units = len(rates) - ties
     p_value = mcnemar_exact(b_count, c_count) if units else None
     return McNemarResult(b_count, c_count, units, ties, p_value, n_errored)
 
@@ -337,10 +342,22 @@ def metric_delta(
     treat = group_means((key, t) for key, _, t in complete)
     base_mean = math.fsum(base.values()) / len(base) if base else None
     treat_mean = math.fsum(treat.values()) / len(treat) if treat else None
-    high_variance = bool(deltas.mean) and (deltas.ci is None or not deltas.ci.excludes_zero())
-    return MetricDelta(
-        metric, base_mean, treat_mean, deltas, high_variance, len(pairs) - len(complete)
+    return metric_delta_from_means(
+        metric, deltas, base_mean, treat_mean, len(pairs) - len(complete)
     )
+
+
+def metric_delta_from_means(
+    metric: str,
+    deltas: Estimate,
+    baseline_mean: float | None,
+    treatment_mean: float | None,
+    missing: int,
+) -> MetricDelta:
+    """A :class:`MetricDelta` from its tested delta estimate and the two sides' means over
+    stimuli; high variance when the delta is non-zero but its interval includes zero."""
+    high_variance = bool(deltas.mean) and (deltas.ci is None or not deltas.ci.excludes_zero())
+    return MetricDelta(metric, baseline_mean, treatment_mean, deltas, high_variance, missing)
 
 
 def win_rate_interval(
