@@ -53,11 +53,12 @@ def require_ray() -> None:
     pytest.skip(reason)
 
 
-def _ray_bin() -> str:
-    """The ``ray`` program of this interpreter's environment, else the one on PATH (a
-    virtual environment with the system's packages has Ray's program outside its bin)."""
-    beside = Path(sys.executable).with_name("ray")
-    return str(beside) if beside.is_file() else shutil.which("ray") or str(beside)
+def _ray_command() -> list[str]:
+    """Ray's command line run by this interpreter, so every node's worker processes use it
+    too and import the vally under test (not whichever the machine's ``ray`` program
+    would)."""
+    main = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
+    return [sys.executable, "-c", main]
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Cluster:
 
     def _start(self, *args: str, prefix: Sequence[str] = ()) -> None:
         result = self.run(
-            [*prefix, _ray_bin(), "start", "--node-ip-address=127.0.0.1",
+            [*prefix, *_ray_command(), "start", "--node-ip-address=127.0.0.1",
              "--disable-usage-stats", *args],
             timeout=120,
         )
