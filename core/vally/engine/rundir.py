@@ -450,6 +450,22 @@ def iter_records(path: Path, warn: Warn | None = None) -> Iterator[TrialResultRe
         yield record
 
 
+@contextlib.contextmanager
+def reading_results(path: Path) -> Iterator[IO[str]]:
+    """``path`` opened for reading results lines; a file that cannot be read or is not UTF-8
+    (while it is open, too) becomes a :class:`~vally.errors.ConfigError` naming it."""
+    try:
+        with path.open(encoding="utf-8", newline="\n") as handle:
+            yield handle
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="pass a results.jsonl written by vally eval or vally experiment run",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
 def iter_record_lines(
     path: Path, warn: Warn | None = None
 ) -> Iterator[tuple[str, TrialResultRecord]]:
@@ -461,31 +477,23 @@ def iter_record_lines(
     """
     file = results_file(path)
     bad_line_hint = "each line must be one JSON trial record as written by vally eval"
-    try:
-        with file.open(encoding="utf-8", newline="\n") as handle:
-            for number, line, data in iter_raw_json_lines(handle, str(file), warn):
-                if not isinstance(data, dict):
-                    raise ConfigError(
-                        f"{file}:{number}: holds a JSON {type(data).__name__}, "
-                        "not a trial record object",
-                        hint=bad_line_hint,
-                    )
-                if data.get("type") != "trial-result":
-                    continue
-                try:
-                    record = TrialResultRecord.model_validate(data)
-                except Exception as exc:
-                    raise ConfigError(
-                        f"{file}:{number}: not a trial-result record: {exc}"
-                    ) from None
-                yield line, record
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-            hint="pass a results.jsonl written by vally eval or vally experiment run",
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    with reading_results(file) as handle:
+        for number, line, data in iter_raw_json_lines(handle, str(file), warn):
+            if not isinstance(data, dict):
+                raise ConfigError(
+                    f"{file}:{number}: holds a JSON {type(data).__name__}, "
+                    "not a trial record object",
+                    hint=bad_line_hint,
+                )
+            if data.get("type") != "trial-result":
+                continue
+            try:
+                record = TrialResultRecord.model_validate(data)
+            except Exception as exc:
+                raise ConfigError(
+                    f"{file}:{number}: not a trial-result record: {exc}"
+                ) from None
+            yield line, record
 
 
 def load_records(path: Path, warn: Warn | None = None) -> list[TrialResultRecord]:

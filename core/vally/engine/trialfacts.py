@@ -430,13 +430,7 @@ def read_fact_lines(path: Path, warn: Warn | None = None) -> Iterator[tuple[int,
         ConfigError: The file is unreadable or not UTF-8, or a line is bad (see
             :func:`iter_fact_lines`).
     """
-    try:
-        with path.open(encoding="utf-8", newline="\n") as handle:
-            yield from iter_fact_lines(handle, str(path), warn)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-            hint="pass a results.jsonl written by vally eval or vally experiment run",
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    from vally.engine.rundir import reading_results
+
+    with reading_results(path) as handle:
+        yield from iter_fact_lines(handle, str(path), warn)

@@ -212,21 +212,13 @@ def _load_runs(request: CompareRequest) -> list[RunSource]:
 def _experiment_blocks(file: Path) -> Iterator[dict[str, Any] | None]:
     """Each trial record's ``experiment`` object (None without one), read line by line
     without validating the records (the comparison validates the ones it judges)."""
-    from vally.engine.rundir import iter_raw_json_lines
+    from vally.engine.rundir import iter_raw_json_lines, reading_results
 
-    try:
-        with file.open(encoding="utf-8", newline="\n") as handle:
-            for _number, _line, data in iter_raw_json_lines(handle, str(file)):
-                if isinstance(data, dict) and data.get("type") == "trial-result":
-                    block = data.get("experiment")
-                    yield block if isinstance(block, dict) else None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{file} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-            hint="pass a results.jsonl written by vally eval or vally experiment run",
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    with reading_results(file) as handle:
+        for _number, _line, data in iter_raw_json_lines(handle, str(file)):
+            if isinstance(data, dict) and data.get("type") == "trial-result":
+                block = data.get("experiment")
+                yield block if isinstance(block, dict) else None
 
 
 def experiment_sources(
