@@ -18,6 +18,9 @@ TEXTS = [
     '{"s": "\\ud800"}',  # a lone surrogate
     '{"k": 1, "k": 2}',  # a repeated key: the last one wins
     "1e400",
+    '{"n": 9223372036854775808, "m": -9223372036854775809}',  # 19 digits, just past int64
+    '{"id": "12345678901234567890123"}',  # a long digit run inside a string
+    '{"s": "\ud800 raw"}',  # an unescaped lone surrogate: the text cannot be UTF-8
 ]
 
 
@@ -26,6 +29,12 @@ def test_loads_gives_what_json_gives(text: str) -> None:
     got, expected = jsontext.loads(text), json.loads(text)
     assert repr(got) == repr(expected)  # repr: NaN != NaN
     assert repr(jsontext.loads_bounded(text, max_depth=8)) == repr(expected)
+
+
+@pytest.mark.parametrize("text", [t for t in TEXTS if "\ud800 raw" not in t])
+def test_bytes_parse_as_the_text_does(text: str) -> None:
+    data = text.encode("utf-8")
+    assert repr(jsontext.loads(data)) == repr(json.loads(data))
 
 
 def test_bad_json_raises_json_own_error() -> None:

@@ -150,3 +150,83 @@ def test_variant_counts_take_one_pass_over_the_records() -> None:
         assert (item.trials, item.graded, item.passed, item.failed) == (6, 6, 3, 3)
         assert dict(item.rates) == stimulus_pass_rates(own)
         assert list(item.rates) == list(stimulus_pass_rates(own))
+
+
+def test_the_console_comparison_counts_variants_as_records_go_by() -> None:
+    """The report aggregate's variant counts are those of one pass over the same records in
+    the same order (so the console compares variants without reading the records again)."""
+    from vally_builtin.reporters.experiment import variant_stats
+
+    error = TrialError(phase="execute", code="VALLY_TIMEOUT", message="timed out")
+    records = [
+        make_record(
+            f"s{i % 4}",
+            trial=i,
+            passed=i % 3 != 0,
+            variant=v,
+            error=error if i == 5 else None,
+        )
+        for i in range(12)
+        for v in ("new", "base")
+    ]
+    aggregate = ReportAggregate.of(records)
+    names = ["base", "new", "absent"]
+    assert aggregate.variant_stats(names) == variant_stats(names, records)
+    assert [s.name for s in aggregate.variant_stats(names)] == ["base", "new"]
+
+
+def test_an_experiment_run_reports_from_the_records_that_went_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An experiment run's report and console comparison come from the records counted as
+    trials ended, and are what reading the records once at the end gives."""
+    from dataclasses import replace
+
+    from vally_builtin.reporters.experiment_report import render_experiment_report
+
+    variants = ["base", "new"]
+    records = [
+        make_record(
+            f"s{s}",
+            eval_name="ev",
+            trial=t,
+            model=None,
+            variant=v,
+            passed=v == "new" or (s + t) % 3 > 0,
+        )
+        for v in variants
+        for s in range(3)
+        for t in range(2)
+    ]
+    snapshot = {
+        "experiment": "x",
+        "baseline": "base",
+        "variants": variants,
+        "trials": [f"{r.variant}/ev/{r.stimulus_name}/default/{r.trial_index}" for r in records],
+    }
+    run = replace(
+        make_run(tmp_path, planned=len(records)),
+        command="experiment.run",
+        experiment="x",
+        baseline="base",
+        variants=tuple(variants),
+        snapshot=snapshot,
+    )
+    driver = Driver(
+        MarkdownReporter(), ConsoleReporter(ConsoleConfig(progress=False, style="lines"))
+    )
+    driver.emitter.emit("vally_run_start", run=run)
+    for record in records:
+        driver.emitter.emit("vally_trial_end", run=run, record=record)
+    outcome = RunOutcome(records=Unread(len(records)), summaries=[])
+    driver.emitter.emit("vally_run_end", run=run, outcome=outcome)
+    assert not driver.emitter.failures, driver.emitter.failures[0].error
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    expected = render_experiment_report(run, records, [], rendered_at="x")
+    strip = lambda t: [line for line in t.splitlines() if not line.startswith("Rendered")]  # noqa: E731
+    assert strip(text) == strip(expected)
+    assert "Planned trials: 12; finished: 12" in text
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:5] for line in out.splitlines() if "  " in line}
+    assert rows["base"][:4] == ["(baseline)", "6", "4", "2"]
+    assert rows["new"][:3] == ["6", "6", "0"]

@@ -208,11 +208,11 @@ def merge_command_main(
         _echo(f"warning: {warning}", err=True)
     _echo(f"Merged output: {result.target}")
     code = EXIT_OK
-    errored = [r for r in result.records if r.status != "success"]
-    if errored:
+    if result.unsuccessful:
+        first = next(iter(result.unsuccessful))
         _echo(
-            f"{len(errored)} trial(s) of the shards failed to run (status: {errored[0].status}); "
-            "the merged run reports them as errors",
+            f"{sum(result.unsuccessful.values())} trial(s) of the shards failed to run "
+            f"(status: {first}); the merged run reports them as errors",
             err=True,
         )
         code = EXIT_FAILURE

@@ -200,6 +200,8 @@ class PlanTallies:
             for item in snapshot.get("evals") or []
         }
         self.count = 0
+        self.unsuccessful: dict[str, int] = {}
+        """Records whose status is not ``success``, by status, in the order first seen."""
 
     def add(self, record: TrialResultRecord) -> None:
         """Count ``record`` in its (variant, eval); records of other evals are ignored."""
@@ -210,6 +212,8 @@ class PlanTallies:
         in the plan when the caller looked it up already."""
         tally = self.evals.get((facts.variant, facts.eval_name))
         self.count += 1
+        if facts.status != "success":
+            self.unsuccessful[facts.status] = self.unsuccessful.get(facts.status, 0) + 1
         if tally is not None:
             if place is None:
                 place = self.position.get(facts.key_id, len(self.position))

@@ -17,7 +17,6 @@ integer beyond 64 bits as a float), so the value and the errors are those of
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,20 +34,31 @@ def _fast_loads() -> Callable[[str | bytes], Any] | None:
 _FAST_LOADS = _fast_loads()
 
 
-_LONG_DIGITS = re.compile(r"\d{19}")
-"""19 digits in a row: maybe an integer beyond 64 bits, which ``orjson`` reads as a float."""
-_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+_DIGIT_TABLE = bytes(ord("0") if 0x30 <= c <= 0x39 else ord(" ") for c in range(256))
+"""Maps each ASCII digit to ``0`` and every other byte to a space (for :func:`_long_digits`)."""
+_LONG_RUN = b"0" * 19
+
+
+def _long_digits(data: bytes) -> bool:
+    """Whether ``data`` holds 19 ASCII digits in a row: maybe an integer beyond 64 bits,
+    which ``orjson`` reads as a float. Two C passes over the bytes (a regular expression
+    takes about eight times as long on a trial record)."""
+    return _LONG_RUN in data.translate(_DIGIT_TABLE)
 
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``, parsed by ``orjson`` when it is installed and accepts the text
     (and holds no run of 19 digits, which may be an integer ``orjson`` would round)."""
-    pattern = _LONG_DIGITS_BYTES if isinstance(text, bytes) else _LONG_DIGITS
-    if _FAST_LOADS is not None and pattern.search(text) is None:  # type: ignore[arg-type]
+    if _FAST_LOADS is not None:
         try:
-            return _FAST_LOADS(text)
-        except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
-            pass
+            data = text.encode("utf-8") if isinstance(text, str) else text
+        except UnicodeEncodeError:  # lone surrogates: orjson refuses them, json reads them
+            return json.loads(text)
+        if not _long_digits(data):
+            try:
+                return _FAST_LOADS(data)
+            except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
+                pass
     return json.loads(text)
 
 

@@ -77,6 +77,8 @@ class MergeResult:
         summaries: The merged summaries (every variant).
         warnings: Torn last lines skipped in the shards' results, and failures of
             reporters (report, spans) that did not stop the merge.
+        unsuccessful: How many records have each status other than ``success``, in the
+            order first met (trials the shards could not run).
     """
 
     run_id: str
@@ -85,6 +87,7 @@ class MergeResult:
     records: Sequence[TrialResultRecord]
     summaries: list[RunSummaryRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unsuccessful: dict[str, int] = field(default_factory=dict)
 
 
 def _check_target(target: Path, shards: Sequence[ShardInput]) -> None:
@@ -320,4 +323,6 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         for f in session.emitter.failures
         if not f.critical
     ]
-    return MergeResult(run_id, target, len(shards), records, summaries, warnings)
+    return MergeResult(
+        run_id, target, len(shards), records, summaries, warnings, dict(tallies.unsuccessful)
+    )

@@ -11,12 +11,13 @@ trajectories) for the failure listings, and counts the rest.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from vally import TrialResultRecord, pass_at_k
 from vally_builtin.reporters import GroupKey, StimulusStats, TrialOutcome, trial_outcome
 from vally_builtin.reporters.cost import CostTotals
+from vally_builtin.reporters.experiment import VariantCounter, VariantStats
 
 FAILURES_KEPT = 20
 """Failed or errored trials a report row lists; the others are counted."""
@@ -158,6 +159,9 @@ class ReportAggregate:
         self.completed_at: str | None = None
         self.usage = {"agent": UsageTotals(), "judge": UsageTotals()}
         self.cost = CostTotals()
+        self.variants: dict[str, VariantCounter] = {}
+        """Per variant (``""`` for none) what the comparison with the baseline counts, in
+        the order the records came."""
 
     @classmethod
     def of(cls, records: Iterable[TrialResultRecord]) -> ReportAggregate:
@@ -185,6 +189,21 @@ class ReportAggregate:
             totals.output_tokens += usage.output_tokens
             totals.calls += usage.calls
         self.cost.add(record)
+        variant = record.variant or ""
+        counter = self.variants.get(variant)
+        if counter is None:
+            counter = self.variants[variant] = VariantCounter()
+        counter.add(record)
+
+    def variant_stats(self, variants: Sequence[str]) -> list[VariantStats]:
+        """Counts per variant of ``variants`` (in that order) with at least one record, as
+        :func:`vally_builtin.reporters.experiment.variant_stats` gives for the same records
+        in the same order."""
+        return [
+            self.variants[name].stats(name)
+            for name in variants
+            if name in self.variants and self.variants[name].trials
+        ]
 
     def sorted_rows(self) -> dict[GroupKey, RowAggregate]:
         """The rows sorted by eval, variant, stimulus and model."""

@@ -227,7 +227,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
             print(file=stream)
             for line in aggregate_failure_lines(run, aggregate) if quiet else []:
                 print(line, file=stream)
-            for line in comparison_lines(run, outcome.records):
+            for line in comparison_lines(run, aggregate):
                 print(line, file=stream)
         elif quiet:
             for line in aggregate_failure_lines(run, aggregate):
@@ -424,14 +424,15 @@ def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupK
     return sorted(groups, key=position)
 
 
-def comparison_lines(run: RunInfo, records: Sequence[TrialResultRecord]) -> list[str]:
-    """The comparison of the run's variants with its baseline (nothing without a baseline)."""
+def comparison_lines(run: RunInfo, aggregate: ReportAggregate) -> list[str]:
+    """The comparison of the run's variants with its baseline (nothing without a baseline),
+    from the run's records counted in ``aggregate``."""
     if run.baseline is None:
         return []
-    from vally_builtin.reporters.experiment import compare_variants, comparison_table
+    from vally_builtin.reporters.experiment import compare_stats, comparison_table
 
-    comparison = compare_variants(list(run.variants), run.baseline, records, shard=run.shard)
-    return comparison_table(comparison)
+    observed = aggregate.variant_stats(list(run.variants))
+    return comparison_table(compare_stats(observed, run.baseline, shard=run.shard))
 
 
 def render_run(

@@ -18,7 +18,7 @@ from typing import Any
 
 from vally import Estimate, RunInfo, RunSummaryRecord, TrialResultRecord, utc_now
 from vally_builtin.reporters.experiment import Comparison, cell, compare_stats, pct
-from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
+from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate, PlanPlaces
 from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 
@@ -41,23 +41,39 @@ def render_experiment_report(
     summaries: Sequence[RunSummaryRecord],
     *,
     rendered_at: str | None = None,
+    aggregate: ExperimentAggregate | None = None,
 ) -> str:
     """The experiment-level ``report.md`` of a run (or merge) that has a plan snapshot.
 
     Args:
         run: The run; its ``snapshot`` gives the experiment, baseline, variants, evals and
             the plan order of the trials.
-        records: Every trial record of the run (any order, read once).
+        records: Every trial record of the run (any order, read once; not read when
+            ``aggregate`` is given).
         summaries: The run summaries (any variant).
         rendered_at: The render timestamp (the only non-deterministic line; default now).
+        aggregate: ``records`` counted already (see :func:`experiment_aggregate`).
     """
     snapshot: Mapping[str, Any] = run.snapshot or {}
     by_variant: dict[str, list[RunSummaryRecord]] = {}
     for summary in summaries:
         by_variant.setdefault(summary.variant or "", []).append(summary)
     return render_report(
-        snapshot, by_variant, records, run_id=run.run_id, rendered_at=rendered_at or utc_now()
+        snapshot,
+        by_variant,
+        records,
+        run_id=run.run_id,
+        rendered_at=rendered_at or utc_now(),
+        aggregate=aggregate,
     )
+
+
+def experiment_aggregate(snapshot: Mapping[str, Any]) -> ExperimentAggregate:
+    """An empty aggregate for the experiment report of the plan ``snapshot``, to feed each
+    trial's record as it ends."""
+    variants = [str(v) for v in snapshot.get("variants") or []]
+    planned = [str(key) for key in snapshot.get("trials") or []]
+    return ExperimentAggregate(variants, PlanPlaces(planned))
 
 
 def render_report(
@@ -67,20 +83,26 @@ def render_report(
     *,
     run_id: str,
     rendered_at: str,
+    aggregate: ExperimentAggregate | None = None,
 ) -> str:
     """The experiment-level ``report.md`` from its parts (see :func:`render_experiment_report`).
 
     Args:
         snapshot: The plan snapshot (experiment, baseline, variants, evals, trials).
         summaries: The run summaries by variant.
-        records: Every trial record of the run (any order, read once).
+        records: Every trial record of the run (any order, read once; not read when
+            ``aggregate`` is given).
         run_id: The experiment run id.
         rendered_at: The render timestamp (the only non-deterministic line).
+        aggregate: ``records`` counted already.
     """
     variants = [str(v) for v in snapshot.get("variants") or []]
     baseline = str(snapshot.get("baseline"))
-    planned = [str(key) for key in snapshot.get("trials") or []]
-    aggregate = ExperimentAggregate.of(variants, planned, records)
+    planned = snapshot.get("trials") or []
+    if aggregate is None:
+        aggregate = experiment_aggregate(snapshot)
+        for record in records:
+            aggregate.add(record)
     comparison = compare_stats(aggregate.variant_stats(), baseline)
     lines = [
         f"# Experiment report: {snapshot.get('experiment')}",

@@ -38,7 +38,8 @@ from vally_builtin.reporters import (
     trial_outcome,
 )
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
-from vally_builtin.reporters.experiment_report import render_experiment_report
+from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
+from vally_builtin.reporters.experiment_report import experiment_aggregate, render_experiment_report
 from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 REPORT_FILE = "report.md"
@@ -244,17 +245,25 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
     file_name = REPORT_FILE
 
     _aggregate: ReportAggregate | None = None
+    _experiment: ExperimentAggregate | None = None
 
     @hookimpl
     def vally_run_start(self, run: RunInfo) -> None:
-        """Start counting the run's records."""
-        self._aggregate = ReportAggregate()
+        """Start counting the run's records (an eval's report rows, or an experiment's
+        report figures; a shard renders no report)."""
+        self._aggregate = self._experiment = None
+        if run.snapshot is None:
+            self._aggregate = ReportAggregate()
+        elif run.shard is None:
+            self._experiment = experiment_aggregate(run.snapshot)
 
     @hookimpl
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
-        """Count a finished trial into the report's rows (eval runs)."""
-        if self._aggregate is not None and run.snapshot is None:
+        """Count a finished trial into the report's rows or figures."""
+        if self._aggregate is not None:
             self._aggregate.add(record)
+        elif self._experiment is not None:
+            self._experiment.add(record)
 
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
         """The run's report. An experiment run gets the experiment report, except a shard:
@@ -268,4 +277,7 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
             return render_aggregate(run, aggregate, outcome.summaries, title=self.config.title)
         if run.shard is not None:
             return None
-        return render_experiment_report(run, outcome.records, outcome.summaries)
+        counted = self._experiment
+        if counted is not None and counted.finished != len(outcome.records):
+            counted = None
+        return render_experiment_report(run, outcome.records, outcome.summaries, aggregate=counted)
