@@ -18,11 +18,14 @@ its own:
   with vally imported: memory that grows with the plan;
 * ``merge``: vally's merge path (``vally.tools.merge.stream_records``): every record
   parsed, checked against its shard's manifest, passed through to the merged file and
-  counted into the run summaries, which are then built.
+  counted into the run summaries, which are then built;
+* ``command``: the whole ``vally experiment merge`` command, as a user runs it (start-up,
+  the merge path, the summaries, ``report.md`` and the console's summary and comparison,
+  which read the merged records back; console output to ``/dev/null``).
 
 It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
 ratio of ``merge`` to ``lines`` (``time_ratio``; ``merge`` includes importing vally and
-reading the plan), the ratio of what reading the records adds (``merge`` minus ``plan``)
+reading the plan), that of ``command`` to ``lines`` (``command_time_ratio``), the ratio of what reading the records adds (``merge`` minus ``plan``)
 to ``lines`` (``records_time_ratio``), and ``merge``'s peak above ``plan`` (what reading
 the records adds).
 """
@@ -163,6 +166,22 @@ def run_merge(folder: Path) -> None:
     summarizer.write(summarizer.finish(tallies))
 
 
+def run_command(folder: Path) -> None:
+    """``vally experiment merge`` over the generated shards, as from a shell."""
+    import contextlib
+    import os
+
+    from vally.cli.app import app
+
+    shards = [str(path) for path in sorted(folder.glob("shard-*"))]
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        try:
+            app(["experiment", "merge", *shards, "-o", str(folder / "merged-command")], "vally")
+        except SystemExit as exit_:
+            if exit_.code not in (0, 1, None):  # 1: the merged verdict failed
+                raise
+
+
 def measure(mode: str, folder: Path) -> dict[str, float]:
     """Run one mode in a fresh interpreter: wall seconds and peak resident MB."""
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
@@ -200,6 +219,7 @@ def main() -> None:
         lines = measure("lines", folder)
         plan = measure("plan", folder)
         merged = measure("merge", folder)
+        command = measure("command", folder)
     result = {
         "records": args.records,
         "shards": args.shards,
@@ -207,7 +227,9 @@ def main() -> None:
         "lines": lines,
         "plan": plan,
         "merge": merged,
+        "command": command,
         "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 1),
+        "command_time_ratio": round(command["seconds"] / max(lines["seconds"], 1e-9), 1),
         "records_time_ratio": round(
             (merged["seconds"] - plan["seconds"]) / max(lines["seconds"], 1e-9), 1
         ),

@@ -260,3 +260,76 @@ def test_grading_error_message_is_kept_verbatim() -> None:
     finally:
         del REGISTRY["refuses"]
     assert result.details[0].evidence == "judge answered garbage twice"
+
+
+class WhereAmI(BaseGrader[EmptyConfig]):
+    """Says which thread graded it; sleeps on the event loop when the output says so."""
+
+    metadata: ClassVar[GraderMetadata] = GraderMetadata(name="where")
+    threads: ClassVar[list[int]] = []
+
+    async def grade(self, context: GradeContext) -> GraderResult:
+        import threading
+
+        self.threads.append(threading.get_ident())
+        if context.trajectory.output == "sleep":
+            await asyncio.sleep(30)
+        if context.trajectory.output == "own timeout":
+            raise TimeoutError("the grader's own wait ran out")
+        return self.result(context, passed=True, evidence="here")
+
+
+class WhereAmINonblocking(WhereAmI):
+    metadata: ClassVar[GraderMetadata] = GraderMetadata(name="where-nb", nonblocking=True)
+
+
+def _grade_where(output: str, nonblocking: bool, timeout: str = "5s") -> tuple[GradeResult, int]:
+    """Grade a trial with ``output`` by one ``WhereAmI`` grader; also return the thread the
+    event loop ran on."""
+    import threading
+
+    name = "where-nb" if nonblocking else "where"
+    REGISTRY[name] = WhereAmINonblocking if nonblocking else WhereAmI
+    WhereAmI.threads.clear()
+    configs = [GraderConfig.model_validate({"type": name, "timeout": timeout})]
+    traj = trajectory([say(output)])
+    result = asyncio.run(grade_trial(traj, traj.stimulus, configs, create_grader=create))
+    return result, threading.get_ident()
+
+
+def test_a_nonblocking_grader_runs_on_the_event_loop_and_others_on_a_grader_thread() -> None:
+    result, loop_thread = _grade_where("fine", nonblocking=True)
+    assert result.passed and WhereAmI.threads == [loop_thread]
+    result, loop_thread = _grade_where("fine", nonblocking=False)
+    assert result.passed and WhereAmI.threads and WhereAmI.threads != [loop_thread]
+
+
+def test_a_nonblocking_grader_is_stopped_at_its_timeout() -> None:
+    result, _ = _grade_where("sleep", nonblocking=True, timeout="0.2s")
+    detail = result.details[0]
+    assert detail.status == "error" and "did not finish within" in detail.evidence
+
+
+def test_a_nonblocking_grader_s_own_timeout_error_is_a_crash_not_a_timeout() -> None:
+    result, _ = _grade_where("own timeout", nonblocking=True)
+    detail = result.details[0]
+    assert detail.status == "error"
+    assert "did not finish within" not in detail.evidence
+    assert "the grader's own wait ran out" in detail.evidence
+
+
+def test_built_in_graders_with_user_regexes_stay_off_the_event_loop() -> None:
+    from vally_builtin.graders import files, output, trajectory as budgets
+
+    assert OutputContainsGrader.metadata.nonblocking
+    assert FileExistsGrader.metadata.nonblocking
+    assert budgets.TurnCountGrader.metadata.nonblocking
+    for cls in (
+        output.OutputMatchesGrader,
+        output.OutputNotMatchesGrader,
+        files.FileMatchesGrader,
+        files.FileNotMatchesGrader,
+        ToolCallsGrader,
+        budgets.SkillInvocationGrader,
+    ):
+        assert not cls.metadata.nonblocking, cls

@@ -100,6 +100,11 @@ class GraderMetadata(PluginMetadata):
             sandbox; re-grading without a workspace reports it and records an error.
         pairwise: The grader can also compare two runs (``judge_pair``, see
             :class:`~vally.contracts.protocols.PairwiseJudge`); ``vally compare`` uses it.
+        nonblocking: The grader never blocks: ``grade`` only awaits (the sandbox, the LLM
+            provider) and does little, bounded CPU work (no user-given regular expression),
+            so the run awaits it on its own event loop, under the same timeout, instead of
+            on a grader thread. Off by default: a grader that may block runs on a kept
+            thread, so it cannot stall the run.
         determinism: ``static`` (same input, same result), ``complex-static`` (deterministic
             but heavier: regex, command), ``slm`` or ``llm`` (model judged).
         cost_profile: ``free`` (CPU only), ``low`` (local I/O or command), ``medium`` (SLM or
@@ -113,6 +118,7 @@ class GraderMetadata(PluginMetadata):
     needs_llm: bool = False
     needs_workspace: bool = False
     pairwise: bool = False
+    nonblocking: bool = False
     determinism: Literal["static", "complex-static", "slm", "llm"] = "static"
     cost_profile: Literal["free", "low", "medium", "high"] = "free"
     portability: Literal["t1-universal", "t2-domain", "t3a-scenario", "t3b-system"] = "t1-universal"

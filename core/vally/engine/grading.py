@@ -305,7 +305,10 @@ async def _run_one(
             llm=llm,
             judge=judge,
         )
-        result = await _isolated_grade(grader, context)
+        if capabilities.is_nonblocking(grader):
+            result = await _in_loop_grade(grader, context)
+        else:
+            result = await _isolated_grade(grader, context)
         if not isinstance(result, GraderResult):
             return error_result(
                 config,
@@ -333,6 +336,21 @@ async def _isolated_grade(grader: Grader, context: GradeContext) -> GraderResult
         return await grader.grade(bridged)
 
     return await run_isolated(grade, timeout=timeout, name=f"vally-grader-{entry.label}")
+
+
+async def _in_loop_grade(grader: Grader, context: GradeContext) -> GraderResult:
+    """``grader.grade(context)`` on the run's event loop, bounded by the entry's timeout: for
+    graders that declare they never block (a thread hop costs more than their work)."""
+    entry = context.grader
+    timeout = entry.timeout if entry.timeout is not None else DEFAULT_GRADER_TIMEOUT
+    bound = asyncio.timeout(timeout)
+    try:
+        async with bound:
+            return await grader.grade(context)
+    except TimeoutError:
+        if bound.expired():  # not a TimeoutError of the grader's own
+            raise IsolatedTimeout(timeout) from None
+        raise
 
 
 def _timed_out(config: GraderConfig, timeout: float) -> str:

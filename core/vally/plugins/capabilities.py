@@ -163,6 +163,13 @@ def is_critical(plugin: object) -> bool:
     return isinstance(metadata, ReporterMetadata) and metadata.critical
 
 
+def is_nonblocking(plugin: object) -> bool:
+    """True when the grader declares it never blocks (metadata ``nonblocking``), so the run
+    may await it on its own event loop instead of on a grader thread."""
+    metadata = declared_metadata(plugin)
+    return isinstance(metadata, GraderMetadata) and metadata.nonblocking
+
+
 def is_pairwise(plugin: object) -> bool:
     """True when the grader can compare two runs (metadata ``pairwise``)."""
     metadata = declared_metadata(plugin)

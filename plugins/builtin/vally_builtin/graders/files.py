@@ -170,13 +170,16 @@ class FilePatternConfig(RegexConfig, PathConfig):
     """
 
 
-def _metadata(name: str, description: str) -> GraderMetadata:
+def _metadata(name: str, description: str, *, nonblocking: bool = True) -> GraderMetadata:
+    """A file grader's metadata; those that search with a user's regular expression may
+    block (``nonblocking=False``)."""
     return GraderMetadata(
         name=name,
         description=description,
         cost_profile="low",
         portability="t1-universal",
         needs_workspace=True,
+        nonblocking=nonblocking,
     )
 
 
@@ -314,7 +317,9 @@ class FileMatchesGrader(_FileContentGrader):
     """Passes when the content of some file matching ``path`` matches ``pattern``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
-        "file-matches", "A workspace file's content matches a regular expression."
+        "file-matches",
+        "A workspace file's content matches a regular expression.",
+        nonblocking=False,
     )
     Config = FilePatternConfig
     hit_text = "{what} matched in {hits}"
@@ -326,7 +331,9 @@ class FileNotMatchesGrader(FileMatchesGrader):
     """Passes when no file matching ``path`` has content matching ``pattern``."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
-        "file-not-matches", "No workspace file's content matches a regular expression."
+        "file-not-matches",
+        "No workspace file's content matches a regular expression.",
+        nonblocking=False,
     )
     negate = True
     hit_text = "{what} matched in {hits} (it must not)"

@@ -74,6 +74,7 @@ class OutputContainsGrader(_OutputGrader):
         name="output-contains",
         description="The agent's final output contains a substring.",
         cost_profile="low",
+        nonblocking=True,
     )
     Config = SubstringConfig
     hit_text = "{what} found in output"
@@ -87,6 +88,7 @@ class OutputNotContainsGrader(OutputContainsGrader):
         name="output-not-contains",
         description="The agent's final output does not contain a substring.",
         cost_profile="low",
+        nonblocking=True,
     )
     negate = True
     hit_text = "{what} found in output (it must be absent)"

@@ -39,7 +39,11 @@ from vally import (
 from vally_builtin.graders import compile_pattern, describe_list
 
 
-def _metadata(name: str, description: str, cost: Any = "free") -> GraderMetadata:
+def _metadata(
+    name: str, description: str, cost: Any = "free", *, nonblocking: bool = True
+) -> GraderMetadata:
+    """A trajectory grader's metadata; those that match a user's regular expressions may
+    block (``nonblocking=False``)."""
     return GraderMetadata(
         name=name,
         description=description,
@@ -47,6 +51,7 @@ def _metadata(name: str, description: str, cost: Any = "free") -> GraderMetadata
         cost_profile=cost,
         portability="t1-universal",
         temporal_scope="trajectory-level",
+        nonblocking=nonblocking,
     )
 
 
@@ -210,7 +215,10 @@ class ToolCallsGrader(BaseGrader[ToolCallsConfig]):
     """Required tools were called (optionally in order); disallowed ones were not."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
-        "tool-calls", "Required, disallowed and optionally ordered tool calls.", cost="low"
+        "tool-calls",
+        "Required, disallowed and optionally ordered tool calls.",
+        cost="low",
+        nonblocking=False,
     )
 
     async def grade(self, context: GradeContext) -> GraderResult:
@@ -292,7 +300,9 @@ class SkillInvocationGrader(BaseGrader[SkillInvocationConfig]):
     """Required skills were activated; disallowed skills were not."""
 
     metadata: ClassVar[GraderMetadata] = _metadata(
-        "skill-invocation", "Required skills were activated and disallowed ones were not."
+        "skill-invocation",
+        "Required skills were activated and disallowed ones were not.",
+        nonblocking=False,
     )
 
     async def grade(self, context: GradeContext) -> GraderResult:
