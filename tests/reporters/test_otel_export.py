@@ -143,3 +143,65 @@ def test_links_skip_bad_ids_and_context_fields() -> None:
     (link,) = span_links([good, *bad])
     assert format(link.context.trace_id, "032x") == "01" * 16
     assert dict(link.attributes or {}) == {"vally.shard": "1/2"}
+
+
+def _tree(tracer: Any) -> None:
+    """The same spans, whichever tracer starts them: a linked root, a child that errs, a
+    grandchild with its own times, an event and an attribute set after the start."""
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    link = {"traceId": "ab" * 16, "spanId": "cd" * 8, "vally.shard": "1/2"}
+    root = tracer.start_span("root", attributes={"a": 1, "b": "x"}, links=span_links([link]))
+    child = tracer.start_span("child", context=trace.set_span_in_context(root))
+    child.set_attributes({"vally.status": "error", "vally.score": 0.5})
+    child.add_event("note", {"k": True}, timestamp=7)
+    child.set_status(Status(StatusCode.ERROR, "boom"))
+    grandchild = tracer.start_span(
+        "grandchild", context=trace.set_span_in_context(child), start_time=1_000
+    )
+    grandchild.end(end_time=2_000)
+    child.end()
+    child.end()  # a second end writes nothing
+    root.end()
+
+
+def _comparable(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spans without ids and clock times, parents named instead."""
+    names = {s["spanId"]: s["name"] for s in spans}
+    out = []
+    for span in spans:
+        item = {k: v for k, v in span.items() if k not in ("traceId", "spanId", "parentSpanId")}
+        item["parent"] = names.get(span["parentSpanId"])
+        if span["name"] != "grandchild":
+            item.pop("startTimeUnixNano")
+            item.pop("endTimeUnixNano")
+        out.append(item)
+    return out
+
+
+def test_the_span_file_holds_what_the_sdk_spans_would(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    sdk_file = tmp_path / "sdk.jsonl"
+    provider = TracerProvider()
+    sdk_exporter = JsonLinesSpanExporter(sdk_file)
+    provider.add_span_processor(SimpleSpanProcessor(sdk_exporter))
+    _tree(provider.get_tracer("test"))
+    provider.shutdown()
+
+    pipeline = open_pipeline(tmp_path / "spans.jsonl", None, 1.0)
+    assert pipeline.provider is None  # the span file needs no SDK provider
+    _tree(pipeline.tracer)
+    assert pipeline.close(1.0) is None
+
+    def read(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+    ours, theirs = read(tmp_path / "spans.jsonl"), read(sdk_file)
+    assert _comparable(ours) == _comparable(theirs)
+    assert [s["name"] for s in ours] == ["grandchild", "child", "root"]
+    assert len({s["traceId"] for s in ours}) == 1 and ours[2]["parentSpanId"] is None
+    assert ours[0]["parentSpanId"] == ours[1]["spanId"]
+    assert ours[1]["parentSpanId"] == ours[2]["spanId"]
+    assert ours[2]["links"][0]["attributes"] == {"vally.shard": "1/2"}

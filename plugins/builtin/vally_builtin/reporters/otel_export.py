@@ -14,10 +14,12 @@ imported: the reporter imports it on first use only.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,14 +27,10 @@ from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SimpleSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from vally import OutputError, __version__
 
@@ -179,20 +177,26 @@ class JsonLinesSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Write ``spans``, one line each (flushed when the last flush is old enough)."""
+        written = self.write_json([span_to_json(span) for span in spans])
+        return SpanExportResult.SUCCESS if written else SpanExportResult.FAILURE
+
+    def write_json(self, spans: Sequence[Mapping[str, Any]]) -> bool:
+        """Write spans already in their JSON form (see :func:`span_to_json`), one line each;
+        False when the file is closed or a write failed (remembered for :meth:`problem`)."""
         with self._lock:
             if self._file.closed or self._error is not None:
-                return SpanExportResult.FAILURE
+                return False
             try:
                 for span in spans:
-                    self._file.write(json.dumps(span_to_json(span), ensure_ascii=False) + "\n")
+                    self._file.write(json.dumps(span, ensure_ascii=False) + "\n")
                 now = time.monotonic()
                 if now - self._flushed >= self._flush_every:
                     self._file.flush()
                     self._flushed = now
             except OSError as exc:
                 self._error = exc
-                return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+                return False
+        return True
 
     def shutdown(self) -> None:
         """Close the file (safe to call twice)."""
@@ -227,6 +231,216 @@ class JsonLinesSpanExporter(SpanExporter):
             f"cannot write the span file {self.path}: {self._error.strerror or self._error}",
             hint="check free disk space and permissions of the run folder",
         )
+
+
+def _random_bits(bits: int) -> int:
+    """A random non-zero id of ``bits`` bits (as the SDK's random id generator makes)."""
+    value = random.getrandbits(bits)
+    while not value:
+        value = random.getrandbits(bits)
+    return value
+
+
+class FileSpan(trace.Span):
+    """A span of a run traced to the span file: it holds what :func:`span_to_json` writes
+    and writes it, in that form, when it ends. The SDK's spans do the same with about three
+    times the work (attribute limits, span processors, a second conversion), which a run
+    pays several times per trial.
+
+    Args:
+        sink: The span file.
+        name: The span's name.
+        context: Its identity.
+        parent: Its parent's identity (None for a root span).
+        kind: Its kind.
+        attributes: Its attributes (copied).
+        links: Links to other spans.
+        start_time: When it started (ns since the epoch).
+    """
+
+    def __init__(
+        self,
+        sink: JsonLinesSpanExporter,
+        name: str,
+        context: trace.SpanContext,
+        parent: trace.SpanContext | None,
+        kind: trace.SpanKind,
+        attributes: Mapping[str, Any] | None,
+        links: Sequence[trace.Link],
+        start_time: int,
+    ) -> None:
+        self._sink = sink
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._kind = kind
+        self._attributes: dict[str, Any] = dict(attributes or {})
+        self._links = list(links)
+        self._events: list[dict[str, Any]] = []
+        self._status = trace.Status(trace.StatusCode.UNSET)
+        self._start_time = start_time
+        self._ended = False
+
+    def get_span_context(self) -> trace.SpanContext:
+        """The span's identity."""
+        return self._context
+
+    def is_recording(self) -> bool:
+        """True until the span ends."""
+        return not self._ended
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set one attribute (ignored once the span ended)."""
+        if not self._ended:
+            self._attributes[key] = value
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set attributes (ignored once the span ended)."""
+        if not self._ended:
+            self._attributes.update(attributes)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        """Record an event at ``timestamp`` (default now)."""
+        if not self._ended:
+            self._events.append(
+                {
+                    "name": name,
+                    "timeUnixNano": timestamp if timestamp is not None else time.time_ns(),
+                    "attributes": dict(attributes or {}),
+                }
+            )
+
+    def update_name(self, name: str) -> None:
+        """Rename the span."""
+        if not self._ended:
+            self._name = name
+
+    def set_status(
+        self, status: trace.Status | trace.StatusCode, description: str | None = None
+    ) -> None:
+        """Set the status, as the SDK does: an ``OK`` status is final."""
+        if self._ended or self._status.status_code is trace.StatusCode.OK:
+            return
+        if isinstance(status, trace.Status):
+            self._status = status
+        else:
+            self._status = trace.Status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: Any = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        """Record ``exception`` as an ``exception`` event."""
+        self.add_event(
+            "exception",
+            {
+                "exception.type": type(exception).__name__,
+                "exception.message": str(exception),
+                "exception.escaped": str(escaped),
+                **dict(attributes or {}),
+            },
+            timestamp,
+        )
+
+    def end(self, end_time: int | None = None) -> None:
+        """End the span and write it (a second call does nothing)."""
+        if self._ended:
+            return
+        self._ended = True
+        self._sink.write_json([self._json(end_time if end_time is not None else time.time_ns())])
+
+    def _json(self, end_time: int) -> dict[str, Any]:
+        parent = self._parent
+        return {
+            "name": self._name,
+            "traceId": format(self._context.trace_id, "032x"),
+            "spanId": format(self._context.span_id, "016x"),
+            "parentSpanId": format(parent.span_id, "016x") if parent is not None else None,
+            "kind": self._kind.name,
+            "startTimeUnixNano": self._start_time,
+            "endTimeUnixNano": end_time,
+            "status": self._status.status_code.name,
+            "statusDescription": self._status.description,
+            "attributes": self._attributes,
+            "links": [
+                {
+                    "traceId": format(link.context.trace_id, "032x"),
+                    "spanId": format(link.context.span_id, "016x"),
+                    "attributes": dict(link.attributes or {}),
+                }
+                for link in self._links
+            ],
+            "events": self._events,
+        }
+
+
+class FileTracer(trace.Tracer):
+    """Starts :class:`FileSpan` spans that write themselves to ``sink`` when they end.
+
+    Args:
+        sink: The span file.
+    """
+
+    def __init__(self, sink: JsonLinesSpanExporter) -> None:
+        self.sink = sink
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+        attributes: Any = None,
+        links: Sequence[trace.Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        """A span under the span of ``context`` (default: the current one), or a root span
+        of a new trace when there is none."""
+        parent = trace.get_current_span(context).get_span_context()
+        parent_context = parent if parent.is_valid else None
+        own = trace.SpanContext(
+            trace_id=parent.trace_id if parent_context is not None else _random_bits(128),
+            span_id=_random_bits(64),
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+        return FileSpan(
+            self.sink,
+            name,
+            own,
+            parent_context,
+            kind,
+            attributes,
+            links or (),
+            start_time if start_time is not None else time.time_ns(),
+        )
+
+    @contextlib.contextmanager
+    def start_as_current_span(  # type: ignore[override]  # the API's own decorator is private
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+        attributes: Any = None,
+        links: Sequence[trace.Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[trace.Span]:
+        """Start a span and make it the current one inside the ``with`` block."""
+        span = self.start_span(name, context, kind, attributes, links, start_time)
+        with trace.use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current
 
 
 class OtlpSpanExporter(SpanExporter):
@@ -310,13 +524,15 @@ class SpanPipeline:
     """The tracer of one run and where its spans go.
 
     Attributes:
-        provider: The run's own tracer provider (never the global one).
+        provider: The run's own SDK tracer provider (never the global one) when spans go
+            to a collector; None for the span file, whose tracer writes spans itself
+            (:class:`FileTracer`).
         tracer: The tracer that starts the run's spans.
         exporter: The span file or collector exporter.
         exporter_name: ``jsonl`` or ``otlp``, as written to ``otel-context.json``.
     """
 
-    provider: TracerProvider
+    provider: TracerProvider | None
     tracer: trace.Tracer
     exporter: WatchedExporter
     exporter_name: str
@@ -333,8 +549,12 @@ class SpanPipeline:
         """
         self.exporter.begin_closing(time.monotonic() + timeout)
         try:
-            self.provider.force_flush()
-            self.provider.shutdown()
+            if self.provider is not None:
+                self.provider.force_flush()
+                self.provider.shutdown()
+            elif isinstance(self.exporter, JsonLinesSpanExporter):
+                self.exporter.force_flush()
+                self.exporter.shutdown()
         except Exception as exc:
             return OutputError(f"trace export failed: {type(exc).__name__}: {exc}")
         return self.exporter.problem()
@@ -352,21 +572,20 @@ def open_pipeline(spans_file: Path | None, endpoint: str | None, timeout: float)
         OutputError: The span file cannot be opened.
         ValueError: Neither a span file nor an endpoint was given.
     """
-    exporter: JsonLinesSpanExporter | OtlpSpanExporter
     if endpoint:
         exporter = OtlpSpanExporter(otlp_traces_url(endpoint), timeout)
-        processor: SimpleSpanProcessor | BatchSpanProcessor = BatchSpanProcessor(exporter)
-    elif spans_file is not None:
-        exporter = JsonLinesSpanExporter(spans_file)
-        processor = SimpleSpanProcessor(exporter)
-    else:
+        resource = Resource.create({"service.name": "vally", "service.version": __version__})
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        return SpanPipeline(
+            provider=provider,
+            tracer=provider.get_tracer("vally", __version__),
+            exporter=exporter,
+            exporter_name="otlp",
+        )
+    if spans_file is None:
         raise ValueError("a span file or an endpoint is needed")
-    resource = Resource.create({"service.name": "vally", "service.version": __version__})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(processor)
+    sink = JsonLinesSpanExporter(spans_file)
     return SpanPipeline(
-        provider=provider,
-        tracer=provider.get_tracer("vally", __version__),
-        exporter=exporter,
-        exporter_name="otlp" if endpoint else "jsonl",
+        provider=None, tracer=FileTracer(sink), exporter=sink, exporter_name="jsonl"
     )
