@@ -182,34 +182,17 @@ def test_an_experiment_run_reports_from_the_records_that_went_by(
     trials ended, and are what reading the records once at the end gives."""
     from dataclasses import replace
 
+    from tests.reporters.test_experiment_report import VARIANTS, _plan, _records
     from vally_builtin.reporters.experiment_report import render_experiment_report
 
-    variants = ["base", "new"]
-    records = [
-        make_record(
-            f"s{s}",
-            eval_name="ev",
-            trial=t,
-            model=None,
-            variant=v,
-            passed=v == "new" or (s + t) % 3 > 0,
-        )
-        for v in variants
-        for s in range(3)
-        for t in range(2)
-    ]
-    snapshot = {
-        "experiment": "x",
-        "baseline": "base",
-        "variants": variants,
-        "trials": [f"{r.variant}/ev/{r.stimulus_name}/default/{r.trial_index}" for r in records],
-    }
+    records = _records(stimuli=3, runs=4)
+    snapshot = {"experiment": "x", "baseline": "base", "variants": VARIANTS, "trials": _plan(3, 4)}
     run = replace(
         make_run(tmp_path, planned=len(records)),
         command="experiment.run",
         experiment="x",
         baseline="base",
-        variants=tuple(variants),
+        variants=tuple(VARIANTS),
         snapshot=snapshot,
     )
     driver = Driver(
@@ -225,8 +208,13 @@ def test_an_experiment_run_reports_from_the_records_that_went_by(
     expected = render_experiment_report(run, records, [], rendered_at="x")
     strip = lambda t: [line for line in t.splitlines() if not line.startswith("Rendered")]  # noqa: E731
     assert strip(text) == strip(expected)
-    assert "Planned trials: 12; finished: 12" in text
+    assert "Planned trials: 24; finished: 24" in text
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[1:5] for line in out.splitlines() if "  " in line}
-    assert rows["base"][:4] == ["(baseline)", "6", "4", "2"]
-    assert rows["new"][:3] == ["6", "6", "0"]
+    rows = {line.split()[0]: line.split()[1:6] for line in out.splitlines() if "  " in line}
+    for variant in VARIANTS:
+        own = [r for r in records if r.variant == variant]
+        errored = sum(r.error is not None for r in own)
+        passed = sum(r.error is None and r.grade_result.passed for r in own)  # type: ignore[union-attr]
+        counts = [str(len(own)), str(passed), str(len(own) - errored - passed), str(errored)]
+        row = rows[variant][1:] if variant == "base" else rows[variant][:4]
+        assert row[:4] == counts, (variant, out)

@@ -205,3 +205,18 @@ def test_the_span_file_holds_what_the_sdk_spans_would(tmp_path: Path) -> None:
     assert ours[0]["parentSpanId"] == ours[1]["spanId"]
     assert ours[1]["parentSpanId"] == ours[2]["spanId"]
     assert ours[2]["links"][0]["attributes"] == {"vally.shard": "1/2"}
+
+
+def test_span_file_spans_started_as_current_nest(tmp_path: Path) -> None:
+    pipeline = open_pipeline(tmp_path / "spans.jsonl", None, 1.0)
+    with pipeline.tracer.start_as_current_span("outer", attributes={"k": 1}) as outer:
+        with pipeline.tracer.start_as_current_span("inner"):
+            pass
+        assert outer.is_recording()
+    assert not outer.is_recording()
+    assert pipeline.close(1.0) is None
+    inner, outer_line = (
+        json.loads(line) for line in (tmp_path / "spans.jsonl").read_text().splitlines()
+    )
+    assert inner["parentSpanId"] == outer_line["spanId"]
+    assert outer_line["attributes"] == {"k": 1} and outer_line["parentSpanId"] is None

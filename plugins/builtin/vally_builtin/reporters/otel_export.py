@@ -423,17 +423,15 @@ class FileTracer(trace.Tracer):
     def start_as_current_span(  # type: ignore[override]  # the API's own decorator is private
         self,
         name: str,
-        context: Context | None = None,
-        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
-        attributes: Any = None,
-        links: Sequence[trace.Link] | None = None,
-        start_time: int | None = None,
+        *args: Any,
         record_exception: bool = True,
         set_status_on_exception: bool = True,
         end_on_exit: bool = True,
+        **kwargs: Any,
     ) -> Iterator[trace.Span]:
-        """Start a span and make it the current one inside the ``with`` block."""
-        span = self.start_span(name, context, kind, attributes, links, start_time)
+        """Start a span (arguments as :meth:`start_span`) and make it the current one
+        inside the ``with`` block."""
+        span = self.start_span(name, *args, **kwargs)
         with trace.use_span(
             span,
             end_on_exit=end_on_exit,
