@@ -242,6 +242,16 @@ class PlannedTrials(Sequence[PlannedTrial]):
         group = self.groups[position]
         return self._make(group, index - self._starts[position])
 
+    def group_at(self, index: int) -> TrialGroup:
+        """The group of the trial at ``index`` (no trial is created).
+
+        Raises:
+            IndexError: ``index`` is outside the plan.
+        """
+        if not 0 <= index < self._total:
+            raise IndexError("plan index out of range")
+        return self.groups[bisect.bisect_right(self._starts, index) - 1]
+
     def __iter__(self) -> Iterator[PlannedTrial]:
         for group in self.groups:
             for index in range(group.runs):

@@ -36,7 +36,7 @@ from typing import Any
 
 import pydantic_core
 
-from vally.engine.planner import PlannedTrial
+from vally.engine.planner import PlannedTrial, PlannedTrials
 from vally.engine.records import ReusedRecords
 from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
 from vally.errors import ConfigError
@@ -95,6 +95,20 @@ def write_plan(run_dir: Path, document: Mapping[str, Any]) -> None:
         write_text_atomic(path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
+def _fingerprint(
+    trials: Sequence[PlannedTrial], index: int, known: dict[int, str], skip_grade: bool
+) -> str:
+    """:func:`trial_fingerprint` of ``trials[index]``, computed once per trial group when
+    ``trials`` is a plan's lazy sequence (``known``: group id -> its fingerprint)."""
+    if not isinstance(trials, PlannedTrials):
+        return trial_fingerprint(trials[index], skip_grade=skip_grade)
+    group = trials.group_at(index)
+    fingerprint = known.get(id(group))
+    if fingerprint is None:
+        fingerprint = known[id(group)] = trial_fingerprint(group.first, skip_grade=skip_grade)
+    return fingerprint
+
+
 def stream_plan(
     run_dir: Path,
     trials: Sequence[PlannedTrial],
@@ -110,8 +124,13 @@ def stream_plan(
     Raises:
         OutputError: The file cannot be written.
     """
-    keys = [trial.key.as_id() for trial in trials]
+    if isinstance(trials, PlannedTrials):  # keys without making every trial
+        planned = trials.keys()
+        keys = [key.as_id() for key in planned]
+    else:
+        keys = [trial.key.as_id() for trial in trials]
     order = sorted(range(len(keys)), key=keys.__getitem__)
+    fingerprints: dict[int, str] = {}  # a group's trials differ only in their index
     path = run_dir / PLAN_FILE
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with output_errors(str(path), hint="check that the run folder is writable"):
@@ -126,7 +145,7 @@ def stream_plan(
                 for n, i in enumerate(order):
                     if n + 1 < len(order) and keys[order[n + 1]] == keys[i]:
                         continue  # a repeated key: the last one counts, as in a dict
-                    fingerprint = trial_fingerprint(trials[i], skip_grade=skip_grade)
+                    fingerprint = _fingerprint(trials, i, fingerprints, skip_grade)
                     separator = ",\n    " if written else "\n    "
                     handle.write(f"{separator}{json.dumps(keys[i])}: {json.dumps(fingerprint)}")
                     written += 1
