@@ -85,10 +85,11 @@ class Keeper:
         fds = [status, *(fd for fd in stdio if fd is not None)]
         message = len(body).to_bytes(4, "big") + body
         rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())
-        sent = self._socket.sendmsg([message[:4]], [rights])
-        if sent < 4:
-            self._socket.sendall(message[sent:4])
-        self._socket.sendall(message[4:])
+        # One call for the length, the body and the descriptors (which travel with the
+        # first bytes): the keeper wakes once per request, not once per part.
+        sent = self._socket.sendmsg([message], [rights])
+        if sent < len(message):
+            self._socket.sendall(message[sent:])
 
     def close(self) -> None:
         """Close the socket (the keeper then exits) and reap the keeper."""
