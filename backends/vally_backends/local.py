@@ -159,6 +159,19 @@ class LocalProcess:
 # --------------------------------------------------------------------------- sandbox
 
 
+_REAL_TEMP_DIRS: dict[str, str] = {}
+
+
+def _real_temp_dir() -> str:
+    """The temporary folder with its symbolic links resolved (looked up once per folder),
+    so that a workspace made in it needs no resolving of its own."""
+    folder = tempfile.gettempdir()
+    real = _REAL_TEMP_DIRS.get(folder)
+    if real is None:
+        real = _REAL_TEMP_DIRS[folder] = os.path.realpath(folder)
+    return real
+
+
 class LocalSandbox(BaseSandbox):
     """A workspace folder on the host and subprocesses running in it.
 
@@ -167,6 +180,8 @@ class LocalSandbox(BaseSandbox):
         base_env: The environment every command starts from.
         keep: Keep the folder at :meth:`close`.
         git_source: The repository the workspace is a worktree of, if any.
+        resolved: ``root`` is known to be an absolute path without symbolic links (it
+            is then not resolved again).
     """
 
     def __init__(
@@ -176,9 +191,10 @@ class LocalSandbox(BaseSandbox):
         base_env: Mapping[str, str],
         keep: bool = False,
         git_source: Path | None = None,
+        resolved: bool = False,
     ) -> None:
         self.host_workdir: Path | None = root
-        self._root = root.resolve()
+        self._root = root if resolved else root.resolve()
         self.workdir: str = str(self._root)
         self._base_env = dict(base_env)
         self._keep = keep
@@ -570,7 +586,7 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
                 root = Path(trial.keep_workspace).absolute()
                 await asyncio.to_thread(fresh_folder, root)
             else:
-                root = Path(tempfile.mkdtemp(prefix="vally-eval-"))
+                root = Path(tempfile.mkdtemp(prefix="vally-eval-", dir=_real_temp_dir()))
         except OSError as exc:
             raise SetupError(
                 f"cannot create the workspace for {trial.key.as_id()}: {exc}",
@@ -590,6 +606,7 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
             base_env=self.base_env(trial.environment.env),
             keep=keep,
             git_source=source,
+            resolved=not keep,  # a new folder in the resolved temporary folder
         )
 
     def _reuse(self, folder: Path, trial: TrialContext) -> LocalSandbox:
