@@ -123,6 +123,14 @@ def test_a_side_with_a_repeated_key_is_refused(tmp_path: Path) -> None:
         index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
 
 
+def test_a_line_nested_too_deep_is_a_clear_error_not_a_recursion_error(tmp_path: Path) -> None:
+    _write(tmp_path / "base.jsonl", [record("a")])
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "treat.jsonl").write_text(deep + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"treat.jsonl:1: not JSON \(JSON nested deeper than"):
+        index_pairs(tmp_path / "base.jsonl", tmp_path / "treat.jsonl")
+
+
 def test_trial_entries_finishing_out_of_order_are_written_in_key_order(tmp_path: Path) -> None:
     writer = TrialWriter(tmp_path / "trials.part")
     for position in (2, 0, 3, 1):

@@ -10,7 +10,6 @@ pair's two records back on demand.
 
 from __future__ import annotations
 
-import json
 import sys
 from array import array
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from vally.errors import ConfigError
+from vally.models.jsontext import loads_bounded
 from vally.models.records import TrialResultRecord
 from vally.tools.compare import Pair, PairKey
 
@@ -71,7 +71,7 @@ def _lines(
         if not raw.strip():
             continue
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             if not raw.endswith(b"\n"):
                 warn(f"{file}:{number}: skipping a torn last line (the run was interrupted)")
@@ -154,7 +154,7 @@ def _record(handle: IO[bytes], offset: int, file: Path) -> TrialResultRecord:
     """
     handle.seek(offset)
     try:
-        return TrialResultRecord.model_validate(json.loads(handle.readline()))
+        return TrialResultRecord.model_validate(loads_bounded(handle.readline()))
     except Exception as exc:
         raise ConfigError(
             f"{file} (byte {offset}): not a trial-result record: {exc}", hint=BAD_LINE_HINT
