@@ -40,6 +40,7 @@ from vally.engine.planner import PlannedTrial, PlannedTrials
 from vally.engine.records import ReusedRecords
 from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
 from vally.errors import ConfigError
+from vally.models.jsontext import loads_bounded
 from vally.models.records import TrialResultRecord
 
 PLAN_FILE = "run-plan.json"
@@ -278,8 +279,8 @@ def _result_lines(path: Path) -> Iterator[tuple[int, TrialResultRecord | None]]:
         record: TrialResultRecord | None = None
         if line.endswith("\n"):
             try:
-                data = json.loads(line)
-            except ValueError:
+                data = loads_bounded(line)
+            except ValueError:  # not JSON, or nested too deep
                 data = None
             if isinstance(data, dict) and data.get("type") == "trial-result":
                 record = TrialResultRecord.model_validate(data)

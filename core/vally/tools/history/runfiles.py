@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
+
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "run-summary.jsonl"
 METADATA_FILE = "metadata.json"
@@ -111,7 +113,7 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
                 continue
             try:
                 text = raw.decode("utf-8")
-                data = json.loads(text)
+                data = loads_bounded(text)
             except UnicodeDecodeError as exc:
                 problems.append(Problem(str(file), number, f"not UTF-8 ({exc.reason})"))
                 continue
@@ -120,6 +122,9 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
                 problems.append(
                     Problem(str(file), number, f"not JSON: {exc.msg} at column {exc.colno}{torn}")
                 )
+                continue
+            except JsonTooDeepError as exc:
+                problems.append(Problem(str(file), number, str(exc)))
                 continue
             if not isinstance(data, dict):
                 kind = type(data).__name__

@@ -16,6 +16,7 @@ from typing import Any
 
 from vally.contracts.protocols import TrialKey
 from vally.engine.rundir import ARTIFACTS_DIR, EVENTS_FILE, METADATA_FILE, safe_name, trial_relpath
+from vally.models.jsontext import loads_bounded
 from vally.tools.history.rows import Row
 
 MAX_EVENTS_BYTES = 16 * 1024 * 1024
@@ -74,7 +75,7 @@ class TrialFolders:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_bytes())
+        data = loads_bounded(path.read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -92,9 +93,9 @@ def read_events(trial_dir: Path) -> str | None:
     events: list[Any] = []
     for line in lines:
         try:
-            value = json.loads(line)
+            value = loads_bounded(line)
         except ValueError:
-            continue  # a torn line of a killed executor
+            continue  # a torn line of a killed executor, or one nested too deep
         if isinstance(value, dict):
             events.append(value)
     return json.dumps(events) if events else None
