@@ -77,15 +77,18 @@ backend with its warm pool (the default) and without it (``pool=0``), the local 
 
 def make_backend(name: str, image: str, args: dict[str, str] | None = None) -> Any:
     """A fresh backend instance for the setting ``name`` (``args``: more docker backend
-    arguments, as ``--backend-args`` gives them)."""
+    arguments, as ``--backend-args`` gives them; ``pool`` there sizes the pool of the
+    ``docker`` setting)."""
     if name == "local":
         from vally_backends.local import LocalBackend
 
         return LocalBackend()
     from vally_backends.docker import Config, DockerBackend
 
-    pool = 0 if name == "docker-nopool" else Config.model_fields["pool"].default
-    return DockerBackend(Config(**{"image": image, "pull": "never", **(args or {}), "pool": pool}))
+    settings: dict[str, Any] = {"image": image, "pull": "never", **(args or {})}
+    if name == "docker-nopool":
+        settings["pool"] = 0
+    return DockerBackend(Config(**settings))
 
 
 async def raw_trial(image: str) -> dict[str, float]:
