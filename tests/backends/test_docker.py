@@ -460,6 +460,31 @@ async def test_the_workspace_on_the_root_file_system_is_copied_into_no_trial(
     docker_api.remove_image(made, force=True)
 
 
+async def test_without_a_workspace_image_each_container_gets_the_folder_put_in(
+    docker_api: Any, busybox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker.api.client
+    import docker.errors
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise docker.errors.APIError("commits are refused here")
+
+    monkeypatch.setattr(docker.api.client.APIClient, "commit", refuse)
+    backend = await _backend(busybox_image, disk="none", pool="0", user="4322:4322")
+    assert backend.container_image == busybox_image
+    sandbox = await backend.open(_trial(backend.run_id))
+    try:
+        assert (await _sh(sandbox, "stat -c '%u %g' .; touch f && echo ok")).split() == [
+            "4322",
+            "4322",
+            "ok",
+        ]
+    finally:
+        await sandbox.close()
+    await backend.shutdown()
+    assert containers_of_run(docker_api, backend.run_id) == []
+
+
 # --------------------------------------------------------------------------- commands
 
 
