@@ -6,6 +6,7 @@ Usage (from the repository root, with a Docker engine running)::
     python3 bench/docker_overhead.py                    # 40 trials per setting, 3 rounds
     python3 bench/docker_overhead.py --trials 100 --rounds 5 --image my-image:tag
     python3 bench/docker_overhead.py --json out.json    # also write the numbers as JSON
+    python3 bench/docker_overhead.py --backend-args disk=none   # the docker settings' args
 
 Each trial does what the run engine does around a trivial agent: ``Backend.open`` (for
 docker: a started container with its workspace, from the warm pool when one is ready), one
@@ -74,16 +75,20 @@ SETTINGS = ("raw", "docker", "docker-nopool", "local")
 backend with its warm pool (the default) and without it (``pool=0``), the local backend."""
 
 
-def make_backend(name: str, image: str) -> Any:
-    """A fresh backend instance for the setting ``name``."""
+def make_backend(name: str, image: str, args: dict[str, str] | None = None) -> Any:
+    """A fresh backend instance for the setting ``name`` (``args``: more docker backend
+    arguments, as ``--backend-args`` gives them; ``pool`` there sizes the pool of the
+    ``docker`` setting)."""
     if name == "local":
         from vally_backends.local import LocalBackend
 
         return LocalBackend()
     from vally_backends.docker import Config, DockerBackend
 
-    pool = 0 if name == "docker-nopool" else Config.model_fields["pool"].default
-    return DockerBackend(Config(image=image, pull="never", pool=pool))
+    settings: dict[str, Any] = {"image": image, "pull": "never", **(args or {})}
+    if name == "docker-nopool":
+        settings["pool"] = 0
+    return DockerBackend(Config(**settings))
 
 
 async def raw_trial(image: str) -> dict[str, float]:
@@ -120,9 +125,11 @@ async def one_trial(backend: Any, run_id: str, index: int) -> dict[str, float]:
     return {"open": t1 - t0, "exec": t2 - t1, "close": t3 - t2, "total": t3 - t0}
 
 
-async def measure(name: str, image: str, trials: int, workers: int) -> dict[str, Any]:
+async def measure(
+    name: str, image: str, trials: int, workers: int, args: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run ``trials`` trials of setting ``name`` with ``workers`` concurrent workers."""
-    backend = None if name == "raw" else make_backend(name, image)
+    backend = None if name == "raw" else make_backend(name, image, args)
     run_id = f"bench-{name}-{workers}-{time.time_ns()}"
     s0 = time.perf_counter()
     if backend is not None:
@@ -212,7 +219,15 @@ def main() -> None:
     parser.add_argument("--image", default=None, help="image for docker (default: busybox)")
     parser.add_argument("--busybox", type=Path, default=Path("/bin/busybox"))
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument(
+        "--backend-args",
+        nargs="+",
+        default=[],
+        metavar="K=V",
+        help="more docker backend arguments for the docker settings (e.g. disk=none)",
+    )
     args = parser.parse_args()
+    backend_args = dict(item.split("=", 1) for item in args.backend_args)
     image = args.image or build_busybox_image(args.busybox)
     settings = ["raw", *(s for s in args.settings if s != "raw")]
     rounds: list[list[dict[str, Any]]] = []
@@ -220,7 +235,9 @@ def main() -> None:
         results = []
         for workers in args.workers:
             for name in settings:
-                results.append(asyncio.run(measure(name, image, args.trials, workers)))
+                results.append(
+                    asyncio.run(measure(name, image, args.trials, workers, backend_args))
+                )
                 print(json.dumps(results[-1]), flush=True)
         rounds.append(results)
     rows = summarise(rounds)

@@ -411,6 +411,80 @@ async def test_read_only_root_keeps_the_workspace_writable(
     assert not [v for v in docker_api.volumes()["Volumes"] or [] if v["Name"] == volume]
 
 
+async def test_the_workspace_on_the_root_file_system_is_copied_into_no_trial(
+    docker_api: Any, busybox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # disk=none: no workspace volume, the workspace is a folder of the container's own
+    # file system. It comes with an image made once from the run's image, not with an
+    # archive put into every container.
+    backend = await _backend(busybox_image, disk="none", pool="0", user="4321:4321")
+    made = backend.container_image
+    assert made.startswith("vally-workspace:") and made != busybox_image
+    puts: list[str] = []
+    real_put = backend.api.put_archive
+
+    def counted_put(container: str, path: str, data: Any) -> Any:
+        puts.append(path)
+        return real_put(container, path, data)
+
+    monkeypatch.setattr(backend.api, "put_archive", counted_put)
+    sandboxes = [await backend.open(_trial(backend.run_id, stimulus=f"s{i}")) for i in range(2)]
+    try:
+        assert puts == []
+        for sandbox in sandboxes:
+            assert sandbox.metadata["image"] == busybox_image
+            assert docker_api.inspect_container(sandbox.container_id)["Config"]["Image"] == made
+            out = await _sh(sandbox, "id -u; stat -c '%u %g %a' .; ls -A; echo x > f && cat f")
+            assert out.split("\n") == ["4321", "4321 4321 755", "x", ""]
+        # What one trial writes, the other does not see.
+        await _sh(sandboxes[0], "echo only-here > mine")
+        assert (await sandboxes[1].exec(["test", "-e", "mine"])).exit_code == 1
+    finally:
+        for sandbox in sandboxes:
+            await sandbox.close()
+    for sandbox in sandboxes:
+        assert sandbox.container_id not in run_container_ids(docker_api, backend.run_id)
+    await backend.shutdown()
+    assert containers_of_run(docker_api, backend.run_id) == []
+    # The image keeps the run image's configuration and none of the run's labels, and the
+    # next run with the same image and user reuses it.
+    config = docker_api.inspect_image(made)["Config"]
+    source = docker_api.inspect_image(busybox_image)["Config"]
+    assert config["Env"] == source["Env"] and config["User"] == source["User"]
+    assert not any(config["Labels"].values())
+    made_id = docker_api.inspect_image(made)["Id"]
+    again = await _backend(busybox_image, disk="none", pool="0", user="4321:4321")
+    assert again.container_image == made
+    assert docker_api.inspect_image(made)["Id"] == made_id
+    await again.shutdown()
+    docker_api.remove_image(made, force=True)
+
+
+async def test_without_a_workspace_image_each_container_gets_the_folder_put_in(
+    docker_api: Any, busybox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker.api.client
+    import docker.errors
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise docker.errors.APIError("commits are refused here")
+
+    monkeypatch.setattr(docker.api.client.APIClient, "commit", refuse)
+    backend = await _backend(busybox_image, disk="none", pool="0", user="4322:4322")
+    assert backend.container_image == busybox_image
+    sandbox = await backend.open(_trial(backend.run_id))
+    try:
+        assert (await _sh(sandbox, "stat -c '%u %g' .; touch f && echo ok")).split() == [
+            "4322",
+            "4322",
+            "ok",
+        ]
+    finally:
+        await sandbox.close()
+    await backend.shutdown()
+    assert containers_of_run(docker_api, backend.run_id) == []
+
+
 # --------------------------------------------------------------------------- commands
 
 

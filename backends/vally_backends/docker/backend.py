@@ -21,7 +21,7 @@ import tempfile
 import time
 import weakref
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from vally import (
     BackendError,
@@ -54,6 +54,11 @@ IDLE_COMMAND = ["/bin/sh", "-c", "sleep 2147483647 || while :; do sleep 86400; d
 
 BUILD_TAG_PREFIX = "vally-build"
 """Repository of images built from ``dockerfile=``; the tag is the build context's hash."""
+
+WORKSPACE_TAG_PREFIX = "vally-workspace"
+"""Repository of the images that add the empty workspace folder, owned by the sandbox user,
+to the run's image (one layer holding one folder entry); the tag hashes the image id, the
+folder and the owner, so a later run with the same image and user reuses it."""
 
 ROOT_WARNING = (
     "commands run as root in the container: the image sets no user and has no user with "
@@ -187,6 +192,9 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self._api: Any = None
         self.run_id = ""
         self.image = ""
+        self.container_image = ""
+        """What containers are created from: :attr:`image`, or an image adding the empty
+        workspace folder to it (see :data:`WORKSPACE_TAG_PREFIX`)."""
         self.uid = 0
         self.gid = 0
         self.warnings: list[str] = []
@@ -221,6 +229,9 @@ class DockerBackend(BaseBackend[DockerConfig]):
         await run_blocking(self._decide_user)
         if self.config.disk is not None:
             self.storage_quota = await run_blocking(self._storage_quota_works)
+        self.container_image = self.image
+        if not self.workspace_volume:
+            self.container_image = await run_blocking(self._workspace_image)
         self._env = {name: os.environ[name] for name in self.config.env if name in os.environ}
         if self.config.pool > 0:
             self._pool = WarmPool(self._create_spare, self._remove_spare, self.config.pool)
@@ -430,6 +441,51 @@ class DockerBackend(BaseBackend[DockerConfig]):
         if self.uid == 0:
             self.warnings.append(ROOT_WARNING)
 
+    def _workspace_image(self) -> str:
+        """The run's image with the empty workspace folder owned by the sandbox user, made
+        once (one archive put into a created container, then committed with the image's
+        own configuration) and reused by later runs; the run's image itself when that
+        fails (each container then gets the folder put in before its start)."""
+        import docker.errors
+
+        workdir = self.config.workdir
+        source = self.api.inspect_image(self.image)
+        digest = hashlib.sha256(
+            f"{source['Id']}\0{workdir}\0{self.uid}:{self.gid}".encode()
+        ).hexdigest()
+        tag = f"{WORKSPACE_TAG_PREFIX}:{digest[:20]}"
+        try:
+            self.api.inspect_image(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        labels = base_labels(self.run_id)
+        # The commit fills what the given configuration leaves unset from the container's;
+        # the run's labels are blanked so that containers of the image carry none but
+        # their own.
+        conf = dict(source.get("Config") or {})
+        conf["Labels"] = {**(conf.get("Labels") or {}), **dict.fromkeys(labels, "")}
+        created = None
+        try:
+            created = self.api.create_container(self.image, command=["true"], labels=labels)
+            self.api.put_archive(created["Id"], "/", self._workspace_archive())
+            repository, _, name = tag.partition(":")
+            self.api.commit(created["Id"], repository=repository, tag=name, conf=conf)
+        except docker.errors.APIError as exc:
+            logger.debug("docker backend: no workspace image (%s); copying per trial", exc)
+            return self.image
+        finally:
+            if created is not None:
+                with contextlib.suppress(docker.errors.APIError):
+                    self.api.remove_container(created["Id"], force=True)
+        return tag
+
+    def _workspace_archive(self) -> IO[bytes]:
+        """A tar holding only the empty workspace folder, owned by the sandbox user."""
+        builder = TarBuilder(self.uid, self.gid)
+        builder.add_dir(self.config.workdir.lstrip("/"))
+        return builder.finish()
+
     # ----------------------------------------------------------------- open
 
     async def open(self, trial: TrialContext) -> DockerSandbox:
@@ -567,13 +623,14 @@ class DockerBackend(BaseBackend[DockerConfig]):
         return self.config.read_only or (disk is not None and not self.storage_quota)
 
     def _create(self, labels: dict[str, str]) -> ContainerInfo:
-        """Create and start one container: two engine calls when the workspace is a volume
-        (it exists, empty and owned by the user, from the start), three otherwise (the
-        empty workspace folder is put in before the start)."""
+        """Create and start one container: two engine calls, nothing copied. The empty
+        workspace, owned by the user, is there from the start: a volume, or a folder of
+        :attr:`container_image`. Only when that image could not be made is the folder put
+        in before the start (a third call, and an archive the engine unpacks)."""
         workdir = self.config.workdir
         user = f"{self.uid}:{self.gid}"
         created = self.api.create_container(
-            self.image,
+            self.container_image,
             entrypoint=IDLE_COMMAND[:1],
             command=IDLE_COMMAND[1:],
             user=user,
@@ -584,11 +641,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         )
         container = created["Id"]
         try:
-            if not self.workspace_volume:
-                builder = TarBuilder(self.uid, self.gid)
-                builder.add_dir(workdir.lstrip("/"))
-                archive = builder.finish()
-                self.api.put_archive(container, "/", archive)
+            if not self.workspace_volume and self.container_image == self.image:
+                self.api.put_archive(container, "/", self._workspace_archive())
             self.api.start(container)
         except Exception:
             with contextlib.suppress(Exception):
