@@ -81,11 +81,11 @@ class RowAggregate:
 
     def _keep_failure(self, record: TrialResultRecord) -> None:
         self.failures_seen += 1
-        entry = (-record.trial_index, record.trial_id, _slim(record))
+        order = (-record.trial_index, record.trial_id)
         if len(self.failures) < FAILURES_KEPT:
-            heapq.heappush(self.failures, entry)
-        elif entry[:2] > self.failures[0][:2]:
-            heapq.heapreplace(self.failures, entry)
+            heapq.heappush(self.failures, (*order, _slim(record)))
+        elif order > self.failures[0][:2]:  # the copy is made only for a kept trial
+            heapq.heapreplace(self.failures, (*order, _slim(record)))
 
     def failed_records(self) -> list[TrialResultRecord]:
         """The kept failed or errored trials, by trial index (without trajectories)."""
