@@ -25,9 +25,10 @@ its own:
 
 It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
 ratio of ``merge`` to ``lines`` (``time_ratio``; ``merge`` includes importing vally and
-reading the plan), that of ``command`` to ``lines`` (``command_time_ratio``), the ratio of what reading the records adds (``merge`` minus ``plan``)
-to ``lines`` (``records_time_ratio``), and ``merge``'s peak above ``plan`` (what reading
-the records adds).
+reading the plan), that of ``command`` to ``lines`` (``command_time_ratio``), the ratio
+of what reading the records adds (``merge`` minus ``plan``) to ``lines``
+(``records_time_ratio``), and ``merge``'s peak above ``plan`` (what reading the records
+adds).
 """
 
 from __future__ import annotations
