@@ -149,3 +149,11 @@ def test_odd_events_do_not_break_the_mapper(event: dict[str, Any]) -> None:
     mapper = CopilotEventMapper(TrajectoryRecorder())
     mapper.handle(event)
     assert mapper.facts.agent_turns == 0
+
+
+def test_tool_arguments_nested_too_deep_are_kept_as_their_text() -> None:
+    from vally_builtin.executors.copilot.events import _arguments
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert _arguments(deep) == deep  # not a RecursionError
+    assert _arguments('{"path": "a.txt"}') == {"path": "a.txt"}

@@ -104,6 +104,7 @@ def test_reward_files_are_read_as_harbor_writes_them(kind: str, text: str, rewar
         ("txt", "nan", "NaN"),
         ("json", "[1]", "holds no number"),
         ("json", "{}", "holds no number"),
+        ("json", "[" * 100_000 + "]" * 100_000, "holds no number"),  # not a RecursionError
     ],
 )
 def test_a_missing_or_unreadable_reward_errors_the_grader(

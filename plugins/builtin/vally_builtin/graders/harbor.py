@@ -14,7 +14,6 @@ refused: there ``/tests`` would be the host's own folder.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import ClassVar
 
@@ -28,6 +27,7 @@ from vally import (
     GraderResult,
     GradingError,
     StrictConfig,
+    loads_bounded,
 )
 from vally_builtin.graders import require_sandbox, resolve_host_source
 from vally_builtin.graders.command import exec_metadata, output_tail
@@ -130,7 +130,7 @@ def _reward(kind: str, text: str, tail: str) -> float:
         )
     try:
         if kind == "json":
-            data = json.loads(text)
+            data = loads_bounded(text)
             values = [data["reward"]] if "reward" in data else list(data.values())
             value = sum(float(v) for v in values) / len(values)
         else:

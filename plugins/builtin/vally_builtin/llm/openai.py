@@ -42,6 +42,7 @@ from vally import (
     PluginMetadata,
     StrictConfig,
     ToolCall,
+    loads_bounded,
     parse_duration,
 )
 
@@ -119,8 +120,8 @@ def _server_error_text(response: httpx.Response) -> str:
     """The error text a server sent: ``error.message`` of a JSON body, else the raw body."""
     body = response.text
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = loads_bounded(body)
+    except ValueError:  # not JSON, or nested too deep
         data = None
     if isinstance(data, dict):
         err = data.get("error")

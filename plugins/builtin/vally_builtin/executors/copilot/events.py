@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import TrajectoryRecorder
+from vally import TrajectoryRecorder, loads_bounded
 
 _RESULT_LIMIT = 100_000
 """Characters of a tool result kept in the trajectory."""
@@ -64,8 +64,8 @@ def _arguments(value: Any) -> dict[str, Any] | str:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = loads_bounded(value)
+        except ValueError:  # not JSON, or nested too deep
             return value
         return parsed if isinstance(parsed, dict) else value
     return {} if value is None else json.dumps(value, ensure_ascii=False)
@@ -272,8 +272,8 @@ class CopilotEventMapper:
     def _call_failure(self, data: dict[str, Any]) -> None:
         message = _str(data.get("errorMessage")) or "the model call failed"
         try:
-            parsed = json.loads(message)
-        except ValueError:
+            parsed = loads_bounded(message)
+        except ValueError:  # not JSON, or nested too deep
             parsed = None
         if isinstance(parsed, dict) and _str(parsed.get("message")):
             message = str(parsed["message"])
