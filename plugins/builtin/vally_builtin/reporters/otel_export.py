@@ -104,32 +104,58 @@ def span_links(links: Sequence[Mapping[str, Any]]) -> list[trace.Link]:
 
 def span_to_json(span: ReadableSpan) -> dict[str, Any]:
     """One finished span as a JSON-ready dict (ids as lowercase hex, times in ns)."""
-    context = span.get_span_context()
-    parent = span.parent
-    status = span.status
+    return _span_json(
+        name=span.name,
+        context=span.get_span_context(),
+        parent=span.parent,
+        kind=span.kind,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        status=span.status,
+        attributes=span.attributes or {},
+        links=span.links,
+        events=[
+            {"name": e.name, "timeUnixNano": e.timestamp, "attributes": dict(e.attributes or {})}
+            for e in span.events
+        ],
+    )
+
+
+def _span_json(
+    *,
+    name: str,
+    context: trace.SpanContext | None,
+    parent: trace.SpanContext | None,
+    kind: trace.SpanKind,
+    start_time: int | None,
+    end_time: int | None,
+    status: trace.Status,
+    attributes: Mapping[str, Any],
+    links: Sequence[trace.Link],
+    events: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A span's line of the span file, from its parts (the SDK's spans and
+    :class:`FileSpan` both)."""
     return {
-        "name": span.name,
+        "name": name,
         "traceId": format(context.trace_id, "032x") if context else None,
         "spanId": format(context.span_id, "016x") if context else None,
         "parentSpanId": format(parent.span_id, "016x") if parent is not None else None,
-        "kind": span.kind.name,
-        "startTimeUnixNano": span.start_time,
-        "endTimeUnixNano": span.end_time,
+        "kind": kind.name,
+        "startTimeUnixNano": start_time,
+        "endTimeUnixNano": end_time,
         "status": status.status_code.name,
         "statusDescription": status.description,
-        "attributes": dict(span.attributes or {}),
+        "attributes": dict(attributes),
         "links": [
             {
                 "traceId": format(link.context.trace_id, "032x"),
                 "spanId": format(link.context.span_id, "016x"),
                 "attributes": dict(link.attributes or {}),
             }
-            for link in span.links
+            for link in links
         ],
-        "events": [
-            {"name": e.name, "timeUnixNano": e.timestamp, "attributes": dict(e.attributes or {})}
-            for e in span.events
-        ],
+        "events": events,
     }
 
 
@@ -353,28 +379,18 @@ class FileSpan(trace.Span):
         self._sink.write_json([self._json(end_time if end_time is not None else time.time_ns())])
 
     def _json(self, end_time: int) -> dict[str, Any]:
-        parent = self._parent
-        return {
-            "name": self._name,
-            "traceId": format(self._context.trace_id, "032x"),
-            "spanId": format(self._context.span_id, "016x"),
-            "parentSpanId": format(parent.span_id, "016x") if parent is not None else None,
-            "kind": self._kind.name,
-            "startTimeUnixNano": self._start_time,
-            "endTimeUnixNano": end_time,
-            "status": self._status.status_code.name,
-            "statusDescription": self._status.description,
-            "attributes": self._attributes,
-            "links": [
-                {
-                    "traceId": format(link.context.trace_id, "032x"),
-                    "spanId": format(link.context.span_id, "016x"),
-                    "attributes": dict(link.attributes or {}),
-                }
-                for link in self._links
-            ],
-            "events": self._events,
-        }
+        return _span_json(
+            name=self._name,
+            context=self._context,
+            parent=self._parent,
+            kind=self._kind,
+            start_time=self._start_time,
+            end_time=end_time,
+            status=self._status,
+            attributes=self._attributes,
+            links=self._links,
+            events=self._events,
+        )
 
 
 class FileTracer(trace.Tracer):
