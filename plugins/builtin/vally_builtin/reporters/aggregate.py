@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from vally import TrialResultRecord, pass_at_k
 from vally_builtin.reporters import GroupKey, StimulusStats, TrialOutcome, trial_outcome
 from vally_builtin.reporters.cost import CostTotals
-from vally_builtin.reporters.experiment import VariantCounter, VariantStats
+from vally_builtin.reporters.experiment import VariantCounter, VariantStats, observed_stats
 
 FAILURES_KEPT = 20
 """Failed or errored trials a report row lists; the others are counted."""
@@ -199,11 +199,7 @@ class ReportAggregate:
         """Counts per variant of ``variants`` (in that order) with at least one record, as
         :func:`vally_builtin.reporters.experiment.variant_stats` gives for the same records
         in the same order."""
-        return [
-            self.variants[name].stats(name)
-            for name in variants
-            if name in self.variants and self.variants[name].trials
-        ]
+        return observed_stats(self.variants, variants)
 
     def sorted_rows(self) -> dict[GroupKey, RowAggregate]:
         """The rows sorted by eval, variant, stimulus and model."""

@@ -146,7 +146,18 @@ def variant_stats(
         counter = counters.get(record.variant or "")
         if counter is not None:
             counter.add(record)
-    return [counter.stats(name) for name, counter in counters.items() if counter.trials]
+    return observed_stats(counters, variants)
+
+
+def observed_stats(
+    counters: Mapping[str, VariantCounter], variants: Iterable[str]
+) -> list[VariantStats]:
+    """The counts of each of ``variants`` (in that order) whose counter took a record."""
+    return [
+        counters[name].stats(name)
+        for name in variants
+        if name in counters and counters[name].trials
+    ]
 
 
 def compare_variants(

@@ -28,6 +28,7 @@ from vally_builtin.reporters.experiment import (
     VariantCounter,
     VariantStats,
     cell,
+    observed_stats,
 )
 
 Order = tuple[int, int]
@@ -179,7 +180,7 @@ class ExperimentAggregate:
 
     def variant_stats(self) -> list[VariantStats]:
         """Counts per variant, in the experiment's order, for variants with records."""
-        return [c.stats(name) for name, c in self.counters.items() if c.trials]
+        return observed_stats(self.counters, self.counters)
 
     def failure_lines(self, variant: str, eval_name: str, results_file: str) -> list[str]:
         """The failed graders and errors of a variant's eval: the kept trials' lines in plan

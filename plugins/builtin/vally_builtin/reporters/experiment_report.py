@@ -18,7 +18,7 @@ from typing import Any
 
 from vally import Estimate, RunInfo, RunSummaryRecord, TrialResultRecord, utc_now
 from vally_builtin.reporters.experiment import Comparison, cell, compare_stats, pct
-from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate, PlanPlaces
+from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
 from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 
@@ -68,12 +68,14 @@ def render_experiment_report(
     )
 
 
-def experiment_aggregate(snapshot: Mapping[str, Any]) -> ExperimentAggregate:
-    """An empty aggregate for the experiment report of the plan ``snapshot``, to feed each
-    trial's record as it ends."""
+def experiment_aggregate(
+    snapshot: Mapping[str, Any], records: Iterable[TrialResultRecord] = ()
+) -> ExperimentAggregate:
+    """The experiment report's figures for the plan ``snapshot``, counting ``records``
+    (none by default: feed each trial's record as it ends)."""
     variants = [str(v) for v in snapshot.get("variants") or []]
     planned = [str(key) for key in snapshot.get("trials") or []]
-    return ExperimentAggregate(variants, PlanPlaces(planned))
+    return ExperimentAggregate.of(variants, planned, records)
 
 
 def render_report(
@@ -100,9 +102,7 @@ def render_report(
     baseline = str(snapshot.get("baseline"))
     planned = snapshot.get("trials") or []
     if aggregate is None:
-        aggregate = experiment_aggregate(snapshot)
-        for record in records:
-            aggregate.add(record)
+        aggregate = experiment_aggregate(snapshot, records)
     comparison = compare_stats(aggregate.variant_stats(), baseline)
     lines = [
         f"# Experiment report: {snapshot.get('experiment')}",
