@@ -305,10 +305,11 @@ async def _run_one(
             llm=llm,
             judge=judge,
         )
+        timeout = config.timeout if config.timeout is not None else DEFAULT_GRADER_TIMEOUT
         if capabilities.is_nonblocking(grader):
-            result = await _in_loop_grade(grader, context)
+            result = await _in_loop_grade(grader, context, timeout)
         else:
-            result = await _isolated_grade(grader, context)
+            result = await _isolated_grade(grader, context, timeout)
         if not isinstance(result, GraderResult):
             return error_result(
                 config,
@@ -323,11 +324,9 @@ async def _run_one(
     return _label(result, config, weight)
 
 
-async def _isolated_grade(grader: Grader, context: GradeContext) -> GraderResult:
-    """``grader.grade(context)`` off the run's event loop, bounded by the entry's timeout
+async def _isolated_grade(grader: Grader, context: GradeContext, timeout: float) -> GraderResult:
+    """``grader.grade(context)`` off the run's event loop, bounded by ``timeout`` seconds
     (see :mod:`vally.engine.isolation`); the sandbox and LLM provider are bridged back."""
-    entry = context.grader
-    timeout = entry.timeout if entry.timeout is not None else DEFAULT_GRADER_TIMEOUT
 
     async def grade(home: asyncio.AbstractEventLoop) -> GraderResult:
         bridged = dataclasses.replace(
@@ -335,14 +334,12 @@ async def _isolated_grade(grader: Grader, context: GradeContext) -> GraderResult
         )
         return await grader.grade(bridged)
 
-    return await run_isolated(grade, timeout=timeout, name=f"vally-grader-{entry.label}")
+    return await run_isolated(grade, timeout=timeout, name=f"vally-grader-{context.grader.label}")
 
 
-async def _in_loop_grade(grader: Grader, context: GradeContext) -> GraderResult:
-    """``grader.grade(context)`` on the run's event loop, bounded by the entry's timeout: for
+async def _in_loop_grade(grader: Grader, context: GradeContext, timeout: float) -> GraderResult:
+    """``grader.grade(context)`` on the run's event loop, bounded by ``timeout`` seconds: for
     graders that declare they never block (a thread hop costs more than their work)."""
-    entry = context.grader
-    timeout = entry.timeout if entry.timeout is not None else DEFAULT_GRADER_TIMEOUT
     bound = asyncio.timeout(timeout)
     try:
         async with bound:
