@@ -234,13 +234,8 @@ class PlannedTrials(Sequence[PlannedTrial]):
     def __getitem__(self, index: int | slice) -> PlannedTrial | list[PlannedTrial]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self._total))]
-        if index < 0:
-            index += self._total
-        if not 0 <= index < self._total:
-            raise IndexError("plan index out of range")
-        position = bisect.bisect_right(self._starts, index) - 1
-        group = self.groups[position]
-        return self._make(group, index - self._starts[position])
+        group, offset = self._locate(index)
+        return self._make(group, offset)
 
     def group_at(self, index: int) -> TrialGroup:
         """The group of the trial at ``index`` (no trial is created).
@@ -248,9 +243,21 @@ class PlannedTrials(Sequence[PlannedTrial]):
         Raises:
             IndexError: ``index`` is outside the plan.
         """
+        return self._locate(index)[0]
+
+    def _locate(self, index: int) -> tuple[TrialGroup, int]:
+        """The group of the trial at ``index`` (negative counts from the end) and the
+        trial's index within it.
+
+        Raises:
+            IndexError: ``index`` is outside the plan.
+        """
+        if index < 0:
+            index += self._total
         if not 0 <= index < self._total:
             raise IndexError("plan index out of range")
-        return self.groups[bisect.bisect_right(self._starts, index) - 1]
+        position = bisect.bisect_right(self._starts, index) - 1
+        return self.groups[position], index - self._starts[position]
 
     def __iter__(self) -> Iterator[PlannedTrial]:
         for group in self.groups:
@@ -269,6 +276,13 @@ class PlannedTrials(Sequence[PlannedTrial]):
         return [group.first for group in self.groups]
 
 
+def trial_keys(trials: Sequence[PlannedTrial]) -> Iterator[TrialKey]:
+    """The keys of ``trials`` in order, without making each trial of a lazy plan."""
+    if isinstance(trials, PlannedTrials):
+        return trials.keys()
+    return (trial.key for trial in trials)
+
+
 @dataclass(frozen=True)
 class Plan:
     """The whole plan: trials in plan order, and the evals they came from."""
@@ -279,9 +293,7 @@ class Plan:
     @property
     def keys(self) -> list[TrialKey]:
         """The trial keys in plan order."""
-        if isinstance(self.trials, PlannedTrials):
-            return list(self.trials.keys())
-        return [t.key for t in self.trials]
+        return list(trial_keys(self.trials))
 
     @property
     def distinct_trials(self) -> Sequence[PlannedTrial]:
@@ -589,8 +601,7 @@ def _check_plan_size(selected: Sequence[_Selected]) -> None:
         f"the run would plan {total} trials, more than the limit of {limit}; eval "
         f"{biggest.name!r}{where} alone plans {size} ({len(biggest.stimuli)} stimuli x "
         f"{len(biggest.models)} model(s) x runs {biggest.runs})",
-        hint=f"lower 'runs' (or --runs), select fewer stimuli or models; "
-        f"{PLAN_TRIALS.hint(limit)}",
+        hint=f"lower 'runs' (or --runs), select fewer stimuli or models; {PLAN_TRIALS.hint(limit)}",
     )
 
 

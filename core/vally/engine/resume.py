@@ -36,7 +36,7 @@ from typing import Any
 
 import pydantic_core
 
-from vally.engine.planner import PlannedTrial, PlannedTrials
+from vally.engine.planner import PlannedTrial, PlannedTrials, trial_keys
 from vally.engine.records import ReusedRecords
 from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
 from vally.errors import ConfigError
@@ -125,11 +125,7 @@ def stream_plan(
     Raises:
         OutputError: The file cannot be written.
     """
-    if isinstance(trials, PlannedTrials):  # keys without making every trial
-        planned = trials.keys()
-        keys = [key.as_id() for key in planned]
-    else:
-        keys = [trial.key.as_id() for trial in trials]
+    keys = [key.as_id() for key in trial_keys(trials)]
     order = sorted(range(len(keys)), key=keys.__getitem__)
     fingerprints: dict[int, str] = {}  # a group's trials differ only in their index
     path = run_dir / PLAN_FILE
