@@ -80,6 +80,25 @@ async def test_temp_workspace_is_created_and_removed() -> None:
     assert not root.exists()
 
 
+async def test_a_temp_workspace_has_no_symbolic_link_in_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary folder is resolved once, not per workspace: a workspace made below a
+    temporary folder reached through a symbolic link still has its real path."""
+    import tempfile
+
+    real = tmp_path / "real-tmp"
+    real.mkdir()
+    (tmp_path / "link-tmp").symlink_to(real)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "link-tmp"))
+    sandbox = await _open()
+    try:
+        assert Path(sandbox.workdir).parent == real.resolve()
+        assert sandbox.root == Path(sandbox.workdir).resolve()
+    finally:
+        await sandbox.close()
+
+
 async def test_kept_workspace_is_cleared_at_open_and_kept_at_close(tmp_path: Path) -> None:
     keep = tmp_path / "ws" / "stim"
     keep.mkdir(parents=True)

@@ -474,3 +474,13 @@ def test_usage_that_is_not_a_count_reads_as_unknown(chat_server: ChatServer, cou
     response = run(go())
     assert response.message.content == "ok"  # type: ignore[attr-defined]
     assert response.input_tokens == 0 and response.output_tokens == 0  # type: ignore[attr-defined]
+
+
+def test_an_error_body_nested_too_deep_is_shown_as_its_text() -> None:
+    import httpx
+
+    deep = "[" * 100_000 + "]" * 100_000
+    response = httpx.Response(500, text=deep)
+    assert openai_mod._server_error_text(response).startswith("[[[")  # not a RecursionError
+    shaped = httpx.Response(400, json={"error": {"message": "bad model"}})
+    assert "bad model" in openai_mod._server_error_text(shaped)
