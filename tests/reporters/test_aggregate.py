@@ -218,3 +218,85 @@ def test_an_experiment_run_reports_from_the_records_that_went_by(
         counts = [str(len(own)), str(passed), str(len(own) - errored - passed), str(errored)]
         row = rows[variant][1:] if variant == "base" else rows[variant][:4]
         assert row[:4] == counts, (variant, out)
+
+
+def _split(
+    records: list[TrialResultRecord], parts: int, seed: int
+) -> list[list[TrialResultRecord]]:
+    """``records`` dealt at random into ``parts`` lists (each keeping their order), as a
+    sharded run's shards hold them."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[list[TrialResultRecord]] = [[] for _ in range(parts)]
+    for record in records:
+        out[rng.randrange(parts)].append(record)
+    return out
+
+
+def _through_json(state: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    loaded: dict[str, Any] = json.loads(json.dumps(state))
+    return loaded
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_report_aggregates_added_from_states_equal_one_pass(seed: int) -> None:
+    """What sealed shards counted, added up in shard order, is what one pass over the
+    shards' records one after the other gives (a merge of sealed shards reads none)."""
+    from tests.reporters.test_experiment_report import _records
+
+    many_failures = [
+        make_record("s", trial=i, passed=False, variant="base")
+        for i in reversed(range(FAILURES_KEPT + 7))
+    ]
+    shards = _split(_records(stimuli=3, runs=5, seed=seed) + many_failures, 3, seed)
+    whole = ReportAggregate.of(record for shard in shards for record in shard)
+    added = ReportAggregate.of_states(
+        _through_json(ReportAggregate.of(shard).state()) for shard in shards
+    )
+    names = ["base", "new"]
+    assert added.variant_stats(names) == whole.variant_stats(names)
+    assert (added.trials, added.outcomes, added.completed_at) == (
+        whole.trials,
+        whole.outcomes,
+        whole.completed_at,
+    )
+    assert added.usage == whole.usage and added.cost.line() == whole.cost.line()
+    assert list(added.rows) == list(whole.rows)
+    for key, row in whole.rows.items():
+        other = added.rows[key]
+        assert other.stats() == row.stats()
+        assert other.failed_records() == row.failed_records()
+        assert other.failures_left_out == row.failures_left_out
+        assert other.model_label(key) == row.model_label(key)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_experiment_figures_added_from_states_equal_one_pass(seed: int) -> None:
+    from tests.reporters.test_experiment_report import VARIANTS, _plan, _records
+    from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
+    from vally_builtin.reporters.experiment_report import render_report
+
+    snapshot = {"experiment": "x", "baseline": "base", "variants": VARIANTS, "trials": _plan(4, 40)}
+    shards = _split(_records(stimuli=4, runs=40, seed=seed), 4, seed)
+    planned = snapshot["trials"]
+    whole = ExperimentAggregate.of(VARIANTS, planned, [r for s in shards for r in s])
+    added = ExperimentAggregate.of_states(
+        VARIANTS,
+        planned,
+        (_through_json(ExperimentAggregate.of(VARIANTS, planned, s).state()) for s in shards),
+    )
+
+    def report(aggregate: ExperimentAggregate) -> str:
+        return render_report(
+            snapshot, {}, (), run_id="r", rendered_at="now", aggregate=aggregate
+        )
+
+    assert report(added) == report(whole)
+    assert added.variant_stats() == whole.variant_stats()
+    for variant in VARIANTS:
+        lines = whole.failure_lines(variant, "ev", "f")
+        assert added.failure_lines(variant, "ev", "f") == lines
+    assert any("more trial(s)" in line for line in whole.failure_lines("base", "ev", "f"))

@@ -186,15 +186,15 @@ class PlanTallies:
 
     Args:
         snapshot: The plan snapshot.
-        position: Trial key -> its place in the plan, when already built from the snapshot.
+        position: Trial key -> its place in the plan, when already built from the snapshot
+            (else it is built the first time a record needs it).
     """
 
     def __init__(
         self, snapshot: Mapping[str, Any], position: Mapping[str, int] | None = None
     ) -> None:
-        if position is None:
-            position = {str(key): i for i, key in enumerate(snapshot.get("trials") or [])}
-        self.position = position
+        self.snapshot = snapshot
+        self._position = position
         self.evals = {
             (str(item["variant"]), str(item["name"])): EvalTally()
             for item in snapshot.get("evals") or []
@@ -202,6 +202,14 @@ class PlanTallies:
         self.count = 0
         self.unsuccessful: dict[str, int] = {}
         """Records whose status is not ``success``, by status, in the order first seen."""
+
+    @property
+    def position(self) -> Mapping[str, int]:
+        """Trial key -> its place in the plan."""
+        if self._position is None:
+            trials = self.snapshot.get("trials") or []
+            self._position = {str(key): i for i, key in enumerate(trials)}
+        return self._position
 
     def add(self, record: TrialResultRecord) -> None:
         """Count ``record`` in its (variant, eval); records of other evals are ignored."""
@@ -218,6 +226,33 @@ class PlanTallies:
             if place is None:
                 place = self.position.get(facts.key_id, len(self.position))
             tally.add_facts(facts, (place, self.count))
+
+    def state(self) -> dict[str, Any]:
+        """The counters as JSON data (see :meth:`EvalTally.state`), which :meth:`absorb`
+        adds to the tallies of the same plan."""
+        return {
+            "count": self.count,
+            "unsuccessful": dict(self.unsuccessful),
+            "evals": [
+                {"variant": variant, "name": name, "tally": tally.state()}
+                for (variant, name), tally in self.evals.items()
+                if tally.trials
+            ],
+        }
+
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Add the counters of other tallies of the same plan (their :meth:`state`), as if
+        their records had been added here.
+
+        Raises:
+            KeyError, TypeError, ValueError: ``state`` is not the state of tallies of this
+                plan.
+        """
+        self.count += int(state["count"])
+        for status, count in dict(state["unsuccessful"]).items():
+            self.unsuccessful[str(status)] = self.unsuccessful.get(str(status), 0) + int(count)
+        for item in state["evals"]:
+            self.evals[(str(item["variant"]), str(item["name"]))].absorb(item["tally"])
 
 
 class VariantSummaries:

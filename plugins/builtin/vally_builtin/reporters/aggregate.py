@@ -11,8 +11,9 @@ trajectories) for the failure listings, and counts the rest.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from vally import TrialResultRecord, pass_at_k
 from vally_builtin.reporters import GroupKey, StimulusStats, TrialOutcome, trial_outcome
@@ -21,6 +22,21 @@ from vally_builtin.reporters.experiment import VariantCounter, VariantStats, obs
 
 FAILURES_KEPT = 20
 """Failed or errored trials a report row lists; the others are counted."""
+
+
+def admits(heap: Sequence[tuple[Any, ...]], order: tuple[Any, ...]) -> bool:
+    """Whether an entry of ``order`` (its first two elements) is among the
+    :data:`FAILURES_KEPT` largest, given the kept ``heap`` (a min-heap)."""
+    return len(heap) < FAILURES_KEPT or order > heap[0][:2]
+
+
+def keep(heap: list[Any], entry: tuple[Any, ...]) -> None:
+    """Keep ``entry`` in ``heap`` (admitted by :func:`admits`), dropping the smallest
+    entry when the heap is full."""
+    if len(heap) < FAILURES_KEPT:
+        heapq.heappush(heap, entry)
+    else:
+        heapq.heapreplace(heap, entry)
 
 
 def group_key(record: TrialResultRecord) -> GroupKey:
@@ -49,11 +65,25 @@ class RowAggregate:
     wall_time_ms: float = 0.0
     metric_errors: int = 0
     reported_models: set[str] = field(default_factory=set)
-    first: TrialResultRecord | None = None
-    """The row's trial with the lowest index (without its trajectory): its stimulus."""
-    failures: list[tuple[int, str, TrialResultRecord]] = field(default_factory=list)
-    """The kept failed or errored trials, as a heap on the negated trial index."""
+    failures: list[tuple[int, str, TrialResultRecord | dict[str, Any]]] = field(
+        default_factory=list
+    )
+    """The kept failed or errored trials, as a heap on the negated trial index (a record
+    added from another aggregate's state stays JSON data until it is listed)."""
     failures_seen: int = 0
+
+    _SUMS = (
+        ("trials", "trials"),
+        ("score_sum", "scoreSum"),
+        ("scores", "scores"),
+        ("metrics", "metrics"),
+        ("tokens", "tokens"),
+        ("turns", "turns"),
+        ("tool_calls", "toolCalls"),
+        ("wall_time_ms", "wallTimeMs"),
+        ("metric_errors", "metricErrors"),
+        ("failures_seen", "failuresSeen"),
+    )
 
     def add(self, record: TrialResultRecord, outcome: TrialOutcome) -> None:
         """Count one trial of the row."""
@@ -74,22 +104,45 @@ class RowAggregate:
             self.metric_errors += m.error_count
             if trajectory.metadata.model:
                 self.reported_models.add(trajectory.metadata.model)
-        if self.first is None or record.trial_index < self.first.trial_index:
-            self.first = _slim(record)
         if outcome in ("failed", "errored"):
             self._keep_failure(record)
 
     def _keep_failure(self, record: TrialResultRecord) -> None:
         self.failures_seen += 1
         order = (-record.trial_index, record.trial_id)
-        if len(self.failures) < FAILURES_KEPT:
-            heapq.heappush(self.failures, (*order, _slim(record)))
-        elif order > self.failures[0][:2]:  # the copy is made only for a kept trial
-            heapq.heapreplace(self.failures, (*order, _slim(record)))
+        if admits(self.failures, order):  # the copy is made only for a kept trial
+            keep(self.failures, (*order, _slim(record)))
 
     def failed_records(self) -> list[TrialResultRecord]:
         """The kept failed or errored trials, by trial index (without trajectories)."""
-        return [r for _, _, r in sorted(self.failures, key=lambda e: (-e[0], e[1]))]
+        return [
+            r if isinstance(r, TrialResultRecord) else TrialResultRecord.model_validate(r)
+            for _, _, r in sorted(self.failures, key=lambda e: (-e[0], e[1]))
+        ]
+
+    def state(self) -> dict[str, Any]:
+        """The row's counters as JSON data, which :meth:`absorb` adds to another row's."""
+        out: dict[str, Any] = {name: getattr(self, attribute) for attribute, name in self._SUMS}
+        out["outcomes"] = dict(self.outcomes)
+        out["reportedModels"] = sorted(self.reported_models)
+        out["failures"] = [
+            [-negated, trial_id, r.to_json_dict() if isinstance(r, TrialResultRecord) else r]
+            for negated, trial_id, r in self.failures
+        ]
+        return out
+
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Add another row's counters (its :meth:`state`), as if its trials were added
+        here; its kept trials stay JSON data until listed."""
+        for attribute, name in self._SUMS:
+            setattr(self, attribute, getattr(self, attribute) + state[name])
+        for outcome, count in dict(state["outcomes"]).items():
+            self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
+        self.reported_models.update(str(model) for model in state["reportedModels"])
+        for trial_index, trial_id, data in state["failures"]:
+            order = (-int(trial_index), str(trial_id))
+            if admits(self.failures, order):
+                keep(self.failures, (*order, dict(data)))
 
     @property
     def failures_left_out(self) -> int:
@@ -194,6 +247,60 @@ class ReportAggregate:
         if counter is None:
             counter = self.variants[variant] = VariantCounter()
         counter.add(record)
+
+    def state(self) -> dict[str, Any]:
+        """The aggregate as JSON data, which :meth:`absorb` adds to another aggregate (a
+        sealed shard holds it, so a merge adds it up instead of reading every record)."""
+        return {
+            "rows": [
+                [key.eval_name, key.variant, key.stimulus, key.model, row.state()]
+                for key, row in self.rows.items()
+            ],
+            "outcomes": dict(self.outcomes),
+            "trials": self.trials,
+            "completedAt": self.completed_at,
+            "usage": {
+                who: [totals.input_tokens, totals.output_tokens, totals.calls]
+                for who, totals in self.usage.items()
+            },
+            "cost": self.cost.state(),
+            "variants": [[name, counter.state()] for name, counter in self.variants.items()],
+        }
+
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Add another aggregate (its :meth:`state`), as if the records it counted came
+        here next: rows and variants first met there come after those met here."""
+        for eval_name, variant, stimulus, model, row_state in state["rows"]:
+            key = GroupKey(str(eval_name), str(variant), str(stimulus), str(model))
+            row = self.rows.get(key)
+            if row is None:
+                row = self.rows[key] = RowAggregate()
+            row.absorb(row_state)
+        for outcome, count in dict(state["outcomes"]).items():
+            self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
+        self.trials += int(state["trials"])
+        completed = state["completedAt"]
+        if completed is not None and (self.completed_at is None or completed > self.completed_at):
+            self.completed_at = str(completed)
+        for who, (inputs, outputs, calls) in dict(state["usage"]).items():
+            totals = self.usage[str(who)]
+            totals.input_tokens += int(inputs)
+            totals.output_tokens += int(outputs)
+            totals.calls += int(calls)
+        self.cost.absorb(state["cost"])
+        for name, counter_state in state["variants"]:
+            counter = self.variants.get(str(name))
+            if counter is None:
+                counter = self.variants[str(name)] = VariantCounter()
+            counter.absorb(counter_state, shift=counter.trials)
+
+    @classmethod
+    def of_states(cls, states: Iterable[Mapping[str, Any]]) -> ReportAggregate:
+        """The aggregate of several aggregates' states, in order (see :meth:`absorb`)."""
+        aggregate = cls()
+        for state in states:
+            aggregate.absorb(state)
+        return aggregate
 
     def variant_stats(self, variants: Sequence[str]) -> list[VariantStats]:
         """Counts per variant of ``variants`` (in that order) with at least one record, as

@@ -8,7 +8,8 @@ the judge cache's hits and misses follow when judges were asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from vally import TrialResultRecord
 
@@ -45,6 +46,31 @@ class CostTotals:
         if cost.agent_source is not None:
             self.sources.add(cost.agent_source)
         self.unpriced += cost.unpriced_trials
+
+    def state(self) -> dict[str, Any]:
+        """The totals as JSON data, which :meth:`absorb` adds to other totals."""
+        return {
+            "tokens": dict(self.tokens),
+            "dollars": dict(self.dollars),
+            "priced": dict(self.priced),
+            "sources": sorted(self.sources),
+            "unpriced": self.unpriced,
+            "hits": self.hits,
+            "misses": self.misses,
+            "spent": self.spent,
+        }
+
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Add other totals (their :meth:`state`), as if their records were added here."""
+        for who in ("agent", "judge"):
+            self.tokens[who] += int(state["tokens"][who])
+            self.dollars[who] += float(state["dollars"][who])
+            self.priced[who] = self.priced[who] or bool(state["priced"][who])
+        self.sources.update(str(source) for source in state["sources"])
+        self.unpriced += int(state["unpriced"])
+        self.hits += int(state["hits"])
+        self.misses += int(state["misses"])
+        self.spent = self.spent or bool(state["spent"])
 
     def line(self) -> str:
         """Tokens and cost of the agent, of the judges, and the total cost."""

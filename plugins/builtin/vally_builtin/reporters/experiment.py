@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from vally import (
     Estimate,
@@ -119,6 +120,42 @@ class VariantCounter:
             counts[1] += 1
             if key not in self.first or position < self.first[key]:
                 self.first[key] = position
+
+    def state(self) -> dict[str, Any]:
+        """The counters as JSON data, which :meth:`absorb` adds to another counter."""
+        return {
+            "trials": self.trials,
+            "graded": self.graded,
+            "passed": self.passed,
+            "errored": self.errored,
+            "stimuli": [list(key) for key in self.stimuli],
+            "rated": [
+                [*key, passed, graded, *self.first[key]]
+                for key, (passed, graded) in self.rated.items()
+            ],
+        }
+
+    def absorb(self, state: Mapping[str, Any], shift: int = 0) -> None:
+        """Add another counter (its :meth:`state`), as if its records were added here.
+
+        Args:
+            state: The other counter's state.
+            shift: Added to the second part of its records' orders (how many records came
+                before its first one), so orders stay those of one pass over every record.
+        """
+        self.trials += int(state["trials"])
+        self.graded += int(state["graded"])
+        self.passed += int(state["passed"])
+        self.errored += int(state["errored"])
+        self.stimuli.update((str(e), str(s), m) for e, s, m in state["stimuli"])
+        for eval_name, stimulus, model, passed, graded, place, at in state["rated"]:
+            key = (str(eval_name), str(stimulus), model)
+            counts = self.rated.setdefault(key, [0, 0])
+            counts[0] += int(passed)
+            counts[1] += int(graded)
+            order = (int(place), int(at) + shift)
+            if key not in self.first or order < self.first[key]:
+                self.first[key] = order
 
     def stats(self, name: str) -> VariantStats:
         """The variant's observed counts; its per-stimulus rates ordered by where each

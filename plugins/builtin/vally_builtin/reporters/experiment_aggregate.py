@@ -16,12 +16,12 @@ ordered by it, so the figures are those of the records sorted by plan.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from vally import TrialResultRecord
-from vally_builtin.reporters.aggregate import FAILURES_KEPT, group_key
+from vally_builtin.reporters.aggregate import admits, group_key, keep
 from vally_builtin.reporters.cost import CostTotals
 from vally_builtin.reporters.experiment import (
     EVIDENCE_LIMIT,
@@ -113,10 +113,17 @@ class ProblemRow:
         """Count one trial with problems; keep its lines while it is among the first."""
         self.seen += 1
         entry = (-order[0], -order[1], lines)
-        if len(self.kept) < FAILURES_KEPT:
-            heapq.heappush(self.kept, entry)
-        elif entry[:2] > self.kept[0][:2]:
-            heapq.heapreplace(self.kept, entry)
+        if admits(self.kept, entry[:2]):
+            keep(self.kept, entry)
+
+    def absorb(self, state: Mapping[str, Any], shift: int) -> None:
+        """Add another row's trials (its :meth:`ExperimentAggregate.state` entry), their
+        orders' second part shifted by ``shift``."""
+        self.seen += int(state["seen"])
+        for place, at, lines in state["kept"]:
+            entry = (-int(place), -(int(at) + shift), [str(line) for line in lines])
+            if admits(self.kept, entry[:2]):
+                keep(self.kept, entry)
 
     def entries(self) -> list[tuple[Order, list[str]]]:
         """The kept trials' lines with their order."""
@@ -177,6 +184,67 @@ class ExperimentAggregate:
             if row is None:
                 row = rows[row_key] = ProblemRow(record.stimulus_name, record.model)
             row.add(order, lines)
+
+    def state(self) -> dict[str, Any]:
+        """The figures as JSON data, which :meth:`absorb` adds to another aggregate of the
+        same plan (a sealed shard holds it, so a merge adds it up instead of reading every
+        record)."""
+        return {
+            "finished": self.finished,
+            "counters": [[name, counter.state()] for name, counter in self.counters.items()],
+            "cost": self.cost.state(),
+            "variantCost": [[name, totals.state()] for name, totals in self.variant_cost.items()],
+            "problems": [
+                [
+                    variant,
+                    eval_name,
+                    [
+                        {
+                            "stimulus": row.stimulus,
+                            "model": row.model,
+                            "seen": row.seen,
+                            "kept": [[-a, -b, lines] for a, b, lines in row.kept],
+                        }
+                        for row in rows.values()
+                    ],
+                ]
+                for (variant, eval_name), rows in self.problems.items()
+            ],
+        }
+
+    def absorb(self, state: Mapping[str, Any]) -> None:
+        """Add the figures of another aggregate of the same plan (its :meth:`state`), as if
+        the records it counted came here next."""
+        shift = self.finished
+        self.finished += int(state["finished"])
+        for name, counter_state in state["counters"]:
+            counter = self.counters.get(str(name))
+            if counter is not None:
+                counter.absorb(counter_state, shift=shift)
+        self.cost.absorb(state["cost"])
+        for name, totals_state in state["variantCost"]:
+            totals = self.variant_cost.get(str(name))
+            if totals is not None:
+                totals.absorb(totals_state)
+        for variant, eval_name, rows_state in state["problems"]:
+            rows = self.problems.setdefault((str(variant), str(eval_name)), {})
+            for row_state in rows_state:
+                model = row_state["model"]
+                key = (str(row_state["stimulus"]), None if model is None else str(model))
+                row = rows.get(key)
+                if row is None:
+                    row = rows[key] = ProblemRow(*key)
+                row.absorb(row_state, shift)
+
+    @classmethod
+    def of_states(
+        cls, variants: Sequence[str], planned: Sequence[str], states: Iterable[Mapping[str, Any]]
+    ) -> ExperimentAggregate:
+        """The aggregate of several aggregates' states of the plan ``planned``, in order."""
+        aggregate = cls(variants, PlanPlaces(planned))
+        for state in states:
+            aggregate.absorb(state)
+        return aggregate
 
     def variant_stats(self) -> list[VariantStats]:
         """Counts per variant, in the experiment's order, for variants with records."""
