@@ -7,34 +7,39 @@ Usage (from the repository root)::
     python3 bench/merge_memory.py --records 10000 --json out.json
 
 It writes a sharded run's shard folders (``results.jsonl`` of one variant and one eval,
-small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards) and
-then, each in a fresh interpreter so the peak resident memory is
-its own:
+small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards), seals
+each one as a finished shard seals itself (``shard-seal.json``, see
+``vally.engine.shard_seal``; ``seal_seconds`` is what that costs all shards together) and
+then, each in a fresh interpreter so the peak resident memory is its own:
 
 * ``lines``: reads every shard's lines and writes them to one file (the physical limit of
   a merge: streaming the lines once);
-* ``plan``: what a merge holds before it reads a record (the shards' manifests and plan
-  snapshots, read and validated as ``vally experiment merge`` does, and the trial index),
-  with vally imported: memory that grows with the plan;
-* ``merge``: vally's merge path (``vally.tools.merge.stream_records``): every record
-  parsed, checked against its shard's manifest, passed through to the merged file and
-  counted into the run summaries, which are then built;
+* ``plan``: what a merge of unsealed shards holds before it reads a record (the shards'
+  manifests and plan snapshots, read and validated in full, and the trial index), with
+  vally imported: memory that grows with the plan;
+* ``unsealed``: vally's merge path over the shards read in full, seals ignored
+  (``vally.tools.merge.merge_records``): every record parsed, checked against its shard's
+  manifest, passed through to the merged file and counted into the run summaries, which
+  are then written;
+* ``merge``: the same path as a merge takes it, over the sealed shards: the seals read and
+  checked against one another, the results files copied and checked against their seals,
+  the sealed tallies added up, the summaries written;
 * ``command``: the whole ``vally experiment merge`` command, as a user runs it (start-up,
-  the merge path, the summaries, ``report.md`` and the console's summary and comparison,
-  which read the merged records back; console output to ``/dev/null``).
+  the merge path, the summaries, ``report.md`` and the console's summary and comparison;
+  console output to ``/dev/null``).
 
-It prints the wall time and peak resident memory (``VmHWM``, Linux) of each, the time
-ratio of ``merge`` to ``lines`` (``time_ratio``; ``merge`` includes importing vally and
-reading the plan), that of ``command`` to ``lines`` (``command_time_ratio``), the ratio
-of what reading the records adds (``merge`` minus ``plan``) to ``lines``
-(``records_time_ratio``), and ``merge``'s peak above ``plan`` (what reading the records
-adds).
+``lines``, ``merge`` and ``command`` run ``--repeat`` times in turn (3 by default) and the
+run of median time is kept. It prints the wall time and peak resident memory (``VmHWM``,
+Linux) of each and the time ratios to ``lines`` of ``merge`` (``time_ratio``; it includes
+importing vally), ``unsealed`` (``unsealed_time_ratio``) and ``command``
+(``command_time_ratio``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,6 +131,18 @@ def generate(folder: Path, records: int, shards: int) -> None:
         (shard_dir / SNAPSHOT_FILE).write_text(snapshot_text, encoding="utf-8")
 
 
+def seal(folder: Path) -> None:
+    """Seal every generated shard, as a finished shard seals itself."""
+    from vally.engine.shard_seal import seal as seal_shard
+    from vally.engine.shards import MANIFEST_FILE, SNAPSHOT_FILE
+
+    for shard_dir in sorted(folder.glob("shard-*")):
+        manifest = json.loads((shard_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+        snapshot = json.loads((shard_dir / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        if not seal_shard(shard_dir, manifest, snapshot):
+            raise SystemExit(f"{shard_dir} could not be sealed")
+
+
 def run_lines(folder: Path) -> None:
     """Stream every shard's lines once into one file."""
     with (folder / "lines.jsonl").open("w", encoding="utf-8") as out:
@@ -136,35 +153,48 @@ def run_lines(folder: Path) -> None:
 
 
 def _prepare(folder: Path) -> tuple[Any, ...]:
-    """What a merge holds before it reads a record: the shards' manifests and plan
-    snapshots, read and validated as ``vally experiment merge`` does, the trial index and
-    empty tallies (all of them grow with the plan)."""
-    from vally.engine.shards import TrialIndex, read_run_shards, validate_shards
-    from vally.engine.summaries import VariantSummaries
+    """What a merge of unsealed shards holds before it reads a record: the shards'
+    manifests and plan snapshots, read and validated as ``vally experiment merge`` does,
+    and the trial index (all of them grow with the plan)."""
+    from vally.engine.shards import TrialIndex
+    from vally.tools.merge import read_full_shards
 
-    shards = read_run_shards(sorted(folder.glob("shard-*")))
-    validate_shards(shards)
-    shards.sort(key=lambda s: s.index)
-    snapshot = shards[0].snapshot
-    index = TrialIndex(snapshot, shards, shards[0].plan_keys)
-    summarizer = VariantSummaries(snapshot, run_id="bench", run_dir=folder / "merged")
-    return shards, index, summarizer, summarizer.tallies(index.position)
+    shards = read_full_shards(sorted(folder.glob("shard-*")))
+    return shards, TrialIndex(shards[0].snapshot, shards, shards[0].plan_keys)
 
 
 def run_plan(folder: Path) -> None:
-    """Only the plan state of a merge (see :func:`_prepare`), with vally imported."""
+    """Only the plan state of an unsealed merge (see :func:`_prepare`), vally imported."""
     import vally.tools.merge  # noqa: F401
 
     _prepare(folder)
 
 
-def run_merge(folder: Path) -> None:
-    """vally's merge streaming path over the generated shards."""
-    from vally.tools.merge import stream_records
+def _merge_path(folder: Path, shards: Any, out: str) -> None:
+    from vally.engine.summaries import VariantSummaries
+    from vally.tools.merge import merge_records
 
-    shards, index, summarizer, tallies = _prepare(folder)
-    stream_records(shards, {VARIANT: VARIANT}, folder / "merged", tallies, print, index)
+    target = folder / out
+    summarizer = VariantSummaries(shards[0].snapshot, run_id="bench", run_dir=target)
+    _shards, _files, tallies = merge_records(shards, summarizer, target, print)
     summarizer.write(summarizer.finish(tallies))
+
+
+def run_unsealed(folder: Path) -> None:
+    """vally's merge path over the shards read in full, their seals ignored."""
+    from vally.tools.merge import read_full_shards
+
+    _merge_path(folder, read_full_shards(sorted(folder.glob("shard-*"))), "merged-unsealed")
+
+
+def run_merge(folder: Path) -> None:
+    """vally's merge path as a merge takes it: over the sealed shards."""
+    from vally.engine.shard_seal import read_sealed_shards
+
+    shards = read_sealed_shards(sorted(folder.glob("shard-*")))
+    if shards is None:
+        raise SystemExit("the generated shards are not sealed")
+    _merge_path(folder, shards, "merged")
 
 
 def run_command(folder: Path) -> None:
@@ -205,36 +235,63 @@ def measure(mode: str, folder: Path) -> dict[str, float]:
     return {"seconds": float(out[-2]), "peak_mb": float(out[-1])}
 
 
+def clean(folder: Path) -> None:
+    """Remove what the modes wrote, so each run writes into an empty place."""
+    for name in ("lines.jsonl", "merged", "merged-unsealed", "merged-command"):
+        path = folder / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def median(runs: list[dict[str, float]]) -> dict[str, Any]:
+    """The run of median time (its time and peak), with every run's time."""
+    ordered = sorted(runs, key=lambda run: run["seconds"])
+    middle: dict[str, Any] = dict(ordered[len(ordered) // 2])
+    middle["all_seconds"] = [round(run["seconds"], 3) for run in runs]
+    return middle
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--dir", default=None, help="where to write the shards")
     parser.add_argument("--json", default=None, help="also write the numbers here")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of lines, merge and command (median)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vally-merge-", dir=args.dir) as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
         generate(folder, args.records, args.shards)
         generated = time.perf_counter() - start
-        lines = measure("lines", folder)
+        start = time.perf_counter()
+        seal(folder)
+        sealed = time.perf_counter() - start
+        runs: dict[str, list[dict[str, float]]] = {"lines": [], "merge": [], "command": []}
+        for _ in range(args.repeat):  # alternating, so load changes hit every mode alike
+            for mode, taken in runs.items():
+                taken.append(measure(mode, folder))
+                clean(folder)
+        lines, merged, command = (median(runs[mode]) for mode in ("lines", "merge", "command"))
         plan = measure("plan", folder)
-        merged = measure("merge", folder)
-        command = measure("command", folder)
+        unsealed = measure("unsealed", folder)
     result = {
         "records": args.records,
         "shards": args.shards,
         "generate_seconds": round(generated, 2),
+        "seal_seconds": round(sealed, 2),
         "lines": lines,
         "plan": plan,
+        "unsealed": unsealed,
         "merge": merged,
         "command": command,
-        "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 1),
+        "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 2),
+        "unsealed_time_ratio": round(unsealed["seconds"] / max(lines["seconds"], 1e-9), 1),
         "command_time_ratio": round(command["seconds"] / max(lines["seconds"], 1e-9), 1),
-        "records_time_ratio": round(
-            (merged["seconds"] - plan["seconds"]) / max(lines["seconds"], 1e-9), 1
-        ),
-        "records_peak_mb": round(merged["peak_mb"] - plan["peak_mb"], 1),
     }
     print(json.dumps(result, indent=2))
     if args.json:

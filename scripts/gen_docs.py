@@ -335,7 +335,11 @@ def render_hooks() -> str:
         )
         lines.append(f"## {name}\n")
         owner = "" if name == "vally_register_components" else "self, "
-        lines.append(f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> None: ...\n```\n")
+        returns = signature.return_annotation
+        returns = "None" if returns is inspect.Signature.empty else returns
+        lines.append(
+            f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> {returns}: ...\n```\n"
+        )
         lines.append(_md(inspect.getdoc(function) or "") + "\n")
     from vally.contracts import events
 

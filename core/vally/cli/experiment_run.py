@@ -201,7 +201,7 @@ def merge_command_main(
 
     request = MergeRequest(shard_dirs, output_dir, otlp_endpoint=otlp_endpoint)
     shards = read_shards(request)
-    trials = sum(len(s.manifest.get("selectedKeys") or []) for s in shards)
+    trials = sum(shard.trials for shard in shards)
     _echo(f"Merged {len(shards)} shard(s) of run {shards[0].manifest['runId']}: {trials} trial(s)")
     result = merge(request, shards)
     for warning in result.warnings:

@@ -72,12 +72,16 @@ class RunOutcome:
         summaries: One summary per (variant, eval).
         cancelled: The run was interrupted.
         error: Why the run stopped early (a required output could not be written), if it did.
+        sealed: For a merge of sealed shards, what reporters counted of each shard (see
+            ``vally_seal_shard``): each key a reporter returned, with every shard's data in
+            shard order; a key missing from a shard's seal is left out. Empty otherwise.
     """
 
     records: Sequence[TrialResultRecord]
     summaries: Sequence[RunSummaryRecord]
     cancelled: bool = False
     error: str | None = None
+    sealed: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,6 +134,28 @@ class EventEmitter:
                     log.warning("reporter %s failed in %s: %s", name, hook_name, exc)
         if critical_error is not None:
             raise critical_error
+
+    def collect(self, hook_name: str, **kwargs: Any) -> dict[str, Any]:
+        """Call every implementation of ``hook_name`` and merge the mappings they return
+        (later observers' keys win); an observer that raises, or returns something other
+        than a mapping with string keys, is recorded in :attr:`failures` and left out."""
+        hook = getattr(self.manager.hook, hook_name)
+        merged: dict[str, Any] = {}
+        for impl in reversed(hook.get_hookimpls()):
+            args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
+            name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
+            try:
+                result = impl.function(**args)
+                if result is None:
+                    continue
+                if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
+                    raise TypeError(f"{hook_name} must return a mapping with string keys")
+            except Exception as exc:
+                self.failures.append(ObserverFailure(name, hook_name, exc, False))
+                log.warning("reporter %s failed in %s: %s", name, hook_name, exc)
+                continue
+            merged.update(result)
+        return merged
 
 
 def new_plugin_manager() -> pluggy.PluginManager:

@@ -362,12 +362,16 @@ class ShardBook:
         chosen.update(record_key_id(r) for r in prepared.reused)
         return [k for k in (key_id(t.key) for t in prepared.plan.trials) if k in chosen]
 
-    def write(self, *, completed: list[str], finished: bool, completed_at: str | None) -> None:
-        """Write the manifest (and, the first time, the snapshot).
+    def write(
+        self, *, completed: list[str], finished: bool, completed_at: str | None
+    ) -> dict[str, Any]:
+        """Write the manifest (and, the first time, the snapshot, removing the seal of an
+        earlier run of the shard); returns the manifest.
 
         Raises:
             OutputError: A file cannot be written.
         """
+        from vally.engine.shard_seal import discard_seal
         from vally.engine.shards import (
             MANIFEST_FILE,
             SNAPSHOT_FILE,
@@ -380,34 +384,43 @@ class ShardBook:
         mode = setup.prepared.request.experiment
         assert mode is not None and setup.shard is not None
         if completed_at is None:
+            discard_seal(self.run_dir)
             write_json_file(self.run_dir / SNAPSHOT_FILE, mode.snapshot)
-        write_json_file(
-            self.run_dir / MANIFEST_FILE,
-            shard_manifest(
-                run_id=str(setup.prepared.request.run_id),
-                experiment=mode.name,
-                shard=setup.shard,
-                strategy=setup.strategy,
-                digest=plan_digest(mode.snapshot),
-                selected=self._selected(),
-                completed=completed,
-                finished=finished,
-                started_at=self.started_at,
-                completed_at=completed_at,
-            ),
+        manifest = shard_manifest(
+            run_id=str(setup.prepared.request.run_id),
+            experiment=mode.name,
+            shard=setup.shard,
+            strategy=setup.strategy,
+            digest=plan_digest(mode.snapshot),
+            selected=self._selected(),
+            completed=completed,
+            finished=finished,
+            started_at=self.started_at,
+            completed_at=completed_at,
         )
+        write_json_file(self.run_dir / MANIFEST_FILE, manifest)
+        return manifest
 
     def close(self, result: RunResult) -> None:
-        """Record which selected trials completed and whether the shard finished."""
+        """Record which selected trials completed and whether the shard finished; seal a
+        finished shard (see :mod:`vally.engine.shard_seal`).
+
+        Raises:
+            OutputError: The manifest or the seal cannot be written.
+        """
+        from vally.engine.shard_seal import seal
         from vally.engine.shards import record_key_id
 
         done = {record_key_id(r) for r in result.records if r.status != "cancelled"}
         finished = not result.cancelled and result.error is None and not result.missing_outputs
-        self.write(
+        manifest = self.write(
             completed=[k for k in self._selected() if k in done],
             finished=finished,
             completed_at=utc_now(),
         )
+        mode = self.setup.prepared.request.experiment
+        if finished and mode is not None:
+            seal(self.run_dir, manifest, mode.snapshot)
 
 
 def execute_experiment(setup: ExperimentSetup, run_dir: Path) -> RunResult:

@@ -274,6 +274,9 @@ class ShardInput:
         plan_keys: The snapshot's :class:`PlanKeys`, when read by :func:`read_run_shards`.
         selected_places: The place in the plan of each of the manifest's ``selectedKeys``
             (-1 for a key not planned), when read by :func:`read_run_shards`.
+        seal: Its ``shard-seal.json``, when read from its seal
+            (:func:`vally.engine.shard_seal.read_sealed_shards`); then ``manifest`` holds
+            only the fields the seal repeats, not the trial keys.
     """
 
     path: Path
@@ -281,6 +284,14 @@ class ShardInput:
     snapshot: dict[str, Any]
     plan_keys: PlanKeys | None = None
     selected_places: array[int] | None = None
+    seal: dict[str, Any] | None = None
+
+    @property
+    def trials(self) -> int:
+        """How many trials the shard selected."""
+        if self.seal is not None:
+            return int(self.seal["trials"])
+        return len(self.manifest.get("selectedKeys") or [])
 
     def places(self, plan: PlanKeys) -> Iterator[tuple[Any, int]]:
         """``(key, place in the plan or -1)`` for each of the manifest's ``selectedKeys``."""
@@ -378,12 +389,12 @@ def read_run_shards(paths: Iterable[Path]) -> list[ShardInput]:
             keys = PlanKeys([str(k) for k in trials] if isinstance(trials, list) else [])
             plans[id(shard.snapshot)] = keys
         shard.plan_keys = keys
-        _share_keys(shard, keys)
+        share_keys(shard, keys)
         shards.append(shard)
     return shards
 
 
-def _share_keys(shard: ShardInput, plan: PlanKeys) -> None:
+def share_keys(shard: ShardInput, plan: PlanKeys) -> None:
     """Replace the manifest's trial keys by the plan's own strings and note the place of
     each selected one (one lookup per key, made once for every later check)."""
     manifest = shard.manifest

@@ -2,7 +2,10 @@
 
 The shards are validated (one run, one plan, finished, partitioning the plan), then the
 merged folder gets every variant's ``results.jsonl`` and ``run-summary.jsonl``, the plan
-snapshot and ``experiment-manifest.json``, written here; the report, the spans (linked to
+snapshot and ``experiment-manifest.json``, written here. When every shard is sealed
+(:mod:`vally.engine.shard_seal`), the results files are copied and checked against their
+seals and the summaries are the sum of the sealed tallies; otherwise every record is read,
+checked and counted; the report, the spans (linked to
 each shard's root span) and the console comparison come from the reporters, through the
 same run events as a run. Summaries and the report take the records in plan order, so a
 merged run summarises and reports as the unsharded run of the same plan would; each
@@ -13,23 +16,29 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vally.contracts.events import RunInfo, RunOutcome
-from vally.engine import components
+from vally.contracts.events import RunOutcome
 from vally.engine.options import absolute
 from vally.engine.records import WrittenRecords
-from vally.engine.run import ReporterChoice
 from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name
+from vally.engine.shard_seal import (
+    copy_sealed_results,
+    merge_reporters,
+    merge_run_info,
+    read_sealed_shards,
+    sealed_reporter_states,
+    sealed_tallies,
+)
 from vally.engine.shards import (
     EXPERIMENT_MANIFEST_FILE,
     SNAPSHOT_FILE,
     ShardInput,
     TrialIndex,
-    plan_digest,
     read_run_shards,
     stream_shard_records,
     validate_shards,
@@ -42,7 +51,6 @@ from vally.models.jsontext import loads_bounded
 from vally.models.limits import record_depth
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
-from vally.plugins import defaults
 from vally.plugins.session import Session
 
 
@@ -148,14 +156,14 @@ def _manifest(
         "experiment": snapshot.get("experiment"),
         "baseline": snapshot.get("baseline"),
         "variants": [str(v) for v in snapshot.get("variants") or []],
-        "planDigest": plan_digest(snapshot),
+        "planDigest": first.manifest.get("planDigest"),
         "strategy": first.manifest.get("strategy"),
         "shards": [
             {
                 "index": s.index,
                 "total": s.total,
                 "dir": s.path.name,
-                "trials": len(s.manifest.get("selectedKeys") or []),
+                "trials": s.trials,
                 "otelContext": context_of(s),
             }
             for s in shards
@@ -163,18 +171,6 @@ def _manifest(
         "trials": trials,
         "mergedAt": utc_now(),
     }
-
-
-def _reporters(request: MergeRequest, session: Session) -> list[tuple[str, object]]:
-    chosen = [ReporterChoice(defaults.REPORT_REPORTER)]
-    if request.console:
-        chosen.append(ReporterChoice(defaults.CONSOLE_REPORTER, {"style": "lines"}))
-    chosen.append(
-        ReporterChoice(
-            defaults.TRACE_REPORTER, {"endpoint": request.otlp_endpoint}, "--otlp-endpoint"
-        )
-    )
-    return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
 
 
 def _offloaded_from(record: TrialResultRecord, shard_dir: Path, target: Path) -> TrialResultRecord:
@@ -200,6 +196,30 @@ def _write_line(
         record = TrialResultRecord.model_validate_json(line)
         line = _offloaded_from(record, shard_dir, target).to_json_line()
     handle.write(line if line.endswith("\n") else line + "\n")
+
+
+@contextlib.contextmanager
+def _merged_files(
+    target: Path, folders: Mapping[str, str], mode: str
+) -> Iterator[tuple[dict[str, IO[Any]], dict[str, Path]]]:
+    """Open every variant's merged ``results.jsonl`` next to its place (``mode`` ``w`` or
+    ``wb``); the files are renamed into place only when the block ends without raising
+    and the caller closed them, else removed, so a failed merge leaves the folder as it
+    was."""
+    files = {v: target / folder / RESULTS_FILE for v, folder in folders.items()}
+    temps = {v: path.with_name(f".{path.name}.merge.tmp") for v, path in files.items()}
+    with contextlib.ExitStack() as stack:
+        handles: dict[str, IO[Any]] = {}
+        for variant, temp in temps.items():
+            temp.parent.mkdir(parents=True, exist_ok=True)
+            encoding = None if "b" in mode else "utf-8"
+            handles[variant] = stack.enter_context(temp.open(mode, encoding=encoding))
+            stack.callback(temp.unlink, missing_ok=True)
+        yield handles, files
+        for handle in handles.values():
+            handle.close()
+        for variant, temp in temps.items():
+            os.replace(temp, files[variant])
 
 
 def stream_records(
@@ -232,36 +252,111 @@ def stream_records(
         OSError: A merged file cannot be written.
     """
     index = index or TrialIndex(shards[0].snapshot, shards)
-    files = {v: target / folder / RESULTS_FILE for v, folder in folders.items()}
-    temps = {v: path.with_name(f".{path.name}.merge.tmp") for v, path in files.items()}
-    with contextlib.ExitStack() as stack:
-        handles: dict[str, IO[str]] = {}
-        for variant, temp in temps.items():
-            temp.parent.mkdir(parents=True, exist_ok=True)
-            handles[variant] = stack.enter_context(temp.open("w", encoding="utf-8"))
-            stack.callback(temp.unlink, missing_ok=True)
+    with _merged_files(target, folders, "w") as (handles, files):
         for shard in shards:
             for variant, line, facts, place in stream_shard_records(shard, folders, index, warn):
                 _write_line(handles[variant], line, facts, shard.path, target)
                 tallies.add_facts(facts, place)
-        for handle in handles.values():
-            handle.close()
-        for variant, temp in temps.items():
-            os.replace(temp, files[variant])
     return list(files.values())
 
 
+class _SealBroken(Exception):
+    """A sealed shard's results file no longer matches its seal."""
+
+
+def copy_sealed_records(
+    shards: Sequence[ShardInput], folders: Mapping[str, str], target: Path
+) -> list[Path] | None:
+    """Write every variant's merged ``results.jsonl`` by copying the sealed shards' files,
+    each checked against its seal as it is copied; None (and the merged folder as it was)
+    when one does not match.
+
+    Raises:
+        OSError: A merged file cannot be written.
+    """
+    try:
+        with _merged_files(target, folders, "wb") as (handles, files):
+            for shard in shards:
+                for variant, handle in handles.items():
+                    if not copy_sealed_results(shard, variant, handle):
+                        raise _SealBroken
+    except _SealBroken:
+        return None
+    return list(files.values())
+
+
+def _copy_file(source: Path, path: Path) -> None:
+    """Copy ``source`` to ``path`` through a temporary file and a rename."""
+    temp = path.with_name(f".{path.name}.merge.tmp")
+    try:
+        shutil.copyfile(source, temp)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def read_full_shards(paths: Sequence[Path]) -> list[ShardInput]:
+    """Read and validate shard folders in full (manifests, snapshots), in shard order.
+
+    Raises:
+        ShardValidationError: A folder is not a shard, or the shards do not make one run.
+    """
+    shards = read_run_shards(paths)
+    validate_shards(shards)
+    shards.sort(key=lambda s: s.index)
+    return shards
+
+
 def read_shards(request: MergeRequest) -> list[ShardInput]:
-    """Read and validate the shard folders, in shard order.
+    """Read and validate the shard folders, in shard order: from their seals when every
+    shard is sealed and the seals agree, else in full.
 
     Raises:
         ShardValidationError: A folder is not a shard, or the shards do not make one run.
     """
     cwd = Path.cwd()
-    shards = read_run_shards(absolute(cwd, d) for d in request.shard_dirs)
-    validate_shards(shards)
-    shards.sort(key=lambda s: s.index)
-    return shards
+    paths = [absolute(cwd, d) for d in request.shard_dirs]
+    return read_sealed_shards(paths) or read_full_shards(paths)
+
+
+def merge_records(
+    shards: Sequence[ShardInput],
+    summarizer: VariantSummaries,
+    target: Path,
+    warn: Callable[[str], None],
+) -> tuple[list[ShardInput], list[Path], PlanTallies]:
+    """Write the merged results files and count them: from the seals when every shard is
+    sealed and its files still match, else by reading every record (the shards then read
+    in full). Returns the shards as finally read, the files and the tallies.
+
+    Raises:
+        ShardValidationError: A shard's records do not match its manifest.
+        OSError: A merged file cannot be written.
+    """
+    snapshot = shards[0].snapshot
+    folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
+    if all(shard.seal is not None for shard in shards):
+        tallies = summarizer.tallies()
+        try:
+            sealed_tallies(shards, tallies)
+        except (KeyError, TypeError, ValueError):
+            files = None
+        else:
+            files = copy_sealed_records(shards, folders, target)
+        if files is not None:
+            _copy_file(shards[0].path / SNAPSHOT_FILE, target / SNAPSHOT_FILE)
+            return list(shards), files, tallies
+        warn(
+            "a shard's seal does not match its files (changed after the shard finished?); "
+            "every record was read and checked instead"
+        )
+        shards = read_full_shards([shard.path for shard in shards])
+        snapshot = shards[0].snapshot
+    index = TrialIndex(snapshot, shards, shards[0].plan_keys)
+    tallies = summarizer.tallies(index.position)
+    files = stream_records(shards, folders, target, tallies, warn, index)
+    write_json_file(target / SNAPSHOT_FILE, snapshot)
+    return list(shards), files, tallies
 
 
 def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
@@ -272,36 +367,27 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         ConfigError: ``--otlp-endpoint`` is invalid.
     """
     session = Session(None, Path.cwd())
-    reporters = _reporters(request, session)
+    reporters = merge_reporters(
+        session, console=request.console, otlp_endpoint=request.otlp_endpoint
+    )
     target = absolute(Path.cwd(), request.output_dir)
     _check_target(target, shards)
     first = shards[0]
     snapshot = first.snapshot
     run_id = str(first.manifest["runId"])
-    folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
-    index = TrialIndex(snapshot, shards, first.plan_keys)
-    tallies = summarizer.tallies(index.position)
     read_warnings: list[str] = []
     try:
-        files = stream_records(shards, folders, target, tallies, read_warnings.append, index)
+        shards, files, tallies = merge_records(shards, summarizer, target, read_warnings.append)
     except OSError as exc:
         raise OutputError(
             f"cannot write the merged output in {target}: {exc.strerror or exc}"
         ) from exc
+    snapshot = shards[0].snapshot
     records = WrittenRecords(files, tallies.count)
     links = _trace_links(shards)
-    run = RunInfo(
-        run_id=run_id,
-        command="experiment.merge",
-        run_dir=target,
-        planned_trials=len(records),
-        started_at=utc_now(),
-        experiment=str(snapshot.get("experiment")),
-        baseline=str(snapshot.get("baseline")),
-        variants=tuple(folders),
-        snapshot=snapshot,
-        links=links,
+    run = merge_run_info(
+        snapshot, run_id=run_id, run_dir=target, planned_trials=len(records), links=links
     )
     for name, reporter in reporters:
         session.register_observer(reporter, name)
@@ -309,7 +395,6 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     summaries = summarizer.finish(tallies)
     try:
         summarizer.write(summaries)
-        write_json_file(target / SNAPSHOT_FILE, snapshot)
         write_json_file(target / EXPERIMENT_MANIFEST_FILE, _manifest(shards, links, len(records)))
     except OSError as exc:
         error = OutputError(f"cannot write the merged output in {target}: {exc.strerror or exc}")
@@ -317,7 +402,8 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         with contextlib.suppress(Exception):
             session.emitter.emit("vally_run_end", run=run, outcome=outcome)
         raise error from exc
-    session.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, summaries))
+    outcome = RunOutcome(records, summaries, sealed=sealed_reporter_states(shards))
+    session.emitter.emit("vally_run_end", run=run, outcome=outcome)
     warnings = read_warnings + [
         f"reporter {f.observer!r} failed in {f.hook}: {type(f.error).__name__}: {f.error}"
         for f in session.emitter.failures

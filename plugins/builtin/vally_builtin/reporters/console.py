@@ -64,6 +64,9 @@ from vally_builtin.reporters import (
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
 from vally_builtin.reporters.console_live import Heartbeat, LiveDisplay, Tally, format_seconds
 
+SEALED_KEY = "console.report-aggregate"
+"""The key of the console's report rows in a shard's seal (``vally_seal_shard``)."""
+
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
 VERBOSE_EVIDENCE_LIMIT = 4000
@@ -221,8 +224,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         verbose, quiet = self._verbose(run), self._quiet(run)
         aggregate = self._aggregate
         if aggregate is None or aggregate.trials != len(outcome.records):
-            # Records that did not go by (a resumed run's earlier trials, a merge): one pass.
-            aggregate = ReportAggregate.of(outcome.records)
+            # Records that did not go by (a resumed run's earlier trials, a merge): what the
+            # shards' seals counted, else one pass.
+            aggregate = sealed_report_aggregate(outcome) or ReportAggregate.of(outcome.records)
         if self.config.style == "lines":
             print(file=stream)
             for line in aggregate_failure_lines(run, aggregate) if quiet else []:
@@ -248,6 +252,13 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         for line in closing_lines(run, outcome, aggregate):
             print(line, file=stream)
         stream.flush()
+
+    @hookimpl
+    def vally_seal_shard(
+        self, run: RunInfo, records: Sequence[TrialResultRecord]
+    ) -> Mapping[str, Any] | None:
+        """The report rows and totals of a sealed shard's records."""
+        return {SEALED_KEY: ReportAggregate.of(records).state()}
 
     def _stop_progress(self) -> None:
         if self._heartbeat is not None:
@@ -385,6 +396,19 @@ def failure_lines(run: RunInfo, records: Iterable[TrialResultRecord]) -> list[st
     """A heading and one line per failed or errored trial, in the report's order; nothing
     when every trial passed (see :func:`aggregate_failure_lines`)."""
     return aggregate_failure_lines(run, ReportAggregate.of(records))
+
+
+def sealed_report_aggregate(outcome: RunOutcome) -> ReportAggregate | None:
+    """The report rows added up from the sealed shards' (a merge of sealed shards), or
+    None when the outcome has none or they do not add up to its records."""
+    states = outcome.sealed.get(SEALED_KEY)
+    if not states:
+        return None
+    try:
+        aggregate = ReportAggregate.of_states(states)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return aggregate if aggregate.trials == len(outcome.records) else None
 
 
 def aggregate_failure_lines(run: RunInfo, aggregate: ReportAggregate) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from vally import Estimate, RunInfo, RunSummaryRecord, TrialResultRecord, utc_now
+from vally import Estimate, RunInfo, RunOutcome, RunSummaryRecord, TrialResultRecord, utc_now
 from vally_builtin.reporters.experiment import Comparison, cell, compare_stats, pct
 from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
 from vally_builtin.reporters.jsonl import RESULTS_FILE
@@ -76,6 +76,28 @@ def experiment_aggregate(
     variants = [str(v) for v in snapshot.get("variants") or []]
     planned = [str(key) for key in snapshot.get("trials") or []]
     return ExperimentAggregate.of(variants, planned, records)
+
+
+SEALED_KEY = "markdown.experiment-aggregate"
+"""The key of the experiment report's figures in a shard's seal (``vally_seal_shard``)."""
+
+
+def sealed_experiment_aggregate(
+    snapshot: Mapping[str, Any], outcome: RunOutcome
+) -> ExperimentAggregate | None:
+    """The experiment report's figures added up from the sealed shards' (a merge of
+    sealed shards), or None when the outcome has none or they do not add up to its
+    records."""
+    states = outcome.sealed.get(SEALED_KEY)
+    if not states:
+        return None
+    variants = [str(v) for v in snapshot.get("variants") or []]
+    planned = [str(key) for key in snapshot.get("trials") or []]
+    try:
+        aggregate = ExperimentAggregate.of_states(variants, planned, states)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return aggregate if aggregate.finished == len(outcome.records) else None
 
 
 def render_report(

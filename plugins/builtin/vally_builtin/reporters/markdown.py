@@ -12,7 +12,8 @@ every record. :func:`render_report` is usable without a run, e.g. to render a me
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from vally import (
     ReporterMetadata,
@@ -39,7 +40,12 @@ from vally_builtin.reporters import (
 )
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
 from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
-from vally_builtin.reporters.experiment_report import experiment_aggregate, render_experiment_report
+from vally_builtin.reporters.experiment_report import (
+    SEALED_KEY,
+    experiment_aggregate,
+    render_experiment_report,
+    sealed_experiment_aggregate,
+)
 from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 REPORT_FILE = "report.md"
@@ -265,6 +271,15 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
         elif self._experiment is not None:
             self._experiment.add(record)
 
+    @hookimpl
+    def vally_seal_shard(
+        self, run: RunInfo, records: Sequence[TrialResultRecord]
+    ) -> Mapping[str, Any] | None:
+        """The experiment report's figures of a sealed shard's records."""
+        if run.snapshot is None:
+            return None
+        return {SEALED_KEY: experiment_aggregate(run.snapshot, records).state()}
+
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
         """The run's report. An experiment run gets the experiment report, except a shard:
         its report is rendered when the shards are merged. The rows come from the records
@@ -278,6 +293,6 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
         if run.shard is not None:
             return None
         counted = self._experiment
-        if counted is not None and counted.finished != len(outcome.records):
-            counted = None
+        if counted is None or counted.finished != len(outcome.records):
+            counted = sealed_experiment_aggregate(run.snapshot, outcome)
         return render_experiment_report(run, outcome.records, outcome.summaries, aggregate=counted)

@@ -1,0 +1,211 @@
+"""Sealed shards: a finished shard seals what its results add up to, and a merge of sealed
+shards copies their files and adds their tallies, giving the same merged folder as reading
+every record; a file changed after sealing sends the merge back to reading every record."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.scoring.test_tally import mixed_records
+from vally.engine import shard_seal
+from vally.engine.records import WrittenRecords
+from vally.engine.shard_seal import SEAL_FILE, place_ranges, read_sealed_shards
+from vally.engine.summaries import PlanTallies
+from vally.engine.trialfacts import TrialFacts
+from vally.tools import merge as merge_module
+from vally.tools.merge import MergeRequest, merge, read_shards
+
+from .conftest import read_jsonl, vally
+from .test_shards import RUN_ID, run_shard, sharded, without_render_line
+
+__all__ = ["sharded"]  # the fixture, used by name
+
+
+def _shards(root: Path, total: int = 3) -> list[Path]:
+    return [run_shard(root, i, total) for i in range(1, total + 1)]
+
+
+def _without_seals(root: Path, shards: list[Path]) -> list[Path]:
+    copies = []
+    for shard in shards:
+        copy = root / "unsealed" / RUN_ID / shard.name
+        shutil.copytree(shard, copy)
+        (copy / SEAL_FILE).unlink()
+        copies.append(copy)
+    return copies
+
+
+def _merged(root: Path, shards: list[Path], out: str) -> tuple[Path, str]:
+    """The merged folder and what the merge printed (its path and duration taken out)."""
+    res = vally("experiment", "merge", *map(str, shards), "-o", out, cwd=root)
+    assert res.code == 0, res.text
+    printed = res.stdout.replace(str(root / out), "<merged>")
+    return root / out, re.sub(r" in [0-9.]+s ", " in <time> ", printed)  # the merge's own
+
+
+def test_a_finished_shard_is_sealed(sharded: Path) -> None:
+    shards = _shards(sharded)
+    for index, shard in enumerate(shards, start=1):
+        seal = json.loads((shard / SEAL_FILE).read_text())
+        manifest = json.loads((shard / "shard-manifest.json").read_text())
+        assert seal["shard"] == manifest["shard"] and seal["planDigest"] == manifest["planDigest"]
+        assert seal["trials"] == len(manifest["selectedKeys"])
+        [(start, stop, step)] = seal["selected"]  # round-robin: one range
+        assert list(range(start, stop, step)) == list(range(index - 1, 16, 3))
+        for variant in ("base", "quiet"):
+            data = (shard / variant / "results.jsonl").read_bytes()
+            assert seal["results"][variant]["bytes"] == len(data)
+            assert seal["results"][variant]["records"] == data.count(b"\n")
+        assert seal["tallies"]["count"] == seal["trials"]
+
+
+def test_a_sealed_merge_equals_the_merge_that_reads_every_record(sharded: Path) -> None:
+    shards = _shards(sharded)
+    sealed, sealed_out = _merged(sharded, shards, "sealed")
+    unsealed, unsealed_out = _merged(sharded, _without_seals(sharded, shards), "unsealed")
+    assert "Δ vs baseline" in sealed_out and sealed_out == unsealed_out
+    for variant in ("base", "quiet"):
+        assert (sealed / variant / "results.jsonl").read_bytes() == (
+            unsealed / variant / "results.jsonl"
+        ).read_bytes()
+        assert read_jsonl(sealed / variant / "run-summary.jsonl") == read_jsonl(
+            unsealed / variant / "run-summary.jsonl"
+        )
+    assert (sealed / "plan-snapshot.json").read_bytes() == (
+        unsealed / "plan-snapshot.json"
+    ).read_bytes()
+    assert without_render_line((sealed / "report.md").read_text()) == without_render_line(
+        (unsealed / "report.md").read_text()
+    )
+    manifests = [
+        json.loads((m / "experiment-manifest.json").read_text()) for m in (sealed, unsealed)
+    ]
+    for manifest in manifests:
+        manifest.pop("mergedAt")
+    assert manifests[0] == manifests[1]
+
+
+def test_a_sealed_merge_reads_no_record(
+    sharded: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shards = _shards(sharded)
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a sealed merge read the records")
+
+    monkeypatch.setattr(merge_module, "stream_shard_records", refuse)
+    monkeypatch.setattr(WrittenRecords, "__iter__", refuse)  # nor do its reporters
+    monkeypatch.chdir(sharded)
+    request = MergeRequest([str(s) for s in shards], str(sharded / "m"))
+    read = read_shards(request)
+    assert all(shard.seal is not None for shard in read)
+    result = merge(request, read)
+    assert result.warnings == [] and sum(s.trials for s in result.summaries) == 16
+    assert "Δ vs baseline" in capsys.readouterr().out
+    monkeypatch.undo()
+    assert len(read_jsonl(sharded / "m" / "base" / "results.jsonl")) == 8
+    assert "Failed graders and errors:" in (sharded / "m" / "report.md").read_text()
+
+
+def test_a_results_file_changed_after_sealing_is_read_in_full(sharded: Path) -> None:
+    shards = _shards(sharded)
+    path = shards[1] / "base" / "results.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["gradeResult"]["passed"] = not record["gradeResult"]["passed"]
+    lines[0] = json.dumps(record) + "\n"
+    path.write_text("".join(lines))
+    res = vally("experiment", "merge", *map(str, shards), "-o", "m", cwd=sharded)
+    assert res.code == 0, res.text
+    assert "seal does not match its files" in res.stderr
+    merged = read_jsonl(sharded / "m" / "base" / "results.jsonl")
+    assert json.loads(lines[0]) in merged  # the changed line, passed through
+
+    # a change that breaks the shard still fails the merge, naming the problem
+    path.write_text("".join(lines) + lines[0])
+    res = vally("experiment", "merge", *map(str, shards), "-o", "m2", cwd=sharded)
+    assert res.code == 1 and "more than once" in res.stderr
+    assert not (sharded / "m2" / "base" / "results.jsonl").exists()
+
+
+def test_an_edited_manifest_or_snapshot_ignores_the_seals(sharded: Path) -> None:
+    shards = _shards(sharded, 2)
+    assert read_sealed_shards(shards) is not None
+    manifest = shards[0] / "shard-manifest.json"
+    manifest.write_text(manifest.read_text() + " ")
+    assert read_sealed_shards(shards) is None
+    manifest.write_text(manifest.read_text()[:-1])
+    assert read_sealed_shards(shards) is not None
+    snapshot = shards[1] / "plan-snapshot.json"
+    snapshot.write_text(snapshot.read_text().replace('"greet"', '"other"'))
+    assert read_sealed_shards(shards) is None
+    assert read_sealed_shards([shards[0]]) is None  # shard 2/2 missing
+    assert read_sealed_shards([shards[0], shards[0], shards[1]]) is None
+
+
+@pytest.mark.parametrize("damage", ["blank line", "torn last line", "another record type"])
+def test_a_shard_whose_lines_a_merge_would_change_is_not_sealed(
+    sharded: Path, damage: str
+) -> None:
+    shard = _shards(sharded, 2)[0]
+    path = shard / "quiet" / "results.jsonl"
+    text = path.read_text()
+    if damage == "blank line":
+        text += "\n"
+    elif damage == "torn last line":
+        text += '{"type": "trial-res'
+    else:
+        text += json.dumps({"type": "run-summary"}) + "\n"
+    path.write_text(text)
+    manifest = json.loads((shard / "shard-manifest.json").read_text())
+    snapshot = json.loads((shard / "plan-snapshot.json").read_text())
+    assert shard_seal.shard_seal(shard, manifest, snapshot) is None
+    assert shard_seal.shard_seal(shard, {**manifest, "finished": False}, snapshot) is None
+
+
+def test_a_shard_run_again_replaces_its_seal(sharded: Path) -> None:
+    shard = _shards(sharded, 2)[0]
+    (shard / SEAL_FILE).write_text('{"schemaVersion": 1, "stale": true}')
+    again = run_shard(sharded, 1, 2)
+    assert again == shard
+    assert "stale" not in json.loads((shard / SEAL_FILE).read_text())
+
+
+def test_place_ranges_give_back_the_places() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        places = sorted(rng.sample(range(60), rng.randint(0, 30)))
+        ranges = place_ranges(places)
+        assert [p for start, stop, step in ranges for p in range(start, stop, step)] == places
+    assert place_ranges(list(range(2, 1000, 16))) == [[2, 995, 16]]
+
+
+def test_tallies_added_from_states_summarise_as_counting_every_record() -> None:
+    records = mixed_records()
+    snapshot = {
+        "evals": [{"variant": r.variant or "", "name": r.eval_name} for r in records],
+        "trials": [f"k{i}" for i in range(len(records))],
+    }
+    whole = PlanTallies(snapshot)
+    for place, record in enumerate(records):
+        whole.add_facts(TrialFacts.of_record(record), place)
+    rng = random.Random(3)
+    parts = [PlanTallies(snapshot) for _ in range(3)]
+    for place, record in enumerate(records):
+        parts[rng.randrange(3)].add_facts(TrialFacts.of_record(record), place)
+    added = PlanTallies(snapshot)
+    for part in parts:
+        added.absorb(json.loads(json.dumps(part.state())))
+    assert added.count == whole.count and added.unsuccessful == whole.unsuccessful
+    for key, tally in whole.evals.items():
+        expected = tally.summary(run_id="r", eval_name=key[1]).model_dump()
+        got = added.evals[key].summary(run_id="r", eval_name=key[1]).model_dump()
+        for summary in (expected, got):
+            summary.pop("completed_at")
+        assert got == expected
