@@ -209,3 +209,28 @@ def test_tallies_added_from_states_summarise_as_counting_every_record() -> None:
         for summary in (expected, got):
             summary.pop("completed_at")
         assert got == expected
+
+
+def test_a_shard_with_offloaded_texts_is_not_sealed_and_merges_in_full(tmp_path: Path) -> None:
+    """A long output is offloaded to the trial's folder; the merge must rewrite the path
+    in the record, which only the path that reads every record does."""
+    from .conftest import make_project
+
+    long_output = "x" * 70_000
+    make_project(tmp_path, experiment=f"""
+        name: long
+        evals: [evals/*/eval.yaml]
+        vary: [/defaults/executor/config/output]
+        baseline: base
+        variants:
+          base: {{}}
+          long: {{defaults: {{executor: {{config: {{output: "hello {long_output}"}}}}}}}}
+        """)
+    shards = [run_shard(tmp_path, i, 2) for i in (1, 2)]
+    assert not any((shard / SEAL_FILE).exists() for shard in shards)
+    merged, _ = _merged(tmp_path, shards, "m")
+    records = read_jsonl(merged / "long" / "results.jsonl")
+    assert len(records) == 2 and all(r["offloaded"] for r in records)
+    for record in records:
+        text = merged / record["offloaded"][0]["path"]
+        assert text.read_text().startswith("hello xxx")
