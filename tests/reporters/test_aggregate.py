@@ -300,3 +300,34 @@ def test_experiment_figures_added_from_states_equal_one_pass(seed: int) -> None:
         lines = whole.failure_lines(variant, "ev", "f")
         assert added.failure_lines(variant, "ev", "f") == lines
     assert any("more trial(s)" in line for line in whole.failure_lines("base", "ev", "f"))
+
+
+def test_collecting_sealed_counts_leaves_out_failing_and_malformed_reporters(
+    tmp_path: Path,
+) -> None:
+    """``vally_seal_shard`` answers are merged by key; a reporter that raises or answers
+    something other than a mapping with string keys is recorded as failed and left out,
+    and the others still answer."""
+    from tests.reporters.reporter_helpers import Driver
+    from vally import hookimpl
+
+    class Answers:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        @hookimpl
+        def vally_seal_shard(self, run: Any, records: Any) -> Any:
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    driver = Driver(
+        Answers({"a": 1}), Answers(RuntimeError("boom")), Answers([1]), Answers({2: 2}),
+        Answers(None), Answers({"b": 2}),
+    )
+    run = make_run(tmp_path, planned=0)
+    assert driver.emitter.collect("vally_seal_shard", run=run, records=[]) == {"a": 1, "b": 2}
+    failed = {(f.observer, type(f.error).__name__) for f in driver.emitter.failures}
+    assert failed == {
+        ("reporter-1", "RuntimeError"), ("reporter-2", "TypeError"), ("reporter-3", "TypeError")
+    }

@@ -10,7 +10,7 @@ the emitter never inspects the observers themselves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,44 +118,51 @@ class EventEmitter:
         Raises:
             The first critical observer's exception, after all observers were called.
         """
-        hook = getattr(self.manager.hook, hook_name)
-        critical_error: BaseException | None = None
-        for impl in reversed(hook.get_hookimpls()):
-            args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
-            try:
-                impl.function(**args)
-            except Exception as exc:
-                name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
-                critical = name in self.critical
-                self.failures.append(ObserverFailure(name, hook_name, exc, critical))
-                if critical and critical_error is None:
-                    critical_error = exc
-                else:
-                    log.warning("reporter %s failed in %s: %s", name, hook_name, exc)
-        if critical_error is not None:
-            raise critical_error
+        start = len(self.failures)
+        for _result in self._results(hook_name, kwargs):
+            pass
+        critical = [f for f in self.failures[start:] if f.critical]
+        for later in critical[1:]:
+            log.warning("reporter %s failed in %s: %s", later.observer, hook_name, later.error)
+        if critical:
+            raise critical[0].error
 
     def collect(self, hook_name: str, **kwargs: Any) -> dict[str, Any]:
         """Call every implementation of ``hook_name`` and merge the mappings they return
         (later observers' keys win); an observer that raises, or returns something other
-        than a mapping with string keys, is recorded in :attr:`failures` and left out."""
-        hook = getattr(self.manager.hook, hook_name)
+        than a mapping with string keys, is recorded in :attr:`failures` and left out
+        (nothing is raised, whether the observer is critical or not)."""
         merged: dict[str, Any] = {}
-        for impl in reversed(hook.get_hookimpls()):
-            args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
-            name = self.manager.get_name(impl.plugin) or repr(impl.plugin)
-            try:
-                result = impl.function(**args)
-                if result is None:
-                    continue
-                if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
-                    raise TypeError(f"{hook_name} must return a mapping with string keys")
-            except Exception as exc:
-                self.failures.append(ObserverFailure(name, hook_name, exc, False))
-                log.warning("reporter %s failed in %s: %s", name, hook_name, exc)
+        for plugin, result in self._results(hook_name, kwargs):
+            if result is None:
+                continue
+            if not isinstance(result, Mapping) or not all(isinstance(k, str) for k in result):
+                error = TypeError(f"{hook_name} must return a mapping with string keys")
+                self._failed(plugin, hook_name, error)
                 continue
             merged.update(result)
         return merged
+
+    def _results(self, hook_name: str, kwargs: Mapping[str, Any]) -> Iterator[tuple[Any, Any]]:
+        """``(observer, what it returned)`` for each implementation of ``hook_name`` that
+        returned, each called on its own; one that raised is recorded instead."""
+        hook = getattr(self.manager.hook, hook_name)
+        for impl in reversed(hook.get_hookimpls()):
+            args = {name: kwargs[name] for name in impl.argnames if name in kwargs}
+            try:
+                result = impl.function(**args)
+            except Exception as exc:
+                self._failed(impl.plugin, hook_name, exc)
+                continue
+            yield impl.plugin, result
+
+    def _failed(self, plugin: object, hook_name: str, error: BaseException) -> None:
+        """Record ``plugin`` failing ``hook_name`` (a non-critical failure is logged)."""
+        name = self.manager.get_name(plugin) or repr(plugin)
+        critical = name in self.critical
+        self.failures.append(ObserverFailure(name, hook_name, error, critical))
+        if not critical:
+            log.warning("reporter %s failed in %s: %s", name, hook_name, error)
 
 
 def new_plugin_manager() -> pluggy.PluginManager:
