@@ -123,16 +123,14 @@ def reporter_states(
 def sealed_reporter_states(shards: Sequence[ShardInput]) -> dict[str, list[Any]]:
     """Every shard's reporter data by key (see ``RunOutcome.sealed``), when every shard was
     read from its seal; keys some shard's seal lacks are left out."""
-    if not shards or any(shard.seal is None for shard in shards):
+    found = [(shard.seal or {}).get("reporters") for shard in shards]
+    per_shard = [states for states in found if isinstance(states, dict)]
+    if not per_shard or len(per_shard) != len(shards):
         return {}
-    per_shard = [shard.seal.get("reporters") if shard.seal else None for shard in shards]
-    if not all(isinstance(states, dict) for states in per_shard):
-        return {}
-    first: dict[str, Any] = per_shard[0] or {}
     return {
-        key: [states[key] for states in per_shard if states is not None]
-        for key in first
-        if all(states is not None and key in states for states in per_shard)
+        key: [states[key] for states in per_shard]
+        for key in per_shard[0]
+        if all(key in states for states in per_shard)
     }
 
 

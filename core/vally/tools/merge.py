@@ -203,9 +203,8 @@ def _merged_files(
     target: Path, folders: Mapping[str, str], mode: str
 ) -> Iterator[tuple[dict[str, IO[Any]], dict[str, Path]]]:
     """Open every variant's merged ``results.jsonl`` next to its place (``mode`` ``w`` or
-    ``wb``); the files are renamed into place only when the block ends without raising
-    and the caller closed them, else removed, so a failed merge leaves the folder as it
-    was."""
+    ``wb``); when the block ends without raising they are closed and renamed into place,
+    else removed, so a failed merge leaves the folder as it was."""
     files = {v: target / folder / RESULTS_FILE for v, folder in folders.items()}
     temps = {v: path.with_name(f".{path.name}.merge.tmp") for v, path in files.items()}
     with contextlib.ExitStack() as stack:

@@ -73,9 +73,13 @@ def experiment_aggregate(
 ) -> ExperimentAggregate:
     """The experiment report's figures for the plan ``snapshot``, counting ``records``
     (none by default: feed each trial's record as it ends)."""
+    return ExperimentAggregate.of(*_plan_of(snapshot), records)
+
+
+def _plan_of(snapshot: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The variants and the planned trial keys of a plan snapshot."""
     variants = [str(v) for v in snapshot.get("variants") or []]
-    planned = [str(key) for key in snapshot.get("trials") or []]
-    return ExperimentAggregate.of(variants, planned, records)
+    return variants, [str(key) for key in snapshot.get("trials") or []]
 
 
 SEALED_KEY = "markdown.experiment-aggregate"
@@ -91,10 +95,8 @@ def sealed_experiment_aggregate(
     states = outcome.sealed.get(SEALED_KEY)
     if not states:
         return None
-    variants = [str(v) for v in snapshot.get("variants") or []]
-    planned = [str(key) for key in snapshot.get("trials") or []]
     try:
-        aggregate = ExperimentAggregate.of_states(variants, planned, states)
+        aggregate = ExperimentAggregate.of_states(*_plan_of(snapshot), states)
     except (KeyError, TypeError, ValueError):
         return None
     return aggregate if aggregate.finished == len(outcome.records) else None
