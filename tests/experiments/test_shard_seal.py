@@ -234,3 +234,25 @@ def test_a_shard_with_offloaded_texts_is_not_sealed_and_merges_in_full(tmp_path:
     for record in records:
         text = merged / record["offloaded"][0]["path"]
         assert text.read_text().startswith("hello xxx")
+
+
+@pytest.mark.parametrize("damage", ["tallies", "schema"])
+def test_a_damaged_seal_is_not_trusted(sharded: Path, damage: str) -> None:
+    """A seal whose tallies are not of the plan (or of another version) is not used: the
+    merge reads every record and gives what the unsealed merge gives."""
+    shards = _shards(sharded, 2)
+    path = shards[1] / SEAL_FILE
+    seal = json.loads(path.read_text())
+    if damage == "tallies":
+        seal["tallies"]["evals"][0]["name"] = "no-such-eval"
+    else:
+        seal["schemaVersion"] = 99
+    path.write_text(json.dumps(seal))
+    res = vally("experiment", "merge", *map(str, shards), "-o", "m", cwd=sharded)
+    assert res.code == 0, res.text
+    assert ("seal does not match its files" in res.stderr) == (damage == "tallies")
+    unsealed, _ = _merged(sharded, _without_seals(sharded, shards), "unsealed")
+    for variant in ("base", "quiet"):
+        assert read_jsonl(sharded / "m" / variant / "run-summary.jsonl") == read_jsonl(
+            unsealed / variant / "run-summary.jsonl"
+        )
