@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from tests.history.synth import RunSpec, write_run
 from vally.tools.history import schema
-from vally.tools.history.store import open_store
+from vally.tools.history.store import _use_wal, open_store
 
 PROCESSES = 6
 RUNS = 6
@@ -108,3 +110,46 @@ def test_concurrent_ingests_into_one_sqlite_file(tmp_path: Path) -> None:
 def test_concurrent_ingests_into_one_postgresql_database(tmp_path: Path, postgres_url: str) -> None:
     reports = _ingest_concurrently(postgres_url, _runs(tmp_path / "runs"))
     _check_store(postgres_url, reports)
+
+
+class _LockedCursor:
+    """A cursor whose switch to WAL is refused ``refusals`` times with ``error``."""
+
+    def __init__(self, refusals: int, error: str = "database is locked") -> None:
+        self.refusals, self.error, self.switches = refusals, error, 0
+
+    def execute(self, sql: str) -> _LockedCursor:
+        if sql == "PRAGMA journal_mode=WAL":
+            self.switches += 1
+            if self.switches <= self.refusals:
+                raise sqlite3.OperationalError(self.error)
+        self.mode = "delete"
+        return self
+
+    def fetchone(self) -> tuple[str]:
+        return (self.mode,)
+
+
+def test_switching_to_wal_is_tried_again_while_another_process_opens_the_file() -> None:
+    """SQLite refuses the switch to WAL at once, without waiting, while another connection
+    opens the file; opening a store tries again instead of failing (seen with six
+    processes opening one new file together)."""
+    cursor = _LockedCursor(refusals=3)
+    _use_wal(cursor)
+    assert cursor.switches == 4
+    other = _LockedCursor(refusals=1, error="disk I/O error")  # not a lock: raised at once
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        _use_wal(other)
+    assert other.switches == 1
+
+
+def test_a_file_already_in_wal_mode_is_not_switched_again(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "h.db"))
+    store.close()
+    connection = sqlite3.connect(tmp_path / "h.db")
+    cursor = connection.cursor()
+    seen: list[str] = []
+    connection.set_trace_callback(seen.append)
+    _use_wal(cursor)
+    connection.close()
+    assert seen == ["PRAGMA journal_mode"]

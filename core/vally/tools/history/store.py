@@ -10,6 +10,8 @@ written by a newer vally is refused.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,15 +134,39 @@ def memory_store() -> Store:
     return store
 
 
+def _use_wal(cursor: Any) -> None:
+    """Put the database in WAL mode (kept in the file: a database already in it is left
+    as it is). Switching needs the database to itself, and SQLite answers "locked" at once,
+    without waiting, when another connection opens it at that moment; the switch is then
+    tried again until :data:`BUSY_TIMEOUT_MS` passed.
+
+    Raises:
+        sqlite3.OperationalError: The database stayed locked, or another error.
+    """
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 def _configure_sqlite(engine: Engine, *, wal: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # transactions are begun below
         cursor = dbapi_connection.cursor()
-        if wal:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        if wal:
+            _use_wal(cursor)
+            cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
