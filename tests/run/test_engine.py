@@ -210,6 +210,7 @@ def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
     import threading
 
     from vally.engine.runner import TrialRunner
+    from vally.engine.write_placement import WritePlacement
 
     executor = GateExecutor(others=0)
     engine, plan, _, run_dir = _engine(tmp_path, executor)
@@ -226,6 +227,7 @@ def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
     async def main() -> Any:
         runner = engine.runner
         runner._write_trial_files = slow_write.__get__(runner)  # type: ignore[method-assign]
+        runner._writes = WritePlacement(slow=-1.0)  # every write counts as slow: a thread
         task = asyncio.create_task(runner.run(trial))
         while not writing.is_set():
             await asyncio.sleep(0.01)

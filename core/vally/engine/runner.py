@@ -58,6 +58,7 @@ from vally.engine.rundir import (
 from vally.engine.scheduler import DEFAULT_WORKERS, Scheduler
 from vally.engine.summaries import RunSummaries
 from vally.engine.tracebacks import format_traceback, plugin_location
+from vally.engine.write_placement import WritePlacement
 from vally.errors import CleanupError, OutputError, SetupError, TrialTimeoutError, VallyError
 from vally.models.cost import trial_cost
 from vally.models.pricing import PriceTable
@@ -203,6 +204,7 @@ class TrialRunner:
 
     def __init__(self, context: RunContext) -> None:
         self.context = context
+        self._writes = WritePlacement()
 
     def trial_dir(self, trial: PlannedTrial) -> Path | None:
         """The trial's folder in the run folder (None when the run writes no files)."""
@@ -341,7 +343,11 @@ class TrialRunner:
         if task is None or task.cancelling():
             # Being cancelled: write synchronously so the record is never lost.
             return self._write_and_offload(trial, trial_dir, record, notes)
-        # File latency, not CPU, dominates here: overlap it with other trials.
+        if self._writes.in_place():
+            return self._writes.timed(
+                lambda: self._write_and_offload(trial, trial_dir, record, notes)
+            )
+        # Slow file system: overlap its latency with other trials.
         writing = asyncio.ensure_future(
             asyncio.to_thread(self._write_and_offload, trial, trial_dir, record, notes)
         )
