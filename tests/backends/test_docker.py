@@ -987,7 +987,7 @@ def test_an_oom_killed_agent_is_that_trials_error_only(busybox_image: str, tmp_p
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     records = {r["stimulusName"]: r for r in map(json.loads, lines)}
     assert records["hog"]["status"] == "error", (records["hog"], proc.stderr)
-    assert records["hog"]["error"]["code"] == "VALLY_DOCKER_OOM"
+    assert records["hog"]["error"]["code"] == "VALLY_DOCKER_OOM", records["hog"]["error"]
     assert "out-of-memory" in records["hog"]["error"]["message"]
     assert records["calm"]["status"] == "success"
     assert records["calm"]["gradeResult"]["passed"] is True

@@ -121,6 +121,39 @@ async def test_the_pool_keeps_no_more_spares_than_trials_seen_open_at_once() -> 
     assert await pool.take() is None and pool.spares == 0  # closed: no refill
 
 
+async def test_a_pool_the_engine_cannot_keep_ahead_of_keeps_fewer_spares() -> None:
+    import threading
+
+    finished = [threading.Event() for _ in range(16)]
+    started: list[int] = []
+
+    def make() -> ContainerInfo:  # a worker thread: ends when the test says so
+        index = len(started)
+        started.append(index)
+        assert finished[index].wait(30)
+        return ContainerInfo(id=f"c{index}", image="i", user="1:1", uid=1, gid=1, started_at=0)
+
+    pool = WarmPool(make, lambda info: None, limit=4)
+    assert await pool.take() is None  # the first trial: nothing made ahead yet
+    for trial in (1, 2, 3):  # each next trial finds its spare still being made
+        taking = asyncio.ensure_future(pool.take())
+        await asyncio.sleep(0)
+        finished[trial - 1].set()
+        taken = await taking
+        assert taken is not None and taken.id == f"c{trial - 1}"
+    # Four trials open at once would allow four spares, but the engine kept ahead of none.
+    assert pool.target == 1
+    for trial, target in ((4, 2), (5, 3)):  # a spare ready when taken: one more each time
+        finished[trial - 1].set()
+        await asyncio.wait(list(pool._spares))
+        taken = await pool.take()
+        assert taken is not None and taken.id == f"c{trial - 1}"
+        assert pool.target == target
+    for event in finished:
+        event.set()
+    assert await pool.close() == []
+
+
 async def test_a_disabled_pool_makes_nothing_ahead(docker_api: Any, busybox_image: str) -> None:
     backend = await _backend(busybox_image, pool="0")
     sandbox = await backend.open(_trial(backend.run_id, 0))

@@ -33,6 +33,7 @@ from vally import (
     TrialContext,
 )
 from vally_backends.docker.archive import TarBuilder
+from vally_backends.docker.channel import KEEPER_SCRIPT
 from vally_backends.docker.cleanup import (
     LABEL_POOLED,
     LABEL_TRIAL,
@@ -49,8 +50,10 @@ from vally_backends.local import fresh_folder, run_git
 
 logger = logging.getLogger("vally.backends.docker")
 
-IDLE_COMMAND = ["/bin/sh", "-c", "sleep 2147483647 || while :; do sleep 86400; done"]
-"""The container's idle process; commands then run beside it with ``docker exec``."""
+IDLE_COMMAND = ["/bin/sh", "-c", KEEPER_SCRIPT]
+"""The container's main process: it waits on its standard input for the sandbox's first
+command (see :mod:`vally_backends.docker.channel`); the other commands run beside it with
+``docker exec``."""
 
 BUILD_TAG_PREFIX = "vally-build"
 """Repository of images built from ``dockerfile=``; the tag is the build context's hash."""
@@ -425,7 +428,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         if files["/bin/sh"] is None:
             raise ImageError(
                 f"image {self.image!r} has no /bin/sh; the docker backend runs every command "
-                "through it (and idles with sleep)",
+                "through it (and its main process is a shell)",
                 hint="use an image with a shell (e.g. a -slim or alpine variant)",
             )
         passwd = parse_passwd(files["/etc/passwd"] or "")
@@ -554,7 +557,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         except Exception as exc:
             raise SetupError(
                 f"cannot create a container from {self.image!r} for {trial.key.as_id()}: {exc}",
-                hint="the image needs /bin/sh and sleep; check the backend arguments "
+                hint="the image needs /bin/sh; check the backend arguments "
                 "('docker info' shows the engine)",
             ) from exc
 
@@ -638,6 +641,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             labels=labels,
             host_config=self._host_config(labels),
             hostname="vally-sandbox",
+            stdin_open=True,
         )
         container = created["Id"]
         try:
@@ -656,6 +660,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             gid=self.gid,
             started_at=time.time(),
             warnings=list(self.warnings),
+            channel=True,
         )
 
     async def _checkout(self, trial: TrialContext, sandbox: DockerSandbox) -> None:

@@ -11,6 +11,10 @@ seen open at once (so never more than the run's workers). It makes one container
 the engine is never asked for more than one container ahead of the trials, so when it is
 already saturated the pool does not compete with the trials (they then create their own,
 as without a pool) and when it is not the spares are ready long before they are needed.
+When a trial has to wait for the spare still being made, the engine cannot keep ahead of the
+trials, and more spares would only be made and removed unused at the end of the run (a
+started container costs the engine about as much as a whole trial): the pool then keeps one
+spare fewer, down to one, and one more again each time a trial finds its spare ready.
 
 Containers it made but nobody took are removed by :meth:`WarmPool.close`; should the process
 die first, they carry the run's labels like every other container and the next run's sweep
@@ -51,13 +55,14 @@ class WarmPool:
         self._spares: deque[asyncio.Task[ContainerInfo]] = deque()
         self._open = 0
         self._peak = 0
+        self._ceiling = limit
         self._closed = False
 
     @property
     def target(self) -> int:
         """How many spare containers the pool keeps: ``limit``, but no more than the most
-        trials seen open at once."""
-        return min(self.limit, self._peak)
+        trials seen open at once, nor than the engine keeps ahead of (see the module)."""
+        return min(self.limit, self._peak, self._ceiling)
 
     @property
     def spares(self) -> int:
@@ -70,6 +75,11 @@ class WarmPool:
         self._open += 1
         self._peak = max(self._peak, self._open)
         task = self._spares.popleft() if self._spares else None
+        if task is not None:
+            if task.done():
+                self._ceiling = min(self.limit, self._ceiling + 1)
+            else:  # the engine did not keep ahead of the trials
+                self._ceiling = max(1, self._ceiling - 1)
         self._refill()
         if task is None:
             return None

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from vally import (
     BackendError,
@@ -30,6 +30,7 @@ from vally_backends.docker.archive import (
     spool,
     within,
 )
+from vally_backends.docker.channel import ChannelCommand, channel_script, new_token
 from vally_backends.docker.errors import OutOfMemoryError
 from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
 from vally_backends.local import append_capped, outside_workspace
@@ -70,13 +71,15 @@ while :; do
   [ "$n" -ge 1000 ] && { echo "still running:$left" >&2; exit 1; }
 done
 """
-"""Kills every process in the container but its init, the container's own idle processes
-and itself, and rescans ``/proc`` until none is left: every session and process group is
+"""Kills every process in the container but its init, the container's own processes and
+itself, and rescans ``/proc`` until none is left: every session and process group is
 reached, and a process forked meanwhile is found in the next round.
 
-The idle processes are told apart by their session: they belong to the session of process 1
-(the container's init), while every ``docker exec`` starts a new session and no process can
-join an existing one, so nothing the agent starts is ever spared. It runs as the sandbox
+The container's own processes (its main process, see :mod:`vally_backends.docker.channel`)
+are told apart by their session: they belong to the session of process 1 (the container's
+init), while every ``docker exec`` starts a new session, the command run by the main
+process is started in a session of its own (``setsid``), and no process can join an
+existing session, so nothing the agent starts is ever spared. It runs as the sandbox
 user (all the agent's processes run as that user; with no capabilities nobody can change
 user) and uses shell built-ins only, so it also works when the container has no process
 slot left but the one this exec takes."""
@@ -90,6 +93,14 @@ SKIPPED_DIRS = (".git", "node_modules")
 """Folders :meth:`DockerSandbox.list_files` never descends into."""
 
 _POLL = 0.25
+
+OOM_EVENT_WAIT_SECONDS = 2.0
+"""How long a command that ended with status 137 waits for the engine's out-of-memory event
+before it is taken for an ordinary ``SIGKILL``."""
+
+CHANNEL_EXIT_SECONDS = 5.0
+"""How long closing waits for a container whose main process was told to end (its command
+channel closed) before removing it by force."""
 
 
 @dataclass
@@ -106,6 +117,8 @@ class ContainerInfo:
         warnings: Notes about weakened safety (e.g. running as root).
         volume: A named per-trial workspace volume to remove with the container (the
             workspace volume the backend creates is anonymous and goes with the container).
+        channel: Whether the container's main process is the command keeper of
+            :mod:`vally_backends.docker.channel` (its first command then runs there).
     """
 
     id: str
@@ -116,11 +129,40 @@ class ContainerInfo:
     started_at: float
     warnings: list[str] = field(default_factory=list)
     volume: str | None = None
+    channel: bool = False
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
     """Run a blocking docker SDK call in a worker thread."""
     return await asyncio.to_thread(fn, *args)
+
+
+def kill_group(api: Any, container: str, user: str, pid: int | None) -> None:
+    """Kill the process group ``pid`` leads in ``container``, and ``pid`` itself, from a
+    second exec (shell built-ins only: it works with every process slot taken); nothing
+    when the pid is not known."""
+    if not pid or pid <= 0:
+        return
+    script = f"kill -9 -{pid} 2>/dev/null; kill -9 {pid} 2>/dev/null; true"
+    with contextlib.suppress(Exception):
+        killer = api.exec_create(container, ["/bin/sh", "-c", script], user=user, stdout=True)
+        api.exec_start(killer["Id"])
+
+
+class _Output(Protocol):
+    """What :func:`_pump` reads a running command through (an exec, or the channel)."""
+
+    pid: int | None
+
+    @property
+    def stream(self) -> Any:
+        """Has ``eof``: True once the command's output ended."""
+
+    def frame(self, wait: float) -> tuple[int, bytes] | None:
+        """The next ``(stream, data)`` piece of output, or None after ``wait`` seconds."""
+
+    def kill(self) -> None:
+        """Kill the command's process group."""
 
 
 class _Exec:
@@ -177,14 +219,7 @@ class _Exec:
 
     def kill(self) -> None:
         """Kill the command's whole process group (shell built-ins only)."""
-        if not self.pid or self.pid <= 0:
-            return
-        script = f"kill -9 -{self.pid} 2>/dev/null; kill -9 {self.pid} 2>/dev/null; true"
-        with contextlib.suppress(Exception):
-            killer = self.api.exec_create(
-                self.container, ["/bin/sh", "-c", script], user=self.user, stdout=True
-            )
-            self.api.exec_start(killer["Id"])
+        kill_group(self.api, self.container, self.user, self.pid)
 
     def exit_code(self, wait: float = 2.0) -> int | None:
         """The exit code once the exec finished, else None."""
@@ -266,7 +301,9 @@ class DockerProcess:
 
 
 class DockerSandbox(BaseSandbox):
-    """One trial's container: commands run via ``docker exec``, files move as tar streams.
+    """One trial's container: its first command runs on the container's main process (see
+    :mod:`vally_backends.docker.channel`), the others via ``docker exec``; files move as tar
+    streams.
 
     All file paths are relative to :attr:`workdir` (or absolute inside it); anything
     resolving outside the workspace is refused with :class:`~vally.errors.PathEscapeError`.
@@ -306,6 +343,10 @@ class DockerSandbox(BaseSandbox):
         self._env = dict(env or {})
         self._on_close = on_close
         self._processes: list[DockerProcess] = []
+        self._channel_lock = threading.Lock()
+        self._channel_free = info.channel
+        self._channel: ExecStream | None = None
+        self._channel_ended = False
         self._oom_seen = 0
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
@@ -397,6 +438,12 @@ class DockerSandbox(BaseSandbox):
         return {**self._env, **{str(k): str(v) for k, v in (request.env or {}).items()}}
 
     def _run(self, request: ExecRequest, workdir: str, cancel: threading.Event) -> ExecResult:
+        with self._channel_lock:
+            first, self._channel_free = self._channel_free, False
+        if first:
+            result = self._run_on_channel(request, workdir, cancel)
+            if result is not None:
+                return result
         argv = request.argv
         try:
             execution = _Exec(
@@ -423,7 +470,64 @@ class DockerSandbox(BaseSandbox):
         finally:
             execution.stream.close()
         code = None if timed_out or cancel.is_set() else execution.exit_code()
-        if execution.pid is None and code is not None and code in (126, 127):
+        return self._result(argv, execution.pid, code, out, err, timed_out, truncated)
+
+    def _run_on_channel(
+        self, request: ExecRequest, workdir: str, cancel: threading.Event
+    ) -> ExecResult | None:
+        """Run the sandbox's first command on the container's main process (see
+        :mod:`vally_backends.docker.channel`); None when it has to go through ``docker
+        exec`` instead (the script cannot carry it, the attach failed, or the command could
+        not be started that way)."""
+        token = new_token()
+        script = channel_script(
+            [str(a) for a in request.argv],
+            cwd=workdir,
+            env=self._command_env(request),
+            stdin=request.stdin,
+            wrapper=WRAPPER,
+            token=token,
+        )
+        if script is None:
+            return None
+        try:
+            stream = ExecStream(
+                self._api.attach_socket(
+                    self.info.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+                )
+            )
+            self._channel = stream
+            stream.send(script)
+        except Exception:
+            return None
+        command = ChannelCommand(
+            stream, token, lambda pid: kill_group(self._api, self.info.id, self.info.user, pid)
+        )
+        out, err = bytearray(), bytearray()
+        timed_out, truncated = _pump(command, request, cancel, out, err)
+        if not command.started:
+            return None
+        code = None if timed_out or cancel.is_set() else command.exit_code()
+        self._channel_ended = code is not None
+        return self._result(request.argv, command.pid, code, out, err, timed_out, truncated)
+
+    def _result(
+        self,
+        argv: Sequence[str],
+        pid: int | None,
+        code: int | None,
+        out: bytearray,
+        err: bytearray,
+        timed_out: bool,
+        truncated: bool,
+    ) -> ExecResult:
+        """The command's result from what was read of it.
+
+        Raises:
+            BackendError: The wrapper could not run (no ``/bin/sh``), or the program was not
+                found.
+        """
+        if pid is None and code is not None and code in (126, 127):
             raise BackendError(
                 f"cannot run commands in container {self.info.id[:12]} of image "
                 f"{self.info.image!r}: {err.decode('utf-8', 'replace').strip()}",
@@ -445,6 +549,25 @@ class DockerSandbox(BaseSandbox):
         )
 
     async def _oom_happened(self) -> bool:
+        """Whether the engine reported a new out-of-memory kill in the container. The
+        engine publishes the event a moment after the kill, which a command's exit status
+        can outrun: it is looked for again for up to :data:`OOM_EVENT_WAIT_SECONDS`."""
+        deadline = time.monotonic() + OOM_EVENT_WAIT_SECONDS
+        while True:
+            count = await self._oom_count()
+            if count is None:
+                return False
+            if count > self._oom_seen:
+                self._oom_seen = count
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
+    async def _oom_count(self) -> int | None:
+        """How many out-of-memory kills the engine reported for the container so far (None
+        when it could not be asked)."""
+
         def _count() -> int:
             events = self._api.events(
                 since=int(self.info.started_at) - 1,
@@ -459,12 +582,9 @@ class DockerSandbox(BaseSandbox):
                     events.close()
 
         try:
-            count = await run_blocking(_count)
+            return await run_blocking(_count)
         except Exception:
-            return False
-        happened = count > self._oom_seen
-        self._oom_seen = count
-        return happened
+            return None
 
     async def start_process(self, request: ExecRequest) -> Process:
         """Start a long-running process with piped stdin/stdout; it is stopped at close."""
@@ -735,6 +855,15 @@ class DockerSandbox(BaseSandbox):
     def _remove(self) -> None:
         import docker.errors
 
+        channel = self._channel
+        if channel is not None:
+            # The main process ends once its input closes; a container that stopped by
+            # itself is removed without a kill.
+            channel.close_stdin()
+            if self._channel_ended:
+                with contextlib.suppress(Exception):
+                    self._api.wait(self.info.id, timeout=CHANNEL_EXIT_SECONDS)
+            channel.close()
         try:
             self._api.remove_container(self.info.id, force=True, v=True)
         except docker.errors.NotFound:
@@ -748,7 +877,7 @@ class DockerSandbox(BaseSandbox):
 
 
 def _pump(
-    execution: _Exec,
+    execution: _Output,
     request: ExecRequest,
     cancel: threading.Event,
     out: bytearray,
