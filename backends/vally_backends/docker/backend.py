@@ -575,7 +575,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
 
     def _host_config(self, labels: dict[str, str]) -> Any:
         """The container's limits, and its workspace mount when it needs one."""
-        from docker.types import DriverConfig, Mount, Ulimit
+        from docker.types import DriverConfig, LogConfig, Mount, Ulimit
 
         config = self.config
         mounts: list[Any] = []
@@ -603,6 +603,9 @@ class DockerBackend(BaseBackend[DockerConfig]):
         if config.read_only:
             tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
         return self.api.create_host_config(
+            # The first command's output travels over the attach stream (see
+            # vally_backends.docker.channel); nothing reads the container's log.
+            log_config=LogConfig(type=LogConfig.types.NONE),
             network_mode=config.network,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
