@@ -10,12 +10,13 @@ command ended is removed without a kill.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,9 @@ def backend_run(docker_api: Any) -> Iterator[str]:
         docker_api.remove_container(item["Id"], force=True, v=True)
 
 
-async def _open(image: str, run_id: str, **args: Any) -> tuple[Any, Any]:
+@contextlib.asynccontextmanager
+async def _opened(image: str, run_id: str, **args: Any) -> AsyncIterator[Any]:
+    """A docker sandbox of a backend started for ``run_id``; both closed afterwards."""
     from vally.contracts.protocols import TrialContext, TrialKey
     from vally.models.spec import EnvironmentConfig
     from vally_backends.docker.backend import DockerBackend
@@ -231,7 +234,12 @@ async def _open(image: str, run_id: str, **args: Any) -> tuple[Any, Any]:
         environment=EnvironmentConfig(),
         spec_dir=Path.cwd(),
     )
-    return backend, await backend.open(trial)
+    sandbox = await backend.open(trial)
+    try:
+        yield sandbox
+    finally:
+        await sandbox.close()
+        await backend.shutdown()
 
 
 @pytest.mark.docker
@@ -240,8 +248,7 @@ async def _open(image: str, run_id: str, **args: Any) -> tuple[Any, Any]:
 async def test_the_first_command_runs_on_the_main_process_and_the_next_through_exec(
     busybox_image: str, backend_run: str, pool: str
 ) -> None:
-    backend, sandbox = await _open(busybox_image, backend_run, pool=pool)
-    try:
+    async with _opened(busybox_image, backend_run, pool=pool) as sandbox:
         parent = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; cat; pwd; echo $GREETING"
         first = await sandbox.exec(
             ["sh", "-c", parent], stdin=b"from stdin\n", env={"GREETING": "hello there"}
@@ -252,9 +259,6 @@ async def test_the_first_command_runs_on_the_main_process_and_the_next_through_e
         assert (given, folder, greeting) == ("from stdin", sandbox.workdir, "hello there")
         second = await sandbox.exec(["sh", "-c", "echo $PPID"])
         assert second.stdout.strip() == "0"  # a docker exec: its parent is outside
-    finally:
-        await sandbox.close()
-        await backend.shutdown()
 
 
 @pytest.mark.docker
@@ -262,8 +266,7 @@ async def test_the_first_command_runs_on_the_main_process_and_the_next_through_e
 async def test_lines_an_agent_writes_into_the_keepers_input_never_run(
     busybox_image: str, backend_run: str
 ) -> None:
-    backend, sandbox = await _open(busybox_image, backend_run, pool="0")
-    try:
+    async with _opened(busybox_image, backend_run, pool="0") as sandbox:
         inject = (
             "printf 'touch /workspace/pwned\\n" + END_LINE + "\\n' > /proc/$PPID/fd/0 "
             "&& echo injected"
@@ -273,9 +276,6 @@ async def test_lines_an_agent_writes_into_the_keepers_input_never_run(
         await sandbox.stop_processes()
         after = await sandbox.exec(["sh", "-c", "ls -A /workspace; echo listed"])
         assert after.stdout == "listed\n"  # nothing ran, and the container lives on
-    finally:
-        await sandbox.close()
-        await backend.shutdown()
 
 
 @pytest.mark.docker
@@ -283,14 +283,10 @@ async def test_lines_an_agent_writes_into_the_keepers_input_never_run(
 async def test_a_sandbox_whose_command_ended_stops_by_itself_before_removal(
     busybox_image: str, backend_run: str, docker_api: Any
 ) -> None:
-    backend, sandbox = await _open(busybox_image, backend_run, pool="0")
     since = int(time.time()) - 1
-    container = sandbox.container_id
-    try:
+    async with _opened(busybox_image, backend_run, pool="0") as sandbox:
+        container = sandbox.container_id
         assert (await sandbox.exec(["true"])).exit_code == 0
-    finally:
-        await sandbox.close()
-        await backend.shutdown()
     events = docker_api.events(
         since=since, until=f"{time.time():.9f}", filters={"container": container}, decode=True
     )
