@@ -369,6 +369,27 @@ async def test_fork_bomb_stops_at_the_pids_limit(busybox_image: str) -> None:
         await sandbox.close()
 
 
+async def test_a_plain_sigkill_is_told_from_an_oom_kill_by_the_containers_counter(
+    busybox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The engine's out-of-memory events are waited for only when the container's own
+    # counter cannot be read; with a wait of an hour, this test ends only if it is read.
+    monkeypatch.setattr("vally_backends.docker.sandbox.OOM_EVENT_WAIT_SECONDS", 3600.0)
+    backend, sandbox = await _sandbox(busybox_image, memory="48m")
+    try:
+        first = await asyncio.wait_for(sandbox.exec(["sh", "-c", "kill -9 $$"]), 120)
+        assert first.exit_code == 137 and first.signal == 9  # not an OutOfMemoryError
+        with pytest.raises(OutOfMemoryError):
+            await asyncio.wait_for(
+                sandbox.exec(["sh", "-c", "head -c 300m /dev/zero | tail"], timeout=60), 120
+            )
+        again = await asyncio.wait_for(sandbox.exec(["sh", "-c", "kill -9 $$"]), 120)
+        assert again.exit_code == 137  # the earlier kill is not counted twice
+    finally:
+        await sandbox.close()
+        await backend.shutdown()
+
+
 async def test_memory_hog_is_oom_killed_and_other_trials_go_on(busybox_image: str) -> None:
     backend = await _backend(busybox_image, memory="48m")
     hog = await backend.open(_trial(backend.run_id, stimulus="hog"))

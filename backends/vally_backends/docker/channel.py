@@ -32,7 +32,7 @@ import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 
-from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
+from vally_backends.docker.stream import STDERR, STDOUT, ExecStream, take_pid_line
 
 END_LINE = "__vally_run__"
 """The line that ends a script sent to the keeper."""
@@ -141,11 +141,6 @@ class ChannelCommand:
         standard-error line; -1 when that line was something else."""
 
     @property
-    def stream(self) -> ChannelCommand:
-        """This reader itself (``_pump`` asks ``execution.stream.eof``)."""
-        return self
-
-    @property
     def eof(self) -> bool:
         """True once both end marks arrived, or the attach stream ended."""
         return (self._ended[STDOUT] and self._ended[STDERR]) or self._source.eof
@@ -177,16 +172,11 @@ class ChannelCommand:
             return (kind, b"")  # after the mark: something the command left running
         pending = self._pending[kind]
         pending += data
-        if kind == STDERR and self.pid is None:
-            line, sep, rest = bytes(pending).partition(b"\n")
-            if not sep:
+        if kind == STDERR and self.pid is None and not pending.startswith(self._token):
+            # No pid line before the end mark: the command was not started this way.
+            self.pid = take_pid_line(pending)
+            if self.pid is None:
                 return (kind, b"")
-            if line.strip() != self._token:
-                try:
-                    self.pid = int(line)
-                    pending[:] = rest
-                except ValueError:
-                    self.pid = -1  # the wrapper did not run: pass everything through
         return (kind, self._take(kind, pending))
 
     def _take(self, kind: int, pending: bytearray) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import posixpath
 import shlex
 import threading
@@ -32,7 +33,7 @@ from vally_backends.docker.archive import (
 )
 from vally_backends.docker.channel import ChannelCommand, channel_script, new_token
 from vally_backends.docker.errors import OutOfMemoryError
-from vally_backends.docker.stream import STDERR, STDOUT, ExecStream
+from vally_backends.docker.stream import STDERR, STDOUT, ExecStream, take_pid_line
 from vally_backends.local import append_capped, outside_workspace
 
 T = TypeVar("T")
@@ -96,7 +97,27 @@ _POLL = 0.25
 
 OOM_EVENT_WAIT_SECONDS = 2.0
 """How long a command that ended with status 137 waits for the engine's out-of-memory event
-before it is taken for an ordinary ``SIGKILL``."""
+before it is taken for an ordinary ``SIGKILL``, when the container's own out-of-memory
+counter cannot be read (see :data:`OOM_KILLS_SCRIPT`)."""
+
+OOM_KILLS_SCRIPT = """
+for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+  [ -r "$f" ] || continue
+  while read -r key value; do
+    [ "$key" = oom_kill ] && { echo "$value"; exit 0; }
+  done < "$f"
+done
+exit 1
+"""
+"""Print how many processes the kernel's out-of-memory killer killed in the container
+(shell built-ins only): ``oom_kill`` of the container's memory cgroup, cgroup v2 or v1.
+The kernel counts the kill before the process dies, so unlike the engine's event it cannot
+arrive late. Exits 1 when the container cannot see its own memory cgroup."""
+
+_READING_OOM_KILLS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "vally_reading_oom_kills", default=False
+)
+"""Set while a task reads the out-of-memory counter, whose exec must not check it again."""
 
 CHANNEL_EXIT_SECONDS = 5.0
 """How long closing waits for a container whose main process was told to end (its command
@@ -155,8 +176,8 @@ class _Output(Protocol):
     pid: int | None
 
     @property
-    def stream(self) -> Any:
-        """Has ``eof``: True once the command's output ended."""
+    def eof(self) -> bool:
+        """True once the command's output ended."""
 
     def frame(self, wait: float) -> tuple[int, bytes] | None:
         """The next ``(stream, data)`` piece of output, or None after ``wait`` seconds."""
@@ -206,16 +227,18 @@ class _Exec:
         kind, data = got
         if kind == STDERR and self.pid is None:
             self._stderr_head += data
-            line, sep, rest = self._stderr_head.partition(b"\n")
-            if not sep:
+            self.pid = take_pid_line(self._stderr_head)
+            if self.pid is None:
                 return (kind, b"")
-            try:
-                self.pid = int(line)
-            except ValueError:
-                self.pid = -1  # the wrapper did not run: pass everything through
-                return (kind, bytes(self._stderr_head))
-            return (kind, bytes(rest))
+            rest = bytes(self._stderr_head)
+            self._stderr_head.clear()
+            return (kind, rest)
         return got
+
+    @property
+    def eof(self) -> bool:
+        """True once the command's output ended."""
+        return self.stream.eof
 
     def kill(self) -> None:
         """Kill the command's whole process group (shell built-ins only)."""
@@ -348,6 +371,7 @@ class DockerSandbox(BaseSandbox):
         self._channel: ExecStream | None = None
         self._channel_ended = False
         self._oom_seen = 0
+        self._cgroup_oom_seen = 0
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
 
@@ -549,9 +573,19 @@ class DockerSandbox(BaseSandbox):
         )
 
     async def _oom_happened(self) -> bool:
-        """Whether the engine reported a new out-of-memory kill in the container. The
-        engine publishes the event a moment after the kill, which a command's exit status
-        can outrun: it is looked for again for up to :data:`OOM_EVENT_WAIT_SECONDS`."""
+        """Whether the out-of-memory killer killed a process in the container since the
+        last command that was checked.
+
+        The container's own counter decides when it can be read (:data:`OOM_KILLS_SCRIPT`,
+        one short exec). Otherwise the engine's out-of-memory events are counted; the
+        engine publishes one a moment after the kill, which a command's exit status can
+        outrun, so they are looked for again for up to :data:`OOM_EVENT_WAIT_SECONDS`."""
+        kills = await self._cgroup_oom_kills()
+        if kills is not None:
+            new = kills - self._cgroup_oom_seen
+            self._cgroup_oom_seen = kills
+            self._oom_seen += max(0, new)  # their events, should the counter become unreadable
+            return new > 0
         deadline = time.monotonic() + OOM_EVENT_WAIT_SECONDS
         while True:
             count = await self._oom_count()
@@ -563,6 +597,21 @@ class DockerSandbox(BaseSandbox):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(0.05)
+
+    async def _cgroup_oom_kills(self) -> int | None:
+        """The container's out-of-memory kill counter, or None when it cannot be read (the
+        container is gone, or its memory cgroup is not visible inside it)."""
+        if _READING_OOM_KILLS.get():
+            return None  # the counter's own exec ended with 137
+        token = _READING_OOM_KILLS.set(True)
+        try:
+            result = await self.exec(["/bin/sh", "-c", OOM_KILLS_SCRIPT, "oom-kills"], timeout=30)
+        except Exception:
+            return None
+        finally:
+            _READING_OOM_KILLS.reset(token)
+        text = result.stdout.strip()
+        return int(text) if result.exit_code == 0 and text.isdigit() else None
 
     async def _oom_count(self) -> int | None:
         """How many out-of-memory kills the engine reported for the container so far (None
@@ -891,7 +940,7 @@ def _pump(
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
     kill_deadline: float | None = None
     expired_at: float | None = None
-    while not execution.stream.eof:
+    while not execution.eof:
         now = time.monotonic()
         expired = cancel.is_set() or (deadline is not None and now >= deadline)
         if expired and expired_at is None:

@@ -106,3 +106,21 @@ class ExecStream:
         if response is not None:
             with contextlib.suppress(Exception):
                 response.close()
+
+
+def take_pid_line(head: bytearray) -> int | None:
+    """The pid the exec wrapper writes as the first line of standard error, read from the
+    start of ``head`` (the command's standard error so far).
+
+    Returns None while that line is not complete. A pid is taken out of ``head``; a first
+    line that is not a pid (the wrapper did not run) is left in place and gives -1, so the
+    caller passes everything through as output."""
+    line, sep, rest = head.partition(b"\n")
+    if not sep:
+        return None
+    try:
+        pid = int(line)
+    except ValueError:
+        return -1
+    head[:] = rest
+    return pid
