@@ -30,7 +30,7 @@ from vally_backends.docker.channel import (
     channel_script,
 )
 from vally_backends.docker.sandbox import WRAPPER
-from vally_backends.docker.stream import STDERR, STDOUT
+from vally_backends.docker.stream import STDERR, STDOUT, take_pid_line
 
 SHELLS = [["/bin/sh"]] + ([["/bin/busybox", "sh"]] if Path("/bin/busybox").is_file() else [])
 
@@ -192,6 +192,29 @@ def test_a_first_stderr_line_that_is_no_pid_is_output() -> None:
     command, out, err = _read(b"T 0\n", b"sh: cannot run\nT\n", "T")
     assert (out, err) == (b"", b"sh: cannot run\n")
     assert command.pid == -1 and command.exit_code() == 0
+
+
+def test_a_command_that_did_not_start_has_no_pid_line_and_reports_it() -> None:
+    for size in (1, 3, 64):
+        command, out, err = _read(b"T x\n", b"T\n", "T", size)
+        assert (out, err, command.pid, command.started) == (b"", b"", None, False)
+
+
+@pytest.mark.parametrize(
+    ("head", "pid", "left"),
+    [
+        (b"", None, b""),
+        (b"12", None, b"12"),  # the line is not complete yet
+        (b"12\nout", 12, b"out"),
+        (b"sh: not found\nmore", -1, b"sh: not found\nmore"),  # no wrapper: all is output
+    ],
+)
+def test_the_pid_line_is_taken_only_when_complete_and_numeric(
+    head: bytes, pid: int | None, left: bytes
+) -> None:
+    buffer = bytearray(head)
+    assert take_pid_line(buffer) == pid
+    assert bytes(buffer) == left
 
 
 # ------------------------------------------------------------------ real containers
