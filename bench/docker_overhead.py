@@ -18,8 +18,9 @@ busy machine slows all of them alike; the ratios of each round against the raw l
 same round are reported with their median. Reported per setting: wall time per trial
 (total time / trials, what a run pays), its ratio to the raw loop at the same workers, and
 the median latency of each step. The backend's ``start`` (image checks, sweep) is timed
-separately: it is paid once per run; the pool's spares left at the end are removed inside
-the timed part.
+separately: it is paid once per run. The backend is told how many trials come
+(``expect_sandboxes``), as the run engine tells it, so its warm pool makes no spare beyond
+them; any spare still left at the end is removed inside the timed part.
 
 Without ``--image`` the busybox test image (``tests/fixtures/docker/busybox``, built
 ``FROM scratch`` with ``/bin/busybox``) is built locally; nothing is pulled.
@@ -134,6 +135,9 @@ async def measure(
     s0 = time.perf_counter()
     if backend is not None:
         await backend.start(run_id)
+        expect = getattr(backend, "expect_sandboxes", None)
+        if expect is not None:
+            expect(trials)  # as the run engine does: the warm pool makes no spare beyond them
     start_s = time.perf_counter() - s0
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(trials):

@@ -121,6 +121,35 @@ async def test_the_pool_keeps_no_more_spares_than_trials_seen_open_at_once() -> 
     assert await pool.take() is None and pool.spares == 0  # closed: no refill
 
 
+async def test_a_pool_told_how_many_trials_come_makes_no_spare_beyond_them() -> None:
+    made: list[str] = []
+    discarded: list[str] = []
+
+    def make() -> ContainerInfo:
+        made.append(f"c{len(made)}")
+        return ContainerInfo(id=made[-1], image="i", user="1:1", uid=1, gid=1, started_at=0)
+
+    async def settled() -> None:
+        for _ in range(100):
+            pending = [t for t in pool._spares if not t.done()]
+            if not pending:
+                return
+            await asyncio.wait(pending)
+
+    pool = WarmPool(make, lambda info: discarded.append(info.id), limit=4)
+    pool.expect(4)
+    taken = [await pool.take()]  # four trials open at once, as a run of 4 workers does
+    await settled()
+    for _ in range(3):
+        taken.append(await pool.take())
+        await settled()
+    assert taken[0] is None  # nothing was made ahead of the first trial
+    assert [info.id for info in taken[1:] if info is not None] == made == ["c0", "c1", "c2"]
+    assert pool.spares == 0 and pool.target == 0  # the last trial took the last spare
+    assert await pool.take() is None and made == ["c0", "c1", "c2"]  # a retry: its own
+    assert await pool.close() == [] and discarded == []  # nothing made only to be removed
+
+
 async def test_a_pool_the_engine_cannot_keep_ahead_of_keeps_fewer_spares() -> None:
     import threading
 
@@ -355,3 +384,49 @@ def test_a_run_with_failing_trials_leaves_no_container(
     ]
     assert sorted(statuses) == ["error"] * 3 + ["success"] * 3, output
     assert docker_api.containers(all=True, filters={"label": f"vally.pid={proc.pid}"}) == []
+
+
+COUNT_SPEC = """
+name: poolcount
+defaults:
+  runs: 5
+  executor: {name: command, config: {command: ["true"]}}
+stimuli:
+  - {name: s, prompt: go}
+"""
+
+
+def test_a_run_makes_one_container_per_trial_and_no_spare_beyond(
+    docker_api: Any, busybox_image: str, tmp_path: Path
+) -> None:
+    from vally import EvalRequest, run_eval
+
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(COUNT_SPEC)
+    since = int(time.time()) - 1
+    result = run_eval(
+        EvalRequest(
+            eval_specs=[str(spec)],
+            output_dir=str(tmp_path / "out"),
+            workers=2,
+            backend="docker",
+            backend_args=[f"image={busybox_image}", "pull=never"],
+            console=False,
+        )
+    )
+    assert [r.status for r in result.records] == ["success"] * 5
+    run_id = result.run.run_id
+    events = docker_api.events(
+        since=since,
+        until=f"{time.time():.9f}",
+        filters={"type": "container", "event": "create", "label": f"vally.run-id={run_id}"},
+        decode=True,
+    )
+    labels = [event["Actor"]["Attributes"] for event in events]
+    # Containers for trials: a spare of the pool, or one a trial made itself (the backend's
+    # start also makes a probe, which is neither).
+    created = [label for label in labels if "vally.pooled" in label or "vally.trial" in label]
+    # Spares were made ahead (the pool is on) but the engine told the backend how many
+    # trials come: every container made served a trial, none was made only to be removed.
+    assert len(created) == 5, created
+    assert run_container_ids(docker_api, run_id) == set()

@@ -109,3 +109,64 @@ def test_an_executor_using_a_workspace_it_declared_it_needs_not_is_told_so(
     message = records[0].error.message
     assert "declares needs_workspace=False" in message and "run ['true']" in message
     assert "declare needs_workspace=True" in message  # the hint says what to change
+
+
+COUNTING_BACKEND = '''
+from pathlib import Path
+from typing import Any
+
+from vally import BaseBackend, EmptyConfig, PluginMetadata, SetupError, TrialContext
+
+
+class CountingBackend(BaseBackend[EmptyConfig]):
+    """Writes down how many sandboxes the run says it will open, then refuses them."""
+
+    metadata = PluginMetadata(name="counting", kind="backend", description="Counts.")
+    Config = EmptyConfig
+
+    def expect_sandboxes(self, count: int) -> None:
+        told = Path(__file__).with_name("told.txt")
+        told.write_text(told.read_text() + f"{count}\\n" if told.exists() else f"{count}\\n")
+
+    async def open(self, trial: TrialContext) -> Any:
+        raise SetupError("the backend was opened")
+
+
+def register(registrar: Any) -> None:
+    registrar.backend(CountingBackend)
+'''
+
+
+def test_the_backend_is_told_once_how_many_sandboxes_the_run_will_open(tmp_path: Path) -> None:
+    (tmp_path / "counting.py").write_text(COUNTING_BACKEND, encoding="utf-8")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(
+        textwrap.dedent(
+            """
+            name: mixed
+            defaults: {runs: 3, executor: {name: mock, config: {output: hello}}}
+            stimuli:
+              - name: free
+                prompt: hello
+                graders: [{type: output-contains, config: {substring: hello}}]
+              - name: graded-on-files
+                prompt: hello
+                graders: [{type: file-exists, config: {path: a.txt}}]
+              - name: graded-on-other-files
+                prompt: hello
+                graders: [{type: file-not-exists, config: {path: b.txt}}]
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = run_eval(
+        EvalRequest(
+            eval_specs=[str(spec)],
+            output_dir=str(tmp_path / "out"),
+            backend=str(tmp_path / "counting.py"),
+            console=False,
+        )
+    )
+    opened = [r for r in result.records if r.status == "error"]
+    assert len(opened) == 6 and all("the backend was opened" in r.error.message for r in opened)
+    assert (tmp_path / "told.txt").read_text() == "6\n"  # 3 stimuli x 3 runs, 3 need none

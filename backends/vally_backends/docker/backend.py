@@ -241,6 +241,12 @@ class DockerBackend(BaseBackend[DockerConfig]):
         for warning in self.warnings:
             logger.warning("docker backend: %s", warning)
 
+    def expect_sandboxes(self, count: int) -> None:
+        """The run will open ``count`` sandboxes: the warm pool makes no spare beyond
+        them (see :meth:`vally_backends.docker.pool.WarmPool.expect`)."""
+        if self._pool is not None:
+            self._pool.expect(count)
+
     def passed_env(self) -> dict[str, str]:
         """The host variables passed into every container (``env``); their values are
         scrubbed from outputs unless public."""

@@ -16,6 +16,11 @@ trials, and more spares would only be made and removed unused at the end of the 
 started container costs the engine about as much as a whole trial): the pool then keeps one
 spare fewer, down to one, and one more again each time a trial finds its spare ready.
 
+When the run says how many trials it will open (:meth:`WarmPool.expect`), the pool also
+never keeps more spares than trials are still to come: the last trials of a run take the
+spares made for them and no new one is made, so a short run does not end with containers
+made only to be removed.
+
 Containers it made but nobody took are removed by :meth:`WarmPool.close`; should the process
 die first, they carry the run's labels like every other container and the next run's sweep
 (or ``vally docker prune``) removes them.
@@ -56,13 +61,21 @@ class WarmPool:
         self._open = 0
         self._peak = 0
         self._ceiling = limit
+        self._remaining: int | None = None
         self._closed = False
 
     @property
     def target(self) -> int:
         """How many spare containers the pool keeps: ``limit``, but no more than the most
-        trials seen open at once, nor than the engine keeps ahead of (see the module)."""
-        return min(self.limit, self._peak, self._ceiling)
+        trials seen open at once, nor than the engine keeps ahead of, nor than trials are
+        still to come when the run said how many (see the module)."""
+        target = min(self.limit, self._peak, self._ceiling)
+        return target if self._remaining is None else min(target, self._remaining)
+
+    def expect(self, trials: int) -> None:
+        """The run will ask for ``trials`` more containers (a hint: more are still served,
+        by the trials creating their own once the pool has none)."""
+        self._remaining = max(0, trials)
 
     @property
     def spares(self) -> int:
@@ -74,6 +87,8 @@ class WarmPool:
         caller then creates its own). Counts the trial as open until :meth:`release`."""
         self._open += 1
         self._peak = max(self._peak, self._open)
+        if self._remaining is not None:
+            self._remaining = max(0, self._remaining - 1)
         task = self._spares.popleft() if self._spares else None
         if task is not None:
             if task.done():

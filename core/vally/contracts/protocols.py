@@ -211,6 +211,16 @@ class Backend(Protocol):
     """Where trials physically run. One instance serves a whole run.
 
     Lifecycle: ``start`` once, ``open`` once per trial (concurrently), ``shutdown`` once.
+
+    Optional methods, called when a backend has them:
+
+    - ``passed_env() -> Mapping[str, str]``: the host variables the backend passes into
+      every sandbox; their values are scrubbed from outputs unless public.
+    - ``expect_sandboxes(count: int) -> None``: called once, right after ``start``, with
+      how many sandboxes the run will open in this process (one per planned trial that
+      needs a workspace). A hint for backends that prepare sandboxes ahead, such as the
+      docker backend's warm pool, not to prepare more than will be taken: retries open
+      more, and trials the run skips open fewer.
     """
 
     metadata: ClassVar[PluginMetadata]

@@ -363,7 +363,7 @@ class TrialRunner:
     ) -> None:
         ctx = self.context
         # --- setup
-        if self._workspace_free(trial):
+        if not self.opens_backend(trial):
             from vally.engine.no_workspace import NoWorkspace
 
             state.sandbox = NoWorkspace(trial.executor.name)
@@ -397,23 +397,23 @@ class TrialRunner:
             raise _TrialFailed(_error("setup", exc)) from exc
         await self._run_phases(trial, trial_dir, state, sandbox, skills)
 
-    def _workspace_free(self, trial: PlannedTrial) -> bool:
-        """Whether ``trial`` can run without opening the backend: its executor declares
-        ``needs_workspace=False``, no grader needs the workspace, the environment stages
-        nothing, no artifacts are copied and the workspace is not kept."""
+    def opens_backend(self, trial: PlannedTrial) -> bool:
+        """Whether ``trial`` opens a sandbox of the backend. It does not when it can run
+        without a workspace: its executor declares ``needs_workspace=False``, no grader
+        needs the workspace, the environment stages nothing, no artifacts are copied and
+        the workspace is not kept."""
         from vally.engine.no_workspace import stages_nothing
         from vally.plugins import capabilities
 
         ctx = self.context
-        return (
+        workspace_free = (
             capabilities.declares_no_workspace(ctx.executors[trial.executor_ref])
             and trial.keep_workspace is None
             and not trial.stimulus.artifacts
             and stages_nothing(trial.environment)
-            and not any(
-                capabilities.needs_workspace(ctx.create_grader(g)) for g in trial.graders
-            )
+            and not any(capabilities.needs_workspace(ctx.create_grader(g)) for g in trial.graders)
         )
+        return not workspace_free
 
     async def _run_phases(
         self,
@@ -876,6 +876,7 @@ class RunEngine:
                         backend_started = True
                     except Exception as exc:
                         raise _as_vally("backend", exc) from exc
+                    self._tell_backend_what_opens(trials)
                 runner_started = self.trial_runner is not None
                 await self._start_runner()
             ctx.emitter.emit("vally_run_start", run=ctx.run)
@@ -949,6 +950,13 @@ class RunEngine:
                 folder.rename(folder.with_name(f"{folder.name}.attempt-{attempt}"))
             log.info("retrying %s after %s: %s", trial.key.as_id(), error.code, error.message)
             attempt += 1
+
+    def _tell_backend_what_opens(self, trials: Sequence[PlannedTrial]) -> None:
+        """Tell a backend that wants to know (its optional ``expect_sandboxes``) how many
+        sandboxes the run will open."""
+        expect = getattr(self.context.backend, "expect_sandboxes", None)
+        if callable(expect):
+            expect(sum(1 for trial in trials if self.runner.opens_backend(trial)))
 
     def _runs_here(self) -> bool:
         """False when the runner plugin runs every trial elsewhere (its class sets
