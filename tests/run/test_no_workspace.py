@@ -170,3 +170,25 @@ def test_the_backend_is_told_once_how_many_sandboxes_the_run_will_open(tmp_path:
     opened = [r for r in result.records if r.status == "error"]
     assert len(opened) == 6 and all("the backend was opened" in r.error.message for r in opened)
     assert (tmp_path / "told.txt").read_text() == "6\n"  # 3 stimuli x 3 runs, 3 need none
+
+
+def test_a_backend_failing_to_take_the_hint_still_runs_the_trials(tmp_path: Path) -> None:
+    told = "        told = Path(__file__)"
+    failing = COUNTING_BACKEND.replace(told, "        raise RuntimeError('no')\n" + told)
+    (tmp_path / "refusing.py").write_text(failing, encoding="utf-8")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(
+        "name: hint\ndefaults: {runs: 2, executor: {name: mock, config: {output: hi}}}\n"
+        "stimuli: [{name: s, prompt: hi, graders: [{type: file-exists, config: {path: a}}]}]\n",
+        encoding="utf-8",
+    )
+    result = run_eval(
+        EvalRequest(
+            eval_specs=[str(spec)],
+            output_dir=str(tmp_path / "out"),
+            backend=str(tmp_path / "refusing.py"),
+            console=False,
+        )
+    )
+    assert result.error is None and not result.cancelled
+    assert [r.error.message for r in result.records] == ["the backend was opened"] * 2

@@ -953,10 +953,16 @@ class RunEngine:
 
     def _tell_backend_what_opens(self, trials: Sequence[PlannedTrial]) -> None:
         """Tell a backend that wants to know (its optional ``expect_sandboxes``) how many
-        sandboxes the run will open."""
+        sandboxes the run will open. It is a hint: a backend failing to take it is logged,
+        and the run goes on."""
         expect = getattr(self.context.backend, "expect_sandboxes", None)
-        if callable(expect):
-            expect(sum(1 for trial in trials if self.runner.opens_backend(trial)))
+        if not callable(expect):
+            return
+        count = sum(1 for trial in trials if self.runner.opens_backend(trial))
+        try:
+            expect(count)
+        except Exception as exc:
+            log.warning("the backend's expect_sandboxes(%d) failed: %s", count, exc)
 
     def _runs_here(self) -> bool:
         """False when the runner plugin runs every trial elsewhere (its class sets
