@@ -10,7 +10,8 @@ Usage (from the repository root, with a Docker engine running)::
 
 Each trial does what the run engine does around a trivial agent: ``Backend.open`` (for
 docker: a started container with its workspace, from the warm pool when one is ready), one
-``exec(["true"])`` (the agent) and ``Sandbox.close`` (remove the container). Trials run
+``exec(["true"])`` (the agent), ``Sandbox.stop_processes`` (what the engine does before
+grading; ``--no-stop`` leaves it out) and ``Sandbox.close`` (remove the container). Trials run
 through an asyncio pool of 1 and 4 workers. The raw loop runs ``docker run --rm <image>
 true`` (the CLI: create, attach, start, wait, remove) through the same pool. Settings
 alternate within each round (raw, docker with the pool, docker without it, local), so a
@@ -102,11 +103,12 @@ async def raw_trial(image: str) -> dict[str, float]:
     _, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     t1 = time.perf_counter()
-    return {"open": 0.0, "exec": t1 - t0, "close": 0.0, "total": t1 - t0}
+    return {"open": 0.0, "exec": t1 - t0, "stop": 0.0, "close": 0.0, "total": t1 - t0}
 
 
-async def one_trial(backend: Any, run_id: str, index: int) -> dict[str, float]:
-    """open -> exec(true) -> close; returns the seconds of each step."""
+async def one_trial(backend: Any, run_id: str, index: int, stop: bool) -> dict[str, float]:
+    """open -> exec(true) -> stop_processes (when ``stop``) -> close; returns the seconds
+    of each step."""
     trial = TrialContext(
         key=TrialKey("default", "bench", f"s{index}", "m", 0),
         run_id=run_id,
@@ -120,14 +122,22 @@ async def one_trial(backend: Any, run_id: str, index: int) -> dict[str, float]:
         result = await sandbox.exec(["true"], timeout=60)
         assert result.exit_code == 0, result
         t2 = time.perf_counter()
+        if stop:
+            await sandbox.stop_processes()
+        t3 = time.perf_counter()
     finally:
         await sandbox.close()
-    t3 = time.perf_counter()
-    return {"open": t1 - t0, "exec": t2 - t1, "close": t3 - t2, "total": t3 - t0}
+    t4 = time.perf_counter()
+    return {"open": t1 - t0, "exec": t2 - t1, "stop": t3 - t2, "close": t4 - t3, "total": t4 - t0}
 
 
 async def measure(
-    name: str, image: str, trials: int, workers: int, args: dict[str, str] | None = None
+    name: str,
+    image: str,
+    trials: int,
+    workers: int,
+    args: dict[str, str] | None = None,
+    stop: bool = True,
 ) -> dict[str, Any]:
     """Run ``trials`` trials of setting ``name`` with ``workers`` concurrent workers."""
     backend = None if name == "raw" else make_backend(name, image, args)
@@ -150,7 +160,7 @@ async def measure(
             if backend is None:
                 steps.append(await raw_trial(image))
             else:
-                steps.append(await one_trial(backend, run_id, index))
+                steps.append(await one_trial(backend, run_id, index, stop))
 
     w0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
@@ -170,6 +180,7 @@ async def measure(
         "trials_per_s": round(trials / wall, 2),
         "median_open_ms": median_ms("open"),
         "median_exec_ms": median_ms("exec"),
+        "median_stop_ms": median_ms("stop"),
         "median_close_ms": median_ms("close"),
         "median_trial_ms": median_ms("total"),
     }
@@ -230,6 +241,11 @@ def main() -> None:
         metavar="K=V",
         help="more docker backend arguments for the docker settings (e.g. disk=none)",
     )
+    parser.add_argument(
+        "--no-stop",
+        action="store_true",
+        help="skip stop_processes after the agent's command (the figures before it was timed)",
+    )
     args = parser.parse_args()
     backend_args = dict(item.split("=", 1) for item in args.backend_args)
     image = args.image or build_busybox_image(args.busybox)
@@ -240,7 +256,9 @@ def main() -> None:
         for workers in args.workers:
             for name in settings:
                 results.append(
-                    asyncio.run(measure(name, image, args.trials, workers, backend_args))
+                    asyncio.run(
+                        measure(name, image, args.trials, workers, backend_args, not args.no_stop)
+                    )
                 )
                 print(json.dumps(results[-1]), flush=True)
         rounds.append(results)

@@ -243,6 +243,42 @@ async def test_stopping_processes_spares_only_the_containers_own(
         await backend.shutdown()
 
 
+def _execs_since(api: Any, container: str, since: float) -> list[str]:
+    """The commands the engine was asked to exec in ``container`` since ``since``."""
+    events = api.events(
+        since=f"{since:.9f}",
+        until=f"{time.time():.9f}",
+        filters={"container": container, "event": "exec_create"},
+        decode=True,
+    )
+    return [event["Action"] for event in events]
+
+
+@pytest.mark.parametrize("init", ["true", "false"])
+async def test_stopping_processes_execs_only_when_the_engine_sees_more_than_its_own(
+    docker_api: Any, busybox_image: str, init: str
+) -> None:
+    backend = await _backend(busybox_image, pool="0", init=init)
+    sandbox = await backend.open(_trial(backend.run_id, 0))
+    try:
+        assert (await sandbox.exec(["true"])).exit_code == 0  # the agent: left nothing
+        since = time.time()
+        await sandbox.stop_processes()
+        assert _execs_since(docker_api, sandbox.container_id, since) == []
+        # A daemon: orphaned, it is reparented to process 1 (the init, or the keeper).
+        await sandbox.exec(["sh", "-c", "setsid sh -c 'sleep 996 &' </dev/null >/dev/null 2>&1"])
+        since = time.time()
+        await sandbox.stop_processes()
+        assert any(
+            "stop-processes" in e for e in _execs_since(docker_api, sandbox.container_id, since)
+        )
+        left = await sandbox.exec(["sh", "-c", "ps -o args | grep -c '[s]leep 996'; true"])
+        assert left.stdout.strip() == "0"
+    finally:
+        await sandbox.close()
+        await backend.shutdown()
+
+
 async def test_the_trial_environment_reaches_commands_in_a_pooled_container(
     docker_api: Any, busybox_image: str
 ) -> None:

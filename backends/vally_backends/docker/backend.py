@@ -670,6 +670,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             started_at=time.time(),
             warnings=list(self.warnings),
             channel=True,
+            init=self.config.init,
         )
 
     async def _checkout(self, trial: TrialContext, sandbox: DockerSandbox) -> None:

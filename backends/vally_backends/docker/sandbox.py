@@ -140,6 +140,8 @@ class ContainerInfo:
             workspace volume the backend creates is anonymous and goes with the container).
         channel: Whether the container's main process is the command keeper of
             :mod:`vally_backends.docker.channel` (its first command then runs there).
+        init: Whether the container runs an init as process 1, with the main process as
+            its child (``init`` of the backend's settings).
     """
 
     id: str
@@ -151,6 +153,7 @@ class ContainerInfo:
     warnings: list[str] = field(default_factory=list)
     volume: str | None = None
     channel: bool = False
+    init: bool = False
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
@@ -668,6 +671,8 @@ class DockerSandbox(BaseSandbox):
             with contextlib.suppress(Exception):
                 await process.terminate()
         self._processes.clear()
+        if await self._only_own_processes_left():
+            return
         argv = ["/bin/sh", "-c", STOP_SCRIPT, "stop-processes"]
         result = await self.exec(argv, timeout=60)
         if result.exit_code != 0:
@@ -676,6 +681,31 @@ class DockerSandbox(BaseSandbox):
                 f"{result.stderr.strip() or 'exit code ' + str(result.exit_code)}",
                 hint="the container may have been removed or its process table is full",
             )
+
+    async def _only_own_processes_left(self) -> bool:
+        """Whether the container runs nothing but its own processes: its init (when it has
+        one) and its main process, the keeper. Asked of the engine (``docker top``, the
+        processes of the container's cgroup as the host sees them), which costs it a
+        fraction of an exec; False when the engine cannot tell.
+
+        Counting is enough: the keeper and the init live as long as the container does
+        (the init ends with its one child; a keeper that is process 1 ignores every signal
+        sent from inside), and everything else, an orphan reparented to process 1
+        included, is one process more. A zombie counts too, and so does anything a
+        command of this sandbox still runs. Only a container with a keeper (``channel``)
+        is checked this way."""
+        if not self.info.channel:
+            return False
+        own = 2 if self.info.init else 1
+
+        def _count() -> int:
+            listing = self._api.top(self.info.id, ps_args="-o pid")
+            return len(listing.get("Processes") or [])
+
+        try:
+            return await run_blocking(_count) == own
+        except Exception:
+            return False
 
     # ----------------------------------------------------------------- files
 
