@@ -83,28 +83,37 @@ def _wait_for(predicate: Any, what: str, deadline: float = 60.0) -> None:
 # --------------------------------------------------------------------------- the pool alone
 
 
-async def test_the_pool_keeps_no_more_spares_than_trials_seen_open_at_once() -> None:
-    made: list[str] = []
-    discarded: list[str] = []
+class _Recorder:
+    """A pool over stand-in containers (``c0``, ``c1``, ...) that records what it made and
+    what it discarded."""
 
-    def make() -> ContainerInfo:
-        made.append(f"c{len(made)}")
-        return ContainerInfo(id=made[-1], image="i", user="1:1", uid=1, gid=1, started_at=0)
+    def __init__(self, limit: int) -> None:
+        self.made: list[str] = []
+        self.discarded: list[str] = []
+        self.pool = WarmPool(self._make, lambda info: self.discarded.append(info.id), limit)
 
-    async def settled() -> None:  # let the one spare being made finish (and the next start)
+    def _make(self) -> ContainerInfo:
+        self.made.append(f"c{len(self.made)}")
+        return ContainerInfo(id=self.made[-1], image="i", user="1:1", uid=1, gid=1, started_at=0)
+
+    async def settled(self) -> None:
+        """Let the spare being made finish (and the next one start, and so on)."""
         for _ in range(100):
-            pending = [t for t in pool._spares if not t.done()]
+            pending = [t for t in self.pool._spares if not t.done()]
             if not pending:
                 return
             await asyncio.wait(pending)
 
-    pool = WarmPool(make, lambda info: discarded.append(info.id), limit=3)
+
+async def test_the_pool_keeps_no_more_spares_than_trials_seen_open_at_once() -> None:
+    recorder = _Recorder(limit=3)
+    pool = recorder.pool
     assert await pool.take() is None  # nothing was made ahead of the first trial
-    await settled()
+    await recorder.settled()
     assert pool.spares == 1  # one trial open: one spare
     second = await pool.take()
     assert second is not None and second.id == "c0"
-    await settled()
+    await recorder.settled()
     assert pool.spares == 2  # two open at once: two spares, made one after the other
     pool.release()
     pool.release()
@@ -114,40 +123,28 @@ async def test_the_pool_keeps_no_more_spares_than_trials_seen_open_at_once() -> 
         assert taken is not None and taken.id not in handed  # never a used container
         handed.add(taken.id)
         pool.release()
-        await settled()
+        await recorder.settled()
         assert pool.spares == 2
     assert await pool.close() == []
-    assert sorted(discarded) == sorted(set(made) - handed)
+    assert sorted(recorder.discarded) == sorted(set(recorder.made) - handed)
     assert await pool.take() is None and pool.spares == 0  # closed: no refill
 
 
 async def test_a_pool_told_how_many_trials_come_makes_no_spare_beyond_them() -> None:
-    made: list[str] = []
-    discarded: list[str] = []
-
-    def make() -> ContainerInfo:
-        made.append(f"c{len(made)}")
-        return ContainerInfo(id=made[-1], image="i", user="1:1", uid=1, gid=1, started_at=0)
-
-    async def settled() -> None:
-        for _ in range(100):
-            pending = [t for t in pool._spares if not t.done()]
-            if not pending:
-                return
-            await asyncio.wait(pending)
-
-    pool = WarmPool(make, lambda info: discarded.append(info.id), limit=4)
+    recorder = _Recorder(limit=4)
+    pool = recorder.pool
     pool.expect(4)
     taken = [await pool.take()]  # four trials open at once, as a run of 4 workers does
-    await settled()
+    await recorder.settled()
     for _ in range(3):
         taken.append(await pool.take())
-        await settled()
+        await recorder.settled()
     assert taken[0] is None  # nothing was made ahead of the first trial
-    assert [info.id for info in taken[1:] if info is not None] == made == ["c0", "c1", "c2"]
+    served = [info.id for info in taken[1:] if info is not None]
+    assert served == recorder.made == ["c0", "c1", "c2"]
     assert pool.spares == 0 and pool.target == 0  # the last trial took the last spare
-    assert await pool.take() is None and made == ["c0", "c1", "c2"]  # a retry: its own
-    assert await pool.close() == [] and discarded == []  # nothing made only to be removed
+    assert await pool.take() is None and recorder.made == ["c0", "c1", "c2"]  # a retry: its own
+    assert await pool.close() == [] and recorder.discarded == []  # nothing made only to be removed
 
 
 async def test_a_pool_the_engine_cannot_keep_ahead_of_keeps_fewer_spares() -> None:

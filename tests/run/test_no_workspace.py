@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from vally import EvalRequest, run_eval
+from vally import EvalRequest, RunResult, run_eval
 
 BACKEND = '''
 from typing import Any
@@ -53,32 +53,31 @@ def register(registrar: Any) -> None:
 '''
 
 
-def _run(tmp_path: Path, executor: str, graders: str = "", **request: object) -> list:
-    (tmp_path / "refusing.py").write_text(BACKEND, encoding="utf-8")
-    spec = tmp_path / "eval.yaml"
-    spec.write_text(
-        textwrap.dedent(
-            f"""
-            name: free
-            defaults: {{runs: 2, executor: {executor}}}
-            stimuli:
-              - name: s
-                prompt: hello
-                graders: [{{type: output-contains, config: {{substring: hello}}}}{graders}]
-            """
-        ),
-        encoding="utf-8",
-    )
-    result = run_eval(
+def _eval(tmp_path: Path, spec: str, backend: str, **request: object) -> RunResult:
+    """Run the eval ``spec`` (YAML) on the backend plugin whose source is ``backend``."""
+    (tmp_path / "backend.py").write_text(backend, encoding="utf-8")
+    (tmp_path / "eval.yaml").write_text(textwrap.dedent(spec), encoding="utf-8")
+    return run_eval(
         EvalRequest(
-            eval_specs=[str(spec)],
+            eval_specs=[str(tmp_path / "eval.yaml")],
             output_dir=str(tmp_path / "out"),
-            backend=str(tmp_path / "refusing.py"),
+            backend=str(tmp_path / "backend.py"),
             console=False,
             **request,  # type: ignore[arg-type]
         )
     )
-    return list(result.records)
+
+
+def _run(tmp_path: Path, executor: str, graders: str = "", **request: object) -> list:
+    spec = f"""
+        name: free
+        defaults: {{runs: 2, executor: {executor}}}
+        stimuli:
+          - name: s
+            prompt: hello
+            graders: [{{type: output-contains, config: {{substring: hello}}}}{graders}]
+        """
+    return list(_eval(tmp_path, spec, BACKEND, **request).records)
 
 
 def test_a_workspace_free_trial_never_opens_the_backend(tmp_path: Path) -> None:
@@ -138,35 +137,21 @@ def register(registrar: Any) -> None:
 
 
 def test_the_backend_is_told_once_how_many_sandboxes_the_run_will_open(tmp_path: Path) -> None:
-    (tmp_path / "counting.py").write_text(COUNTING_BACKEND, encoding="utf-8")
-    spec = tmp_path / "eval.yaml"
-    spec.write_text(
-        textwrap.dedent(
-            """
-            name: mixed
-            defaults: {runs: 3, executor: {name: mock, config: {output: hello}}}
-            stimuli:
-              - name: free
-                prompt: hello
-                graders: [{type: output-contains, config: {substring: hello}}]
-              - name: graded-on-files
-                prompt: hello
-                graders: [{type: file-exists, config: {path: a.txt}}]
-              - name: graded-on-other-files
-                prompt: hello
-                graders: [{type: file-not-exists, config: {path: b.txt}}]
-            """
-        ),
-        encoding="utf-8",
-    )
-    result = run_eval(
-        EvalRequest(
-            eval_specs=[str(spec)],
-            output_dir=str(tmp_path / "out"),
-            backend=str(tmp_path / "counting.py"),
-            console=False,
-        )
-    )
+    spec = """
+        name: mixed
+        defaults: {runs: 3, executor: {name: mock, config: {output: hello}}}
+        stimuli:
+          - name: free
+            prompt: hello
+            graders: [{type: output-contains, config: {substring: hello}}]
+          - name: graded-on-files
+            prompt: hello
+            graders: [{type: file-exists, config: {path: a.txt}}]
+          - name: graded-on-other-files
+            prompt: hello
+            graders: [{type: file-not-exists, config: {path: b.txt}}]
+        """
+    result = _eval(tmp_path, spec, COUNTING_BACKEND)
     opened = [r for r in result.records if r.status == "error"]
     assert len(opened) == 6 and all("the backend was opened" in r.error.message for r in opened)
     assert (tmp_path / "told.txt").read_text() == "6\n"  # 3 stimuli x 3 runs, 3 need none
@@ -175,20 +160,11 @@ def test_the_backend_is_told_once_how_many_sandboxes_the_run_will_open(tmp_path:
 def test_a_backend_failing_to_take_the_hint_still_runs_the_trials(tmp_path: Path) -> None:
     told = "        told = Path(__file__)"
     failing = COUNTING_BACKEND.replace(told, "        raise RuntimeError('no')\n" + told)
-    (tmp_path / "refusing.py").write_text(failing, encoding="utf-8")
-    spec = tmp_path / "eval.yaml"
-    spec.write_text(
-        "name: hint\ndefaults: {runs: 2, executor: {name: mock, config: {output: hi}}}\n"
-        "stimuli: [{name: s, prompt: hi, graders: [{type: file-exists, config: {path: a}}]}]\n",
-        encoding="utf-8",
-    )
-    result = run_eval(
-        EvalRequest(
-            eval_specs=[str(spec)],
-            output_dir=str(tmp_path / "out"),
-            backend=str(tmp_path / "refusing.py"),
-            console=False,
-        )
-    )
+    spec = """
+        name: hint
+        defaults: {runs: 2, executor: {name: mock, config: {output: hi}}}
+        stimuli: [{name: s, prompt: hi, graders: [{type: file-exists, config: {path: a}}]}]
+        """
+    result = _eval(tmp_path, spec, failing)
     assert result.error is None and not result.cancelled
     assert [r.error.message for r in result.records] == ["the backend was opened"] * 2
