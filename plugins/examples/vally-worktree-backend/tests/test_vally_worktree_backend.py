@@ -135,3 +135,24 @@ def test_bad_repo_or_ref_is_a_config_error(tmp_path: Path) -> None:
 def test_installed_entry_point_resolves_to_this_class() -> None:
     name = WorktreeBackend.metadata.name
     assert Session(environ={}).plugin_class("backend", name) is WorktreeBackend
+
+
+def test_trials_opening_and_closing_at_once_never_trip_over_each_other(tmp_path: Path) -> None:
+    # git does not lock the list of worktrees: unserialised, a `worktree add` reading it
+    # while another trial's `remove` or `prune` deletes an entry fails about one time in
+    # five here.
+    repo = _repo(tmp_path)
+
+    async def scenario() -> None:
+        backend = WorktreeBackend(WorktreeConfig(repo=str(repo)))
+        await backend.start("run")
+
+        async def trials(worker: int) -> None:
+            for n in range(10):
+                sandbox = await backend.open(_trial(tmp_path, worker * 100 + n))
+                await sandbox.close()
+
+        await asyncio.gather(*(trials(worker) for worker in range(6)))
+
+    asyncio.run(scenario())
+    assert _worktrees(repo) == 1  # the repository's own checkout only

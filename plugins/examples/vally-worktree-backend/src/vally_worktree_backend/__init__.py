@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -61,6 +62,23 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False
     )
+
+
+_WORKTREE_LOCKS: dict[Path, threading.Lock] = {}
+_WORKTREE_LOCKS_GUARD = threading.Lock()
+
+
+def _git_worktree(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git worktree ARGS`` in ``repo``, one at a time per repository (blocking).
+
+    Trials open and close concurrently, and git does not lock the repository's list of
+    worktrees: a ``worktree add`` reading it while another trial's ``worktree remove`` or
+    ``prune`` deletes an entry fails with ``failed to read .git/worktrees/.../commondir``.
+    """
+    with _WORKTREE_LOCKS_GUARD:
+        lock = _WORKTREE_LOCKS.setdefault(repo, threading.Lock())
+    with lock:
+        return _git(repo, "worktree", *args)
 
 
 class WorktreeProcess:
@@ -218,7 +236,7 @@ class WorktreeSandbox:
         if self.keep:
             return
         result = await asyncio.to_thread(
-            _git, self.repo, "worktree", "remove", "--force", str(self.root)
+            _git_worktree, self.repo, "remove", "--force", str(self.root)
         )
         if result.returncode != 0 and self.root.exists():
             raise CleanupError(
@@ -227,7 +245,7 @@ class WorktreeSandbox:
             )
         with contextlib.suppress(OSError):
             self.root.parent.rmdir()
-        await asyncio.to_thread(_git, self.repo, "worktree", "prune")
+        await asyncio.to_thread(_git_worktree, self.repo, "prune")
 
 
 class WorktreeBackend(BaseBackend[WorktreeConfig]):
@@ -285,7 +303,7 @@ class WorktreeBackend(BaseBackend[WorktreeConfig]):
             parent = Path(tempfile.mkdtemp(prefix="vally-worktree-"))
             root = parent / f"work-{parent.name}"
         result = await asyncio.to_thread(
-            _git, self.repo, "worktree", "add", "--detach", str(root), self.commit
+            _git_worktree, self.repo, "add", "--detach", str(root), self.commit
         )
         if result.returncode != 0:
             raise SetupError(
