@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import posixpath
 import shlex
 import threading
@@ -113,11 +112,6 @@ exit 1
 (shell built-ins only): ``oom_kill`` of the container's memory cgroup, cgroup v2 or v1.
 The kernel counts the kill before the process dies, so unlike the engine's event it cannot
 arrive late. Exits 1 when the container cannot see its own memory cgroup."""
-
-_READING_OOM_KILLS: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "vally_reading_oom_kills", default=False
-)
-"""Set while a task reads the out-of-memory counter, whose exec must not check it again."""
 
 CHANNEL_EXIT_SECONDS = 5.0
 """How long closing waits for a container whose main process was told to end (its command
@@ -430,6 +424,20 @@ class DockerSandbox(BaseSandbox):
                 in the image, container gone).
             OutOfMemoryError: The command was killed by the out-of-memory killer.
         """
+        result = await self._command(request)
+        if result.exit_code == 137 and not result.timed_out and await self._oom_happened():
+            raise OutOfMemoryError(
+                f"{shlex.join(str(a) for a in request.argv)!r} was killed by the out-of-memory "
+                f"killer in container {self.info.id[:12]} (memory limit "
+                f"{self._memory or 'unset'})",
+                result=result,
+                hint="raise the limit with --backend-args memory=<size> (e.g. memory=4g)",
+            )
+        return result
+
+    async def _command(self, request: ExecRequest) -> ExecResult:
+        """Run a command and wait for it, killing its process group on a timeout or a
+        cancellation; its exit status is not looked into (see :meth:`run_command`)."""
         workdir = self._command_workdir(request)
         cancel = threading.Event()
         started = time.monotonic()
@@ -441,16 +449,7 @@ class DockerSandbox(BaseSandbox):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(task), KILL_GRACE_SECONDS + 5)
             raise
-        result = replace(result, duration_ms=int((time.monotonic() - started) * 1000))
-        if result.exit_code == 137 and not result.timed_out and await self._oom_happened():
-            raise OutOfMemoryError(
-                f"{shlex.join(str(a) for a in request.argv)!r} was killed by the out-of-memory "
-                f"killer in container {self.info.id[:12]} (memory limit "
-                f"{self._memory or 'unset'})",
-                result=result,
-                hint="raise the limit with --backend-args memory=<size> (e.g. memory=4g)",
-            )
-        return result
+        return replace(result, duration_ms=int((time.monotonic() - started) * 1000))
 
     def _command_workdir(self, request: ExecRequest) -> str:
         """The command's working directory, once the sandbox is known open and the command
@@ -604,15 +603,11 @@ class DockerSandbox(BaseSandbox):
     async def _cgroup_oom_kills(self) -> int | None:
         """The container's out-of-memory kill counter, or None when it cannot be read (the
         container is gone, or its memory cgroup is not visible inside it)."""
-        if _READING_OOM_KILLS.get():
-            return None  # the counter's own exec ended with 137
-        token = _READING_OOM_KILLS.set(True)
-        try:
-            result = await self.exec(["/bin/sh", "-c", OOM_KILLS_SCRIPT, "oom-kills"], timeout=30)
+        argv = ["/bin/sh", "-c", OOM_KILLS_SCRIPT, "oom-kills"]
+        try:  # not through run_command: its own exit status is not checked again
+            result = await self._command(ExecRequest(argv, timeout=30))
         except Exception:
             return None
-        finally:
-            _READING_OOM_KILLS.reset(token)
         text = result.stdout.strip()
         return int(text) if result.exit_code == 0 and text.isdigit() else None
 
