@@ -6,17 +6,22 @@ Usage (from the repository root, on the Docker host, as a user who may read the 
     python3 bench/docker_engine_cpu.py                        # 20 trials, busybox image
     python3 bench/docker_engine_cpu.py --trials 40 --backend-args disk=none
     python3 bench/docker_engine_cpu.py --raw                  # also: docker run --rm loop
+    python3 bench/docker_engine_cpu.py --stop engine          # stop_processes via docker top
 
 When several trials run at once on a small machine the engine (``dockerd``, ``containerd``,
 the ``containerd-shim`` of each container and the ``runc`` processes they start) is CPU
 bound, so what a trial costs is the engine's CPU time, not the latency of its calls. This
 script runs trials one after the other (``open`` without the warm pool, ``exec(["true"])``,
-``close``), wraps every docker API call the backend makes, and reads the CPU time of the
-engine's processes from ``/proc`` before and after each call. Reported per API call: how
+``stop_processes`` as the run engine calls it before grading, ``close``), wraps every docker
+API call the backend makes, and reads the CPU time of the engine's processes from ``/proc``
+before and after each call. Reported per API call: how
 many were made, the median latency, and the engine CPU time per call, split into dockerd,
 containerd and shims (the live shims plus what init reaped meanwhile: shims exit with their
 container and are reaped by process 1, which also reaps other orphans, so keep the machine
-otherwise idle). ``client`` is this process's own CPU time. With ``--raw`` the same is
+otherwise idle). ``--stop`` chooses how ``stop_processes`` learns that nothing is left to
+stop: ``cgroup`` (the default: the container's cgroup files on this host), ``engine`` (asks
+``docker top``, as on a host that cannot see the engine's cgroups) or ``none`` (no stop, as
+before it was timed). ``client`` is this process's own CPU time. With ``--raw`` the same is
 measured for ``docker run --rm --network none <image> true``, whose ``client`` is the CPU
 time of the docker CLI.
 
@@ -55,6 +60,8 @@ CALLS = (
     "exec_create",
     "exec_start",
     "exec_inspect",
+    "top",
+    "inspect_container",
     "remove_container",
 )
 """The API calls of a trial that are counted (everything else passes through)."""
@@ -158,11 +165,16 @@ class Tally:
         return lines
 
 
-async def backend_trials(image: str, trials: int, args: dict[str, str], tally: Tally) -> float:
+async def backend_trials(
+    image: str, trials: int, args: dict[str, str], tally: Tally, stop: str
+) -> float:
     """Run ``trials`` trials one after the other; returns the engine CPU ms per trial."""
     from vally_backends.docker import Config, DockerBackend
+    from vally_backends.docker.cgroups import CgroupLocator
 
     backend = DockerBackend(Config(**{"image": image, "pull": "never", **args, "pool": 0}))
+    if stop == "engine":  # a locator that finds no /proc: every count goes to docker top
+        backend._cgroups = CgroupLocator(proc="/nonexistent")
     await backend.start(f"bench-cpu-{time.time_ns()}")
     api = backend.api
     for name in CALLS:
@@ -180,6 +192,8 @@ async def backend_trials(image: str, trials: int, args: dict[str, str], tally: T
             try:
                 result = await sandbox.exec(["true"], timeout=60)
                 assert result.exit_code == 0, result
+                if stop != "none":
+                    await sandbox.stop_processes()
             finally:
                 await sandbox.close()
     finally:
@@ -213,14 +227,23 @@ def main() -> None:
         "--backend-args", nargs="+", default=[], metavar="K=V", help="e.g. disk=none"
     )
     parser.add_argument("--raw", action="store_true", help="also measure docker run --rm")
+    parser.add_argument(
+        "--stop",
+        choices=("cgroup", "engine", "none"),
+        default="cgroup",
+        help="how stop_processes counts what is left (or no stop at all)",
+    )
     args = parser.parse_args()
     image = args.image or build_busybox_image(args.busybox)
     backend_args = dict(item.split("=", 1) for item in args.backend_args)
     with open("/proc/loadavg") as handle:
         print(f"load average before: {' '.join(handle.read().split()[:3])}")
     tally = Tally(Engine())
-    per_trial = asyncio.run(backend_trials(image, args.trials, backend_args, tally))
-    print(f"\ndocker backend {backend_args or ''}: engine CPU {per_trial:.0f} ms per trial\n")
+    per_trial = asyncio.run(backend_trials(image, args.trials, backend_args, tally, args.stop))
+    print(
+        f"\ndocker backend {backend_args or ''} (stop: {args.stop}): "
+        f"engine CPU {per_trial:.0f} ms per trial\n"
+    )
     print("\n".join(tally.rows()))
     if args.raw:
         raw = Tally(tally.engine)

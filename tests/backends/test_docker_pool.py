@@ -20,6 +20,7 @@ from vally.contracts.protocols import TrialContext, TrialKey
 from vally.errors import SetupError
 from vally.models.spec import EnvironmentConfig, GitConfig
 from vally_backends.docker.backend import DockerBackend
+from vally_backends.docker.cgroups import CgroupLocator
 from vally_backends.docker.config import Config
 from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo
@@ -251,11 +252,27 @@ def _execs_since(api: Any, container: str, since: float) -> list[str]:
     return [event["Action"] for event in events]
 
 
+@pytest.mark.parametrize("counted", ["from-cgroup", "by-engine"])
 @pytest.mark.parametrize("init", ["true", "false"])
-async def test_stopping_processes_execs_only_when_the_engine_sees_more_than_its_own(
-    docker_api: Any, busybox_image: str, init: str
+async def test_stopping_processes_execs_only_when_the_container_runs_more_than_its_own(
+    docker_api: Any,
+    busybox_image: str,
+    init: str,
+    counted: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     backend = await _backend(busybox_image, pool="0", init=init)
+    if counted == "by-engine":  # a host that shows no container's /proc: docker top
+        monkeypatch.setattr(backend, "_cgroups", CgroupLocator(proc=str(tmp_path)))
+    asked: list[str] = []
+    top = backend.api.top
+
+    def _top(container: str, **args: Any) -> Any:
+        asked.append(container)
+        return top(container, **args)
+
+    monkeypatch.setattr(backend.api, "top", _top)
     sandbox = await backend.open(_trial(backend.run_id, 0))
     try:
         assert (await sandbox.exec(["true"])).exit_code == 0  # the agent: left nothing
@@ -274,6 +291,13 @@ async def test_stopping_processes_execs_only_when_the_engine_sees_more_than_its_
     finally:
         await sandbox.close()
         await backend.shutdown()
+    if counted == "by-engine":
+        assert asked == [sandbox.container_id] * 2
+    else:  # the engine was not asked: the host's cgroup files were read
+        if backend._cgroups.layout is None and not os.environ.get("VALLY_REQUIRE_DOCKER"):
+            pytest.skip("the engine's cgroups are not visible from this host")
+        assert backend._cgroups.layout is not None
+        assert asked == []
 
 
 async def test_the_trial_environment_reaches_commands_in_a_pooled_container(

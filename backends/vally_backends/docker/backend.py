@@ -33,6 +33,7 @@ from vally import (
     TrialContext,
 )
 from vally_backends.docker.archive import TarBuilder
+from vally_backends.docker.cgroups import CgroupLocator
 from vally_backends.docker.channel import KEEPER_SCRIPT
 from vally_backends.docker.cleanup import (
     LABEL_POOLED,
@@ -204,6 +205,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self._env: dict[str, str] = {}
         self._sandboxes: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
         self._pool: WarmPool | None = None
+        self._cgroups = CgroupLocator()
         self.storage_quota = False
         """Whether the engine enforces ``disk`` as a storage quota (decided in start)."""
 
@@ -534,6 +536,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             keep_workspace=trial.keep_workspace,
             env=env,
             on_close=self._closed,
+            cgroups=self._cgroups,
         )
         self._sandboxes.add(sandbox)
         if trial.environment.git is not None:

@@ -30,6 +30,7 @@ from vally_backends.docker.archive import (
     spool,
     within,
 )
+from vally_backends.docker.cgroups import CgroupLocator
 from vally_backends.docker.channel import ChannelCommand, channel_script, new_token
 from vally_backends.docker.errors import OutOfMemoryError
 from vally_backends.docker.stream import STDERR, STDOUT, ExecStream, take_pid_line
@@ -353,6 +354,7 @@ class DockerSandbox(BaseSandbox):
         keep_workspace: Path | None = None,
         env: Mapping[str, str] | None = None,
         on_close: Callable[[DockerSandbox], None] | None = None,
+        cgroups: CgroupLocator | None = None,
     ) -> None:
         self.workdir: str = workdir
         self.host_workdir: Path | None = None
@@ -362,6 +364,7 @@ class DockerSandbox(BaseSandbox):
         self._keep = keep_workspace
         self._env = dict(env or {})
         self._on_close = on_close
+        self._cgroups = cgroups
         self._processes: list[DockerProcess] = []
         self._channel_lock = threading.Lock()
         self._channel_free = info.channel
@@ -679,21 +682,26 @@ class DockerSandbox(BaseSandbox):
 
     async def _only_own_processes_left(self) -> bool:
         """Whether the container runs nothing but its own processes: its init (when it has
-        one) and its main process, the keeper. Asked of the engine (``docker top``, the
-        processes of the container's cgroup as the host sees them), which costs it a
-        fraction of an exec; False when the engine cannot tell.
+        one) and its main process, the keeper. Counted from the container's cgroup files
+        when this host has them (see :mod:`vally_backends.docker.cgroups`), else asked of
+        the engine (``docker top``, the same cgroup's processes, for which the engine runs
+        ``ps`` on its host); False when neither can tell.
 
         Counting is enough: the keeper and the init live as long as the container does
         (the init ends with its one child; a keeper that is process 1 ignores every signal
         sent from inside), and everything else, an orphan reparented to process 1
-        included, is one process more. A zombie counts too, and so does anything a
-        command of this sandbox still runs. Only a container with a keeper (``channel``)
-        is checked this way."""
+        included, is one process more, and so is anything a command of this sandbox still
+        runs (a zombie is listed by neither: it has already stopped). Only a container
+        with a keeper (``channel``) is checked this way."""
         if not self.info.channel:
             return False
         own = 2 if self.info.init else 1
 
         def _count() -> int:
+            if self._cgroups is not None:
+                counted = self._cgroups.processes(self.info.id, self._main_pid)
+                if counted is not None:
+                    return counted
             listing = self._api.top(self.info.id, ps_args="-o pid")
             return len(listing.get("Processes") or [])
 
@@ -701,6 +709,10 @@ class DockerSandbox(BaseSandbox):
             return await run_blocking(_count) == own
         except Exception:
             return False
+
+    def _main_pid(self) -> int:
+        """The host pid of the container's process 1 (its init, or the keeper)."""
+        return int(self._api.inspect_container(self.info.id)["State"]["Pid"])
 
     # ----------------------------------------------------------------- files
 
