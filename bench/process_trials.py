@@ -13,16 +13,21 @@ rounds in one process so every row sees the same machine load:
   the limit.
 * ``sandbox exec``: ``LocalSandbox.exec(["true"])`` on one ``local`` sandbox: the backend's
   per-command cost (keeper, containment marker, pipes, output capture).
+* ``spawn + files``: the bare spawn run in a fresh temporary folder, plus the file-system
+  work every trial's outputs need: that folder made and removed (the workspace), and a
+  trial folder with two small files (``metadata.json`` and ``events.jsonl``). The limit
+  for a trial that keeps its outputs; on a disk where creating a file or folder is slow
+  it is well above the bare spawn.
 * ``command true``: ``vally eval`` run in-process (``vally.run_eval``, console off, every
   other output on) with the ``command`` executor running ``true``, one ``output-contains``
   grader per trial, on the ``local`` backend: a whole trial.
 
-Per row it prints the wall time per process (or trial) and its ratio to ``bare spawn`` in
-the same round (the median over the rounds). Only the work itself is timed: interpreter
-start-up and imports are excluded (a warm-up round comes first), and so is removing the
-temporary folders afterwards. CPU time is not reported: the keepers of the ``local``
-backend are long-lived children, whose CPU time the operating system charges to this
-process only when they exit.
+Per row it prints the wall time per process (or trial) and its ratios to ``bare spawn`` and
+to ``spawn + files`` in the same round (the medians over the rounds). Only the work itself
+is timed: interpreter start-up and imports are excluded (a warm-up round comes first), and
+so is removing the temporary folders afterwards. CPU time is not reported: the keepers of
+the ``local`` backend are long-lived children, whose CPU time the operating system charges
+to this process only when they exit.
 """
 
 from __future__ import annotations
@@ -66,6 +71,34 @@ def bare_spawn(count: int, workers: int) -> float:
     start = time.perf_counter()
     asyncio.run(_pool(count, workers, _bare))
     return time.perf_counter() - start
+
+
+def spawn_with_files(count: int, workers: int) -> float:
+    """Seconds for ``count`` bare spawns, each in its own new folder, removed after, and each
+    followed by a trial folder with two small files."""
+
+    async def _run(out: Path) -> None:
+        numbers = iter(range(count))
+
+        async def _one() -> None:
+            index = next(numbers)
+            workspace = tempfile.mkdtemp(prefix="vally-eval-")
+            try:
+                proc = await asyncio.create_subprocess_exec("true", cwd=workspace)
+                await proc.wait()
+            finally:
+                os.rmdir(workspace)
+            trial = out / f"trial-{index}"
+            trial.mkdir()
+            (trial / "events.jsonl").write_text('{"type":"turn_end"}\n', encoding="utf-8")
+            (trial / "metadata.json").write_text('{"exitCode":0}\n', encoding="utf-8")
+
+        await _pool(count, workers, _one)
+
+    with tempfile.TemporaryDirectory(prefix="vally-bench-") as tmp:
+        start = time.perf_counter()
+        asyncio.run(_run(Path(tmp)))
+        return time.perf_counter() - start
 
 
 def sandbox_exec(count: int, workers: int) -> float:
@@ -113,6 +146,7 @@ def command_trials(count: int, workers: int) -> float:
 
 ROWS: dict[str, Callable[[int, int], float]] = {
     "bare spawn": bare_spawn,
+    "spawn + files": spawn_with_files,
     "sandbox exec": sandbox_exec,
     "command true": command_trials,
 }
@@ -145,13 +179,21 @@ def main() -> None:
         "rounds": rounds,
     }
     print(f"{args.count} per row, {args.workers} workers, {args.rounds} rounds (medians)")
-    print(f"{'row':<14} {'ms each':>8} {'x bare':>7}   per round (x bare)")
+    print(f"{'row':<14} {'ms each':>8} {'x bare':>7} {'x files':>8}   per round (x bare)")
     for row in ROWS:
         wall = statistics.median(r[row] for r in rounds)
         ratios = [r[row] / r["bare spawn"] for r in rounds]
-        results[row] = {"ms": wall, "x_bare": statistics.median(ratios), "x_bare_rounds": ratios}
+        to_files = statistics.median(r[row] / r["spawn + files"] for r in rounds)
+        results[row] = {
+            "ms": wall,
+            "x_bare": statistics.median(ratios),
+            "x_bare_rounds": ratios,
+            "x_spawn_files": to_files,
+        }
         each = " ".join(f"{x:.2f}" for x in ratios)
-        print(f"{row:<14} {wall:>8.2f} {statistics.median(ratios):>7.2f}   {each}")
+        print(
+            f"{row:<14} {wall:>8.2f} {statistics.median(ratios):>7.2f} {to_files:>8.2f}   {each}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
