@@ -72,7 +72,7 @@ def parse_mounts(mountinfo: str) -> list[CgroupMount]:
         if "-" not in fields[6:]:
             continue
         dash = fields.index("-", 6)
-        if len(fields) < dash + 4 or len(fields) < 5:
+        if len(fields) < dash + 4:
             continue
         fstype, options = fields[dash + 1], fields[dash + 3]
         if fstype == "cgroup2":
@@ -120,6 +120,13 @@ def cgroup_folders(proc_cgroup: str, mounts: Sequence[CgroupMount]) -> list[str]
     return [folder for _, folder in ranked]
 
 
+def listed_pids(folder: str) -> list[str]:
+    """The pids in one cgroup folder's ``cgroup.procs`` (not those of the cgroups below it).
+    Raises :class:`OSError` when it cannot be read."""
+    with open(os.path.join(folder, "cgroup.procs"), encoding="ascii") as listing:
+        return listing.read().split()
+
+
 def count_processes(folder: str) -> int:
     """How many distinct processes a cgroup folder and the cgroups below it hold (v1 may
     list a process twice). Raises :class:`OSError` when the folder cannot be read."""
@@ -127,8 +134,7 @@ def count_processes(folder: str) -> int:
     pending = [folder]
     while pending:
         current = pending.pop()
-        with open(os.path.join(current, "cgroup.procs"), encoding="ascii") as listing:
-            pids.update(line for line in listing.read().split() if line)
+        pids.update(listed_pids(current))
         with os.scandir(current) as entries:
             pending.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
     return len(pids)
@@ -200,9 +206,8 @@ class CgroupLocator:
             if folder.count(container) != 1:
                 continue
             try:
-                with open(os.path.join(folder, "cgroup.procs"), encoding="ascii") as listing:
-                    if str(pid) not in listing.read().split():
-                        continue
+                if str(pid) not in listed_pids(folder):
+                    continue
             except OSError:
                 continue
             before, after = folder.split(container)
