@@ -11,11 +11,11 @@ interpreter so the peak resident memory (``VmHWM``, Linux) is its own:
 
 * ``lines``: reads both files' lines once (what any reader pays);
 * ``stats``: vally's streamed statistics path without a judge: the two files indexed
-  (``vally.tools.pair_index.index_pairs``), each pair's two records read back, given a
+  (``vally.comparison.pair_index.index_pairs``), each pair's two records read back, given a
   fixed verdict (a fake judge: the judge is not what is measured), counted
-  (``vally.tools.compare_tally.PairTally``) and its ``--output`` trial entry written
-  (``vally.tools.compare_stream.TrialWriter``), then every figure computed
-  (``vally.tools.compare.summarize_tally``);
+  (``vally.comparison.judged_tally.PairTally``) and its ``--output`` trial entry written
+  (``vally.comparison.judged_stream.TrialWriter``), then every figure computed
+  (``vally.comparison.judged.summarize_tally``);
 * ``whole``: the same figures from both runs' records held in memory
   (``load_records``, ``pair_records``, ``summarize``), as ``compare`` did before; only
   up to ``--whole-max`` pairs, since it grows by tens of KB a pair.
@@ -101,8 +101,8 @@ def run_lines(folder: Path) -> None:
 
 def run_whole(folder: Path) -> None:
     """Read, pair and summarise both runs held in memory, a fixed verdict per pair."""
+    from vally.comparison import judged as compare
     from vally.engine.rundir import load_records
-    from vally.tools import compare
 
     baseline = load_records(folder / "baseline.jsonl")
     treatment = load_records(folder / "treatment.jsonl")
@@ -125,9 +125,9 @@ def verdict(position: int) -> float:
 
 def run_stats(folder: Path) -> None:
     """Index both runs, read each pair back, count a fixed verdict, write its trial entry."""
-    from vally.tools import compare
-    from vally.tools.compare_stream import TrialWriter
-    from vally.tools.pair_index import index_pairs
+    from vally.comparison import judged as compare
+    from vally.comparison.judged_stream import TrialWriter
+    from vally.comparison.pair_index import index_pairs
 
     index = index_pairs(folder / "baseline.jsonl", folder / "treatment.jsonl")
     tally = compare.new_tally()

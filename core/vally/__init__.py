@@ -102,10 +102,10 @@ _EXPORTS: dict[str, str] = {
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
     # stimulus-level comparison statistics, for reporters
-    "Estimate": "vally.tools.stats",
-    "stimulus_pass_rates": "vally.tools.pass_rates",
-    "pass_rate_deltas": "vally.tools.pass_rates",
-    "mean_rate": "vally.tools.pass_rates",
+    "Estimate": "vally.statistics.estimates",
+    "stimulus_pass_rates": "vally.comparison.pass_rates",
+    "pass_rate_deltas": "vally.comparison.pass_rates",
+    "mean_rate": "vally.comparison.pass_rates",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     # the run API, for Python scripts and notebooks
@@ -175,6 +175,11 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
         command_group as command_group,
+    )
+    from vally.comparison.pass_rates import (
+        mean_rate as mean_rate,
+        pass_rate_deltas as pass_rate_deltas,
+        stimulus_pass_rates as stimulus_pass_rates,
     )
     from vally.contracts.bases import (
         BaseBackend as BaseBackend,
@@ -317,11 +322,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         SkillInfo as SkillInfo,
         read_skill as read_skill,
     )
-    from vally.tools.pass_rates import (
-        mean_rate as mean_rate,
-        pass_rate_deltas as pass_rate_deltas,
-        stimulus_pass_rates as stimulus_pass_rates,
-    )
-    from vally.tools.stats import (
+    from vally.statistics.estimates import (
         Estimate as Estimate,
     )

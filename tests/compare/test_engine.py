@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tests.compare.records import record
+from vally.comparison import judged as compare
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.errors import ConfigError, GradingError, LLMError
-from vally.tools import compare
 
 
 class ScriptedJudge:

@@ -15,11 +15,11 @@ from tests.compare.records import record
 from tests.compare.test_cli import compare_pair, is_preflight, write
 from tests.compare.test_engine import ScriptedJudge, longer_wins, options
 from tests.llm.chat_server import ChatServer, completion
+from vally.comparison import judged as compare
+from vally.comparison.judged_text import comparison_lines
+from vally.comparison.plan import plan, plan_lines
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.models import GradeResult
-from vally.tools import compare
-from vally.tools.comparison_text import comparison_lines
-from vally.tools.plan import plan, plan_lines
 
 NAMES = "abcdefgh"
 

@@ -13,12 +13,12 @@ from tests.compare.records import record
 from tests.compare.test_engine import ScriptedJudge, longer_wins, options, run
 from tests.llm.chat_server import ChatServer, completion
 from vally.cli.compare import CompareRequest as CliCompareRequest, execute as cli_execute
+from vally.comparison import judged as compare
+from vally.comparison.judged_text import cleanup_warnings, comparison_lines
+from vally.comparison.run import CompareRequest, execute
 from vally.errors import LLMError
 from vally.plugins.session import Session
 from vally.specs.loading import find_project
-from vally.tools import compare
-from vally.tools.comparison_run import CompareRequest, execute
-from vally.tools.comparison_text import cleanup_warnings, comparison_lines
 
 
 def test_the_cli_module_re_exports_the_request_and_execute() -> None:

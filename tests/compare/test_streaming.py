@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from tests.compare.records import record
+from vally.comparison import judged as compare
+from vally.comparison.judged_stream import TrialWriter, compare_indexed
+from vally.comparison.pair_index import index_pairs
+from vally.comparison.run import _splice_output
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.errors import ConfigError
-from vally.tools import compare, stats
-from vally.tools.compare_stream import TrialWriter, compare_indexed
-from vally.tools.comparison_run import _splice_output
-from vally.tools.pair_index import index_pairs
+from vally.statistics import estimates as stats
 
 
 class SeededJudge:
@@ -193,7 +194,7 @@ def test_rejudging_takes_the_same_sample_as_the_whole_comparison(tmp_path: Path)
 
 
 def test_an_exact_sum_is_the_fsum_of_its_values() -> None:
-    from vally.tools.compare_tally import ExactSum
+    from vally.comparison.judged_tally import ExactSum
 
     rng = random.Random(5)
     cases = [[1e16, 1.0, -1e16], [0.1] * 10, [rng.uniform(-1e6, 1e6) for _ in range(5000)]]

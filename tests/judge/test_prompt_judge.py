@@ -12,10 +12,10 @@ import pytest
 
 from tests.compare.records import record
 from tests.llm.chat_server import ChatServer, completion, error, tool_call
+from vally.comparison import judged as compare
 from vally.contracts.protocols import GradeContext, JudgeSettings, PairwiseContext
 from vally.errors import GradingError, LLMError
 from vally.models import GraderConfig
-from vally.tools import compare
 from vally_builtin.judge.evidence import EvidenceReader
 from vally_builtin.judge.prompt import PromptConfig, PromptGrader
 from vally_builtin.llm.openai import OpenAIProvider

@@ -26,9 +26,9 @@ from tests.stats.simulate import (
     two_sided,
     upper_bound,
 )
+from vally.comparison import judged as compare
+from vally.comparison.pass_rates import pass_rate_deltas, stimulus_pass_rates
 from vally.contracts.protocols import PairwiseVerdict
-from vally.tools import compare
-from vally.tools.pass_rates import pass_rate_deltas, stimulus_pass_rates
 
 REPS = 2_000
 SIZES = (2, 3, 5, 10, 30)

@@ -1,6 +1,6 @@
 """``vally compare``: an LLM judge compares baseline and treatment runs pair by pair.
 
-The work is done by :func:`vally.tools.comparison_run.execute`; this module parses the
+The work is done by :func:`vally.comparison.run.execute`; this module parses the
 flags. ``CompareRequest`` and ``execute`` are re-exported here for callers that still
 import them from the CLI.
 """
@@ -22,7 +22,7 @@ __all__ = ["compare_command", "register"]
 def __getattr__(name: str) -> Any:
     """``CompareRequest`` and ``execute``, imported on first use (CLI start-up stays light)."""
     if name in ("CompareRequest", "execute"):
-        from vally.tools import comparison_run
+        from vally.comparison import run as comparison_run
 
         return getattr(comparison_run, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -116,9 +116,9 @@ def compare_command(
     if judge_evidence not in ("tools", "inline"):
         _usage_error("--judge-evidence must be 'tools' or 'inline'")
     with user_errors():
+        from vally.comparison.run import CompareRequest, execute
         from vally.errors import ConfigError
         from vally.specs.params import parse_params
-        from vally.tools.comparison_run import CompareRequest, execute
 
         if judge_reasoning_effort is not None and not judge_reasoning_effort.strip():
             raise ConfigError("--judge-reasoning-effort must not be empty")

@@ -63,9 +63,9 @@ def _failed_verdicts(summaries: Sequence[RunSummaryRecord]) -> list[str]:
 
 
 def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path) -> int:
+    from vally.comparison.experiment_judge import comparison_judge
+    from vally.comparison.run import CompareRequest, execute
     from vally.models.durations import parse_duration
-    from vally.tools.comparison_run import CompareRequest, execute
-    from vally.tools.experiment_compare import comparison_judge
 
     settings, conflicts = comparison_judge(
         setup.resolved,

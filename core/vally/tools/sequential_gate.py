@@ -4,7 +4,7 @@ The planned trials are scheduled round by round (every stimulus's first trial, t
 second one, ...). Each finished pair, a variant's trial and the baseline's trial of the same
 eval, stimulus, model and index, is a win (the variant passed and the baseline failed), a
 loss, or a tie (same outcome, or a side that errored or had no graders), and feeds that
-variant's anytime-valid sequential sign test (:mod:`vally.tools.sequential`). A variant stops
+variant's anytime-valid sequential sign test (:mod:`vally.statistics.sequential`). A variant stops
 as soon as its test decides (better or worse at 5%) or can no longer decide within the
 planned trials (futility); its remaining trials, and the baseline's once no variant needs
 them, are never started. Trials already running when a variant stops finish and are saved
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vally.engine.planner import PlannedTrial, model_label
 from vally.engine.scoring import is_graded
 from vally.models.records import TrialResultRecord
-from vally.tools.sequential import ALPHA, SequentialState, observe
+from vally.statistics.sequential import ALPHA, SequentialState, observe
 
 PairKey = tuple[str, str, str, int]
 """(eval, stimulus, model label, trial index)."""

@@ -83,7 +83,7 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     Raises:
         ApiError: The run is not an experiment.
     """
-    from vally.tools.stats import mcnemar_from_pairs, metric_delta
+    from vally.statistics.estimates import mcnemar_from_pairs, metric_delta
 
     row = require_run(connection, run_id)
     if row.kind != "experiment":

@@ -28,16 +28,16 @@ from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContex
 from vally.engine.judge_cache import JudgeSpend, bypass_cache
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
-from vally.tools import stats
-from vally.tools.agreement import (
+from vally.statistics import estimates as stats
+from vally.statistics.agreement import (
     OrderAgreement,
     SelfConsistency,
     self_consistency,
 )
-from vally.tools.multiplicity import holm
+from vally.statistics.multiplicity import holm
 
 if TYPE_CHECKING:
-    from vally.tools.compare_tally import PairTally
+    from vally.comparison.judged_tally import PairTally
 
 SCORES = {("much", 1): 1.0, ("slightly", 1): 0.4, ("much", -1): -1.0, ("slightly", -1): -0.4}
 DEFAULT_RUBRIC = (
@@ -587,7 +587,7 @@ def summarize(
 
 def new_tally() -> PairTally:
     """An empty tally of this module's figures (its :data:`METRICS`)."""
-    from vally.tools.compare_tally import PairTally
+    from vally.comparison.judged_tally import PairTally
 
     return PairTally(METRICS)
 
@@ -770,7 +770,7 @@ def trial_json(result: PairResult) -> dict[str, Any]:
 def caveats(result: ComparisonResult) -> list[str]:
     """What a reader must know before trusting the figures: too few stimuli for the test, a
     judge no better than chance, a panel that disagrees."""
-    from vally.tools.power import min_stimuli
+    from vally.statistics.power import min_stimuli
 
     notes = []
     n = result.score.n_stimuli

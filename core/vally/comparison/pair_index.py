@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from vally.comparison.judged import Pair, PairKey
 from vally.errors import ConfigError
 from vally.models.jsontext import loads_bounded
 from vally.models.records import TrialResultRecord
-from vally.tools.compare import Pair, PairKey
 
 BAD_LINE_HINT = "each line must be one JSON trial record as written by vally eval"
 

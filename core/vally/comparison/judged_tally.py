@@ -3,7 +3,7 @@
 A :class:`PairTally` takes each pair's outcome as it finishes and keeps, per stimulus,
 what the figures need (exact sums and counts, and the judged scores), never the pairs'
 records: memory grows with the number of stimuli, plus 8 bytes per judged score. Its
-figures are those of the whole-list formulas in :mod:`vally.tools.stats` to the last
+figures are those of the whole-list formulas in :mod:`vally.statistics.estimates` to the last
 bit: a stimulus mean is the correctly rounded exact sum over its count, which is what
 ``math.fsum`` gives over the full list, and stimuli are taken in sorted key order, the
 order in which the pairs are judged.
@@ -17,9 +17,9 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from vally.tools import stats
-from vally.tools.agreement import OrderAgreement, krippendorff_alpha, order_agreement
-from vally.tools.multiplicity import holm
+from vally.statistics import estimates as stats
+from vally.statistics.agreement import OrderAgreement, krippendorff_alpha, order_agreement
+from vally.statistics.multiplicity import holm
 
 if TYPE_CHECKING:
     from vally.models.records import TrialResultRecord
@@ -106,7 +106,7 @@ class PairTally:
         baseline: TrialResultRecord,
         treatment: TrialResultRecord,
     ) -> None:
-        """Count one pair's outcome (a :class:`vally.tools.compare.PairResult`)."""
+        """Count one pair's outcome (a :class:`vally.comparison.judged.PairResult`)."""
         if result.failure is not None:
             self.failed += 1
         if result.score is None:

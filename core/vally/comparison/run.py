@@ -3,9 +3,9 @@
 
 :func:`execute` loads the runs (an experiment folder, or a baseline and a treatment),
 builds the pairwise judge and its LLM provider through the plugin session, compares each
-treatment with the baseline (:mod:`vally.tools.compare`), prints the report
-(:mod:`vally.tools.comparison_text`) and writes the ``--output`` records. Runs named by
-their files are compared pair by pair (:mod:`vally.tools.compare_stream`), so memory does
+treatment with the baseline (:mod:`vally.comparison.judged`), prints the report
+(:mod:`vally.comparison.judged_text`) and writes the ``--output`` records. Runs named by
+their files are compared pair by pair (:mod:`vally.comparison.judged_stream`), so memory does
 not grow with the number of pairs.
 """
 
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from vally.errors import ConfigError, OutputError, VallyError
 
 if TYPE_CHECKING:
+    from vally.comparison.judged import ComparisonResult
     from vally.contracts.protocols import JudgeSettings
     from vally.engine.judge_cache import CachedJudge
     from vally.models.project import LLMSettings
     from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
     from vally.plugins.session import Session
-    from vally.tools.compare import ComparisonResult
 
 DEFAULT_JUDGE_TIMEOUT = 120.0
 """Seconds per judge turn when the request sets no ``judge_timeout``."""
@@ -338,8 +338,8 @@ def _judge_settings(
     Raises:
         ConfigError: No judge model is configured anywhere.
     """
+    from vally.comparison.judge_preflight import resolve_judge_model
     from vally.contracts.protocols import JudgeSettings
-    from vally.tools.judge_preflight import resolve_judge_model
 
     defaults = spec.defaults if spec is not None else None
     project = session.project.defaults if session.project is not None else None
@@ -370,7 +370,7 @@ async def run_comparisons(
     """Compare each run after the first (the baseline) with the first. A comparison that
     fails is reported in its result (``error``), not raised.
 
-    Runs given as files are compared pair by pair (:mod:`vally.tools.compare_stream`);
+    Runs given as files are compared pair by pair (:mod:`vally.comparison.judged_stream`);
     with ``request.output`` each result's ``trials_file`` then holds its ``trials``
     entries (the caller removes it).
 
@@ -380,9 +380,9 @@ async def run_comparisons(
     """
     from dataclasses import replace
 
+    from vally.comparison import judged as compare
+    from vally.comparison.judge_preflight import check_judge
     from vally.models.pricing import PriceTable
-    from vally.tools import compare
-    from vally.tools.judge_preflight import check_judge
 
     spec = _load_spec(request, warn)
     settings = _judge_settings(request, session, spec)
@@ -453,9 +453,9 @@ async def _compare_one(
     two files (writing the ``--output`` trials next to it as pairs finish)."""
     from dataclasses import replace
 
-    from vally.tools import compare
-    from vally.tools.compare_stream import TrialWriter, compare_indexed
-    from vally.tools.pair_index import index_pairs
+    from vally.comparison import judged as compare
+    from vally.comparison.judged_stream import TrialWriter, compare_indexed
+    from vally.comparison.pair_index import index_pairs
 
     (baseline_name, base), (name, treat) = baseline, treatment
     if not (isinstance(base, Path) and isinstance(treat, Path)):
@@ -553,8 +553,8 @@ def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
     Raises:
         OutputError: The file cannot be written.
     """
+    from vally.comparison.judged import to_record
     from vally.engine.rundir import output_errors, write_text_atomic
-    from vally.tools.compare import to_record
 
     with output_errors(
         f"--output {path}",
@@ -573,7 +573,7 @@ def _splice_output(path: Path, results: Sequence[ComparisonResult]) -> None:
     import shutil
     import uuid
 
-    from vally.tools.compare import to_record
+    from vally.comparison.judged import to_record
 
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
@@ -647,9 +647,9 @@ def _report(
     request: CompareRequest, results: Sequence[ComparisonResult], echo: Echo, warn: Echo
 ) -> int:
     """Print each comparison, write ``--output``; the exit code."""
-    from vally.tools.compare import exit_code
-    from vally.tools.comparison_text import cleanup_warnings, comparison_lines
-    from vally.tools.plan import plan_lines
+    from vally.comparison.judged import exit_code
+    from vally.comparison.judged_text import cleanup_warnings, comparison_lines
+    from vally.comparison.plan import plan_lines
 
     for result in results:
         for line in comparison_lines(result, request.verbose):

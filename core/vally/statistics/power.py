@@ -8,7 +8,7 @@ quantiles)
     MDE = (t(1 - alpha/2, n - 1) + t(1 - beta, n - 1)) * s / sqrt(n).
 
 With fewer stimuli than the sign-flip test needs to reach alpha at all (6 at alpha = 0.05,
-see :func:`vally.tools.signflip.min_two_sided_p`), no effect is detectable and the figure is
+see :func:`vally.statistics.signflip.min_two_sided_p`), no effect is detectable and the figure is
 None. Source: J. Cohen, *Statistical Power Analysis for the Behavioral Sciences* (2nd ed.,
 1988), chapter 2; the t form follows S.-C. Chow, J. Shao and H. Wang, *Sample Size
 Calculations in Clinical Research* (2nd ed., 2008), section 3.1.
@@ -29,7 +29,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vally.tools.signflip import min_two_sided_p
+from vally.statistics.signflip import min_two_sided_p
 
 ALPHA = 0.05
 """Two-sided level of every comparison test."""

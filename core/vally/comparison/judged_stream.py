@@ -1,10 +1,10 @@
 """Comparing two results files pair by pair, in memory that does not grow with the pairs.
 
-:func:`compare_indexed` judges the pairs of a :class:`vally.tools.pair_index.PairIndex`
+:func:`compare_indexed` judges the pairs of a :class:`vally.comparison.pair_index.PairIndex`
 with ``judge_workers`` workers, each reading one pair's two records, judging it, adding
-its outcome to a :class:`vally.tools.compare_tally.PairTally` and handing its ``trials``
+its outcome to a :class:`vally.comparison.judged_tally.PairTally` and handing its ``trials``
 entry to a :class:`TrialWriter`, then dropping it. Its figures are those of
-:func:`vally.tools.compare.compare_runs` over the same records.
+:func:`vally.comparison.judged.compare_runs` over the same records.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from vally.comparison import judged as compare
+from vally.comparison.pair_index import PairIndex
 from vally.contracts.protocols import PairwiseJudge
 from vally.engine.judge_cache import bypass_cache
-from vally.tools import compare
-from vally.tools.agreement import SelfConsistency, self_consistency
-from vally.tools.pair_index import PairIndex
+from vally.statistics.agreement import SelfConsistency, self_consistency
 
 
 class TrialWriter:
@@ -115,7 +115,7 @@ async def _rejudge(
     options: compare.CompareOptions,
     judge: Callable[[int], Any],
 ) -> SelfConsistency:
-    """Judge the seeded sample :func:`vally.tools.compare_runs` takes again (the same
+    """Judge the seeded sample :func:`vally.comparison.judged.compare_runs` takes again (the same
     positions among the judged pairs in key order) and compare the scores."""
     population = sorted(zip(judged[0], judged[1], strict=True))
     sample = random.Random(compare.REJUDGE_SEED).sample(

@@ -9,8 +9,8 @@ it rests on. With fewer than two stimuli there is no interval: the result says
 Formulas (see ``docs/statistics.md``):
 
 * decisions (labels, ``--fail-on-regression``): the exact sign-flip permutation test over
-  the per-stimulus values (:mod:`vally.tools.signflip`), Holm-adjusted across the family
-  (:mod:`vally.tools.multiplicity`); a difference is declared only when the adjusted
+  the per-stimulus values (:mod:`vally.statistics.signflip`), Holm-adjusted across the family
+  (:mod:`vally.statistics.multiplicity`); a difference is declared only when the adjusted
   two-sided p-value is at most 0.05 (a one-sided 2.5% gate);
 * mean with a 95% CI: Student t interval over the m per-stimulus means,
   ``mean ± t(0.975, m-1) · sd / sqrt(m)`` (sd with ddof=1); for values bounded in
@@ -36,8 +36,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from vally.tools.power import ALPHA, scipy_stats, smallest_detectable
-from vally.tools.signflip import SignFlipResult, sign_flip_test
+from vally.statistics.power import ALPHA, scipy_stats, smallest_detectable
+from vally.statistics.signflip import SignFlipResult, sign_flip_test
 
 CONFIDENCE = 0.95
 SCORE_BOUNDS = (-1.0, 1.0)

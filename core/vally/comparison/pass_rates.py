@@ -5,7 +5,7 @@ errored trials (an agent that crashed, a grader that errored) are left out, neve
 as failures. A treatment's difference from the baseline is the mean over the stimuli
 graded on both sides of ``rate_treatment - rate_baseline``; the sign-flip test decides
 whether it differs from zero, Holm-adjusted across the treatments sharing the baseline, and
-the bounded interval in [-1, 1] describes it (see :mod:`vally.tools.stats`).
+the bounded interval in [-1, 1] describes it (see :mod:`vally.statistics.estimates`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from vally.engine.scoring import is_graded
 from vally.models.records import TrialResultRecord
-from vally.tools.multiplicity import holm
-from vally.tools.stats import SCORE_BOUNDS, Estimate, tested_mean
+from vally.statistics.estimates import SCORE_BOUNDS, Estimate, tested_mean
+from vally.statistics.multiplicity import holm
 
 StimulusKey = tuple[str, str, str | None]
 """(eval name, stimulus name, model)."""

@@ -8,8 +8,8 @@ standard error.
 
 from __future__ import annotations
 
-from vally.tools.compare import ComparisonResult, PairKey, PairResult, caveats
-from vally.tools.stats import Estimate, Interval, McNemarResult
+from vally.comparison.judged import ComparisonResult, PairKey, PairResult, caveats
+from vally.statistics.estimates import Estimate, Interval, McNemarResult
 
 
 def fmt(value: float | None, signed: bool = True, digits: int = 2) -> str:

@@ -1,7 +1,7 @@
 """``vally compare --plan EFFECT``: how many stimuli and runs a target effect needs.
 
 The comparison just made is the pilot: its judged pairs give the variance between stimuli
-and within a stimulus (:func:`vally.tools.power.variance_components`; the spread of the
+and within a stimulus (:func:`vally.statistics.power.variance_components`; the spread of the
 stimulus means is taken in the bounded, padded form so that a pilot of all ties does not
 promise that one stimulus is enough). For each number of runs per stimulus the plan is the
 fewest stimuli whose smallest detectable effect at 80% power is at most the target.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from vally.tools.compare import ComparisonResult
-from vally.tools.power import VarianceComponents, stimuli_needed, variance_components
-from vally.tools.stats import SCORE_BOUNDS, group_means
+from vally.comparison.judged import ComparisonResult
+from vally.statistics.estimates import SCORE_BOUNDS, group_means
+from vally.statistics.power import VarianceComponents, stimuli_needed, variance_components
 
 RUN_OPTIONS = (1, 2, 3, 5)
 """Runs per stimulus the plan is given for."""
