@@ -95,19 +95,27 @@ _EXPORTS: dict[str, str] = {
     "pass_at_k": "vally.engine.scoring",
     "safe_name": "vally.engine.rundir",
     "find_trial_dir": "vally.engine.rundir",
+    # the layout of a run folder, for readers of runs (the history store's ingest)
+    "trial_relpath": "vally.engine.rundir",
+    "METADATA_FILE": "vally.engine.rundir",
+    "EVENTS_FILE": "vally.engine.rundir",
+    "ARTIFACTS_DIR": "vally.engine.rundir",
     # bounded parsing of untrusted JSON
     "loads_bounded": "vally.models.jsontext",
     "JsonTooDeepError": "vally.models.jsontext",
     "order_records": "vally.engine.shards",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
-    # stimulus-level comparison statistics, for reporters
+    # stimulus-level comparison statistics, for reporters and the dashboard
     "Estimate": "vally.statistics.estimates",
+    "metric_delta": "vally.statistics.estimates",
+    "mcnemar_from_pairs": "vally.statistics.estimates",
     "stimulus_pass_rates": "vally.comparison.pass_rates",
     "pass_rate_deltas": "vally.comparison.pass_rates",
     "mean_rate": "vally.comparison.pass_rates",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
+    "user_errors": "vally.cli.common",
     # the run API, for Python scripts and notebooks
     "EvalRequest": "vally.engine.evals",
     "run_eval": "vally.engine.evals",
@@ -175,6 +183,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
         command_group as command_group,
+        user_errors as user_errors,
     )
     from vally.comparison.pass_rates import (
         mean_rate as mean_rate,
@@ -262,8 +271,12 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         prepare_run as prepare_run,
     )
     from vally.engine.rundir import (
+        ARTIFACTS_DIR as ARTIFACTS_DIR,
+        EVENTS_FILE as EVENTS_FILE,
+        METADATA_FILE as METADATA_FILE,
         find_trial_dir as find_trial_dir,
         safe_name as safe_name,
+        trial_relpath as trial_relpath,
     )
     from vally.engine.runner import (
         RunResult as RunResult,
@@ -324,4 +337,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     )
     from vally.statistics.estimates import (
         Estimate as Estimate,
+        mcnemar_from_pairs as mcnemar_from_pairs,
+        metric_delta as metric_delta,
     )
