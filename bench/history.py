@@ -36,8 +36,8 @@ import httpx  # noqa: E402
 
 from tests.history.serving import Served  # noqa: E402
 from tests.history.synth import RunSpec, write_run  # noqa: E402
-from vally.tools.history.ingest import ingest  # noqa: E402
-from vally.tools.history.store import open_store  # noqa: E402
+from vally_serve.ingest import ingest  # noqa: E402
+from vally_serve.store import open_store  # noqa: E402
 
 STIMULI = 500
 MODELS = ("model-a", "model-b", "model-c", "model-d")

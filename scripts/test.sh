@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install vally with its dev dependencies and the example plugins into a virtual
-# environment, then run every check: ruff, mypy (strict) on the three packages, the
+# environment, then run every check: ruff, mypy (strict) on the packages, the
 # import-linter contracts and the test suite. Arguments are passed to pytest.
 #
 # The environment is the active one ($VIRTUAL_ENV) when there is one, else .venv in the
@@ -32,7 +32,8 @@ for example in plugins/examples/*/; do
   fi
 done
 "$python" -m ruff check .
-# mypy --strict over the kernel, the built-ins and the backends (source roots in pyproject).
-"$python" -m mypy -p vally -p vally_builtin -p vally_backends -p vally_ray
+# mypy --strict over the kernel, the built-ins, the history package, the backends and the
+# Ray runner (source roots in pyproject).
+"$python" -m mypy -p vally -p vally_builtin -p vally_serve -p vally_backends -p vally_ray
 "$python" -c "from importlinter.cli import lint_imports_command as c; c()"
 "$python" -m pytest "$@"

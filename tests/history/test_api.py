@@ -15,9 +15,9 @@ from tests.history.conftest import postgres_database
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
-from vally.tools.history.api import ENDPOINTS, create_app
-from vally.tools.history.ingest import ingest
-from vally.tools.history.store import Store, open_store
+from vally_serve.api import ENDPOINTS, create_app
+from vally_serve.ingest import ingest
+from vally_serve.store import Store, open_store
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

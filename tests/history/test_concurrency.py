@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.history.synth import RunSpec, write_run
-from vally.tools.history import schema
-from vally.tools.history.store import _use_wal, open_store
+from vally_serve import schema
+from vally_serve.store import _use_wal, open_store
 
 PROCESSES = 6
 RUNS = 6
@@ -23,8 +23,8 @@ PER_RUN = 3 * 2 * 4  # stimuli x models x trials
 WORKER = """
 import json, sys
 from pathlib import Path
-from vally.tools.history.ingest import ingest
-from vally.tools.history.store import open_store
+from vally_serve.ingest import ingest
+from vally_serve.store import open_store
 target, *paths = sys.argv[1:]
 sys.stdin.readline()  # start together: the parent writes one line to every worker
 store = open_store(target)

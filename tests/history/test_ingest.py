@@ -14,9 +14,9 @@ from sqlalchemy import func, select
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
 from vally.models.records import TrialResultRecord
-from vally.tools.history import schema
-from vally.tools.history.ingest import ingest
-from vally.tools.history.store import StoreError, open_store
+from vally_serve import schema
+from vally_serve.ingest import ingest
+from vally_serve.store import StoreError, open_store
 
 
 def count(target: str, table: schema.Table) -> int:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vally.engine.resume import _result_lines
-from vally.tools.history.runfiles import Problem, read_lines
-from vally.tools.history.trialdirs import read_events
+from vally_serve.runfiles import Problem, read_lines
+from vally_serve.trialdirs import read_events
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     # Build from a copy so that the build leaves nothing in the working tree.
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for folder in ("core", "plugins/builtin", "backends", "plugins/examples"):
+    for folder in ("core", "plugins/builtin", "plugins/serve", "backends", "plugins/examples"):
         shutil.copytree(REPO / folder, src / folder, ignore=ignore)
     for file in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(REPO / file, src / file)
@@ -65,6 +66,12 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     )
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = dist.glob("vally-*.whl")
+    # The dashboard of vally serve is package data of vally_serve.
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = set(archive.namelist())
+    dashboard = REPO / "plugins" / "serve" / "vally_serve" / "dashboard"
+    for asset in sorted(p.name for p in dashboard.iterdir() if p.is_file()):
+        assert f"vally_serve/dashboard/{asset}" in shipped, f"{asset} is not in the wheel"
 
     # Offline, so the venv borrows the dependencies from the environment running the tests;
     # the wheel's own vally must shadow the editable install of the working tree.
@@ -82,8 +89,9 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         [
             str(python),
             "-c",
-            "import vally, vally_builtin, vally_backends, importlib.metadata as m;"
+            "import vally, vally_builtin, vally_backends, vally_serve, importlib.metadata as m;"
             "print(vally.__file__); print(vally_builtin.__file__); print(vally_backends.__file__);"
+            "print(vally_serve.__file__);"
             "print(m.distribution('vally').locate_file(''))",
         ],
         cwd=tmp_path,

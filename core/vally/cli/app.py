@@ -34,8 +34,6 @@ COMMAND_MODULES = (
     "vally.cli.experiment",
     "vally.cli.new",
     "vally.cli.init",
-    "vally.cli.ingest",
-    "vally.cli.serve",
     "vally.cli.export",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, true
 
-from vally.tools.history.metrics import Counts, aggregate_columns
-from vally.tools.history.pagination import PageRequest, not_found, page_of
-from vally.tools.history.schema import (
+from vally_serve.metrics import Counts, aggregate_columns
+from vally_serve.pagination import PageRequest, not_found, page_of
+from vally_serve.schema import (
     BUCKETS_PER_DOUBLING,
     cells,
     durations,

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Table
 
-from vally.tools.history.schema import (
+from vally_serve.schema import (
     BUCKETS_PER_DOUBLING,
     CELL_SUMS,
     DURATION_SUMS,

@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from vally.engine.rundir import safe_name
-from vally.tools.history import schema
-from vally.tools.history.rows import OutcomeRows, RecordError, Row, outcome_rows, sums_of
-from vally.tools.history.runfiles import Line, Problem, RunFolder, find_run_folders, read_lines
-from vally.tools.history.store import Store
-from vally.tools.history.trialdirs import TrialFolders, list_artifacts, read_events
+from vally import safe_name
+from vally_serve import schema
+from vally_serve.rows import OutcomeRows, RecordError, Row, outcome_rows, sums_of
+from vally_serve.runfiles import Line, Problem, RunFolder, find_run_folders, read_lines
+from vally_serve.store import Store
+from vally_serve.trialdirs import TrialFolders, list_artifacts, read_events
 
 BATCH = 1000
 """Outcomes per transaction."""

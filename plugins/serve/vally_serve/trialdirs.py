@@ -14,10 +14,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vally.contracts.protocols import TrialKey
-from vally.engine.rundir import ARTIFACTS_DIR, EVENTS_FILE, METADATA_FILE, safe_name, trial_relpath
-from vally.models.jsontext import loads_bounded
-from vally.tools.history.rows import Row
+from vally import (
+    ARTIFACTS_DIR,
+    EVENTS_FILE,
+    METADATA_FILE,
+    TrialKey,
+    loads_bounded,
+    safe_name,
+    trial_relpath,
+)
+from vally_serve.rows import Row
 
 MAX_EVENTS_BYTES = 16 * 1024 * 1024
 """A larger ``events.jsonl`` is not copied into the store."""

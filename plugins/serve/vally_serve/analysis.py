@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
-from vally.tools.history.metrics import BY_NAME, Counts, aggregate_columns
-from vally.tools.history.pagination import PageRequest, bad_request, not_found, page_of
-from vally.tools.history.schema import cells, grader_stats, runs, tool_stats
+from vally_serve.metrics import BY_NAME, Counts, aggregate_columns
+from vally_serve.pagination import PageRequest, bad_request, not_found, page_of
+from vally_serve.schema import cells, grader_stats, runs, tool_stats
 
 TOP_STIMULI = 5
 """Stimuli listed per failing grader."""

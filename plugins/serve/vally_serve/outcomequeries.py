@@ -10,8 +10,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, func, select, true
 
-from vally.tools.history.pagination import PageRequest, bad_request, not_found, page_of
-from vally.tools.history.schema import cells, outcome_details, outcomes, runs
+from vally_serve.pagination import PageRequest, bad_request, not_found, page_of
+from vally_serve.schema import cells, outcome_details, outcomes, runs
 
 FILTERS = {
     "run": outcomes.c.run_id,

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, func
 
-from vally.tools.history.schema import cells
+from vally_serve.schema import cells
 
 
 @dataclass(frozen=True)

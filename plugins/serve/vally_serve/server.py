@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from vally.errors import ConfigError
+from vally import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vally._version import __version__
+from vally import __version__
 
 _PAGE = ("limit", "cursor")
 _OUTCOME_FILTERS = ("eval", "stimulus", "model", "variant", "verdict", "status", "q", "order")

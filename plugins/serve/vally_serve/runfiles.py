@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vally.models.jsontext import JsonTooDeepError, loads_bounded
+from vally import JsonTooDeepError, loads_bounded
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "run-summary.jsonl"

@@ -23,8 +23,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from vally.errors import ConfigError
-from vally.tools.history import schema
+from vally import ConfigError
+from vally_serve import schema
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 """Store targets that name a PostgreSQL server; anything else is a SQLite file path."""

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally.errors import ConfigError
-from vally.tools.history.deps import require
+from vally import ConfigError
+from vally_serve.deps import require
 
 if TYPE_CHECKING:
-    from vally.tools.history.ingest import IngestReport
-    from vally.tools.history.store import Store
+    from vally_serve.ingest import IngestReport
+    from vally_serve.store import Store
 
 
 class NoRunsError(ConfigError):
@@ -43,8 +43,8 @@ def ingest_runs(
     """
     _check_paths(paths)
     _require_store(store_target)
-    from vally.tools.history.ingest import ingest
-    from vally.tools.history.store import open_store
+    from vally_serve.ingest import ingest
+    from vally_serve.store import open_store
 
     store = open_store(store_target)
     try:
@@ -90,13 +90,13 @@ class ServeSession:
     @property
     def url(self) -> str:
         """Where the dashboard is."""
-        from vally.tools.history.server import url_of
+        from vally_serve.server import url_of
 
         return url_of(self.sock)
 
     def run(self) -> None:
         """Serve until interrupted, then release the store."""
-        from vally.tools.history.server import run
+        from vally_serve.server import run
 
         try:
             run(self.app, self.sock)
@@ -125,11 +125,11 @@ def prepare_serve(
     _require_store(store_target)
     require("starlette", "vally serve")
     require("uvicorn", "vally serve")
-    from vally.tools.history.api import create_app
-    from vally.tools.history.ingest import ingest
-    from vally.tools.history.runqueries import totals
-    from vally.tools.history.server import bind
-    from vally.tools.history.store import memory_store, open_store
+    from vally_serve.api import create_app
+    from vally_serve.ingest import ingest
+    from vally_serve.runqueries import totals
+    from vally_serve.server import bind
+    from vally_serve.store import memory_store, open_store
 
     sock = bind(host, port)
     store: Store | None = None

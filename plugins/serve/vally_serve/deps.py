@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from vally.errors import ConfigError
+from vally import ConfigError
 
 EXTRA = "serve"
 """The extra that installs the store and server dependencies."""

@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
-from vally.tools.history.analysis import require_run
-from vally.tools.history.metrics import Counts, aggregate_columns
-from vally.tools.history.pagination import PageRequest, bad_request, page_of
-from vally.tools.history.runqueries import run_json, run_totals
-from vally.tools.history.schema import cells, runs
+from vally_serve.analysis import require_run
+from vally_serve.metrics import Counts, aggregate_columns
+from vally_serve.pagination import PageRequest, bad_request, page_of
+from vally_serve.runqueries import run_json, run_totals
+from vally_serve.schema import cells, runs
 
 DELTA_METRICS = ("passRate", "meanScore", "durationMs", "tokens")
 """Metrics an experiment compares variant by variant."""
@@ -83,7 +83,7 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     Raises:
         ApiError: The run is not an experiment.
     """
-    from vally.statistics.estimates import mcnemar_from_pairs, metric_delta
+    from vally import mcnemar_from_pairs, metric_delta
 
     row = require_run(connection, run_id)
     if row.kind != "experiment":

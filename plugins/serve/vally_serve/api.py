@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vally.tools.history import analysis, crossrun, outcomequeries, runqueries
-from vally.tools.history.metrics import METRICS
-from vally.tools.history.openapi import openapi_document
-from vally.tools.history.pagination import ApiError, PageRequest
-from vally.tools.history.store import Store
+from vally_serve import analysis, crossrun, outcomequeries, runqueries
+from vally_serve.metrics import METRICS
+from vally_serve.openapi import openapi_document
+from vally_serve.pagination import ApiError, PageRequest
+from vally_serve.store import Store
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -94,7 +94,7 @@ def _endpoint(store: Store, handler: Handler) -> Callable[[Request], Response]:
 
 def load_assets() -> dict[str, tuple[bytes, str]]:
     """The dashboard's files by name, read from the package once."""
-    folder = resources.files("vally.tools.history") / "dashboard"
+    folder = resources.files("vally_serve") / "dashboard"
     assets: dict[str, tuple[bytes, str]] = {}
     for item in folder.iterdir():
         suffix = "." + item.name.rsplit(".", 1)[-1]

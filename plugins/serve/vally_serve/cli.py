@@ -1,0 +1,161 @@
+"""``vally serve`` and ``vally ingest``: the results dashboard and REST API, and loading run
+folders into a history store.
+
+Usage::
+
+    vally serve ./vally-results                       # a folder, from memory
+    vally serve --store eval-history.db               # an existing store
+    vally serve ./vally-results --store eval-history.db   # ingest, then serve
+
+    vally ingest vally-results/ --store eval-history.db
+    vally ingest runs/2026-06-09T20-41-10-885Z exp/ --store postgresql://ci@db/vally
+
+Each command is a ``vally.cli`` entry point (:func:`register_serve`, :func:`register_ingest`)
+that the CLI mounts like any installed command extension. The work is done by
+:mod:`vally_serve.service`, imported when a command runs, so ``vally --help`` needs none of
+the ``serve`` extra's packages and a missing one is one clear error naming the extra.
+
+``serve`` binds 127.0.0.1 unless ``--host`` says otherwise and is read-only. Exit code 0 when
+the server stopped normally, 1 on an error (no runs found, a port that cannot be bound, a
+store that cannot be opened).
+
+``ingest`` reports the lines that cannot be read (``file:line: why``) and skips them; the rest
+is ingested. Re-ingesting a run adds nothing. Exit code 0 when at least one run was found, 1
+when none was, or on any error.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vally import user_errors
+
+EXIT_OK = 0
+"""The exit code of a command that did its work."""
+SHOWN_PROBLEMS = 20
+"""Skipped lines printed one by one; the rest are counted."""
+
+
+def serve_command(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="DIR",
+            help="Results folder (run, experiment or output folder). Optional with --store.",
+            show_default=False,
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="PATH|URL",
+            help="History store (SQLite file or postgresql:// URL); with DIR, the "
+            "folder is ingested into it first.",
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Address to listen on (0.0.0.0: every interface).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(metavar="PORT", help="Port to listen on (0: any free port).")
+    ] = 3200,
+    cors: Annotated[
+        bool, typer.Option("--cors", help="Allow cross-origin browser requests.")
+    ] = False,
+) -> None:
+    """Serve the results dashboard and REST API.
+
+    Three modes: a results folder (from memory), a --store, or both (the folder is ingested
+    into the store, then the store is served). Read-only; binds 127.0.0.1 unless --host
+    says otherwise. Exit 1 when no run is found, the port cannot be bound or the store
+    cannot be opened; 130 after Ctrl-C.
+    """
+    from vally_serve.service import prepare_serve
+
+    with user_errors():
+        session = prepare_serve(directory, store, host=host, port=port, cors=cors)
+    report = session.report
+    if report is not None:
+        for problem in report.problems[:SHOWN_PROBLEMS]:
+            typer.echo(f"warning: skipped {problem}", err=True)
+        typer.echo(f"Ingested {report.added} new outcomes ({report.duplicates} already stored)")
+    typer.echo(
+        f"Serving {session.runs} run{'s' if session.runs != 1 else ''} "
+        f"({session.outcomes} outcomes) at {session.url}  (Ctrl-C to stop)"
+    )
+    session.run()
+    raise typer.Exit(EXIT_OK)
+
+
+def ingest_command(
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR",
+            help="Run folders, experiment folders, or folders holding many runs.",
+            show_default=False,
+        ),
+    ],
+    store: Annotated[
+        str,
+        typer.Option(
+            "--store",
+            metavar="PATH|URL",
+            help="History store: a SQLite file, or a postgresql:// URL.",
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")
+    ] = False,
+) -> None:
+    """Load run folders into a history store.
+
+    The store is a SQLite file or a PostgreSQL database (a postgresql:// URL). Re-ingesting
+    a run adds nothing; unreadable lines are reported (file:line) and skipped. Exit 0 when
+    a run was found, 1 when none was or on an error.
+    """
+    from vally_serve.service import ingest_runs
+
+    with user_errors():
+        report = ingest_runs(run_dirs, store)
+    problems = [str(p) for p in report.problems]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "runs": report.runs,
+                    "folders": report.folders,
+                    "read": report.read,
+                    "added": report.added,
+                    "duplicates": report.duplicates,
+                    "problems": problems,
+                }
+            )
+        )
+        raise typer.Exit(EXIT_OK)
+    for problem in problems[:SHOWN_PROBLEMS]:
+        typer.echo(f"warning: skipped {problem}", err=True)
+    if len(problems) > SHOWN_PROBLEMS:
+        typer.echo(f"warning: ... and {len(problems) - SHOWN_PROBLEMS} more", err=True)
+    runs = len(report.runs)
+    typer.echo(
+        f"Ingested {runs} run{'s' if runs != 1 else ''} from {report.folders} folder"
+        f"{'s' if report.folders != 1 else ''}: {report.added} outcomes added, "
+        f"{report.duplicates} already in the store, {len(problems)} lines skipped"
+    )
+    raise typer.Exit(EXIT_OK)
+
+
+def register_serve(app: typer.Typer) -> None:
+    """Mount ``vally serve`` (the results dashboard and REST API) on the CLI app."""
+    app.command("serve")(serve_command)
+
+
+def register_ingest(app: typer.Typer) -> None:
+    """Mount ``vally ingest`` (load run folders into a history store) on the CLI app."""
+    app.command("ingest")(ingest_command)
