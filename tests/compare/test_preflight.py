@@ -52,15 +52,27 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error")]
 
 
-def test_no_judge_model_is_one_error_and_no_request(server: ChatServer, tmp_path: Path) -> None:
+def test_no_judge_model_compares_the_graded_runs_only(server: ChatServer, tmp_path: Path) -> None:
     base, treat = runs(tmp_path)
     proc = compare(server.base_url, base, treat, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Graded comparison:" in proc.stdout
+    assert "No judged comparison (no judge model configured)" in proc.stdout
+    assert error_lines(proc.stderr) == []
+    assert server.requests == []
+
+
+def test_judge_asked_for_without_a_model_is_one_error_and_no_request(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    base, treat = runs(tmp_path)
+    proc = compare(server.base_url, base, treat, "--judge", cwd=tmp_path)
     assert proc.returncode == 1
     assert error_lines(proc.stderr) == ["error[VALLY_CONFIG]: no judge model for the comparison"]
     assert "--judge-model" in proc.stderr and "defaults: {judge_model: MODEL}" in proc.stderr
     assert "--eval-spec" not in proc.stderr  # standalone compare reads no spec defaults
     assert server.requests == []
-    assert proc.stdout == ""
+    assert "Graded comparison:" not in proc.stdout  # the judge is checked before printing
 
 
 def test_no_judge_model_with_an_eval_spec_points_at_its_defaults(
@@ -69,7 +81,7 @@ def test_no_judge_model_with_an_eval_spec_points_at_its_defaults(
     base, treat = runs(tmp_path, "a")
     spec = tmp_path / "eval.yaml"
     spec.write_text("defaults: {executor: mock}\nstimuli:\n  - name: a\n    prompt: do a\n")
-    proc = compare(server.base_url, base, treat, "-e", str(spec), cwd=tmp_path)
+    proc = compare(server.base_url, base, treat, "-e", str(spec), "--judge", cwd=tmp_path)
     assert proc.returncode == 1
     assert len(error_lines(proc.stderr)) == 1
     assert "'judge_model' in the --eval-spec file's defaults" in proc.stderr

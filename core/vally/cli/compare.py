@@ -1,4 +1,5 @@
-"""``vally compare``: an LLM judge compares baseline and treatment runs pair by pair.
+"""``vally compare``: compare a treatment run with a baseline, case by case from their
+graded records (no model), and pair by pair through an LLM judge when one is configured.
 
 The work is done by :func:`vally.comparison.run.execute`; this module parses the
 flags. ``CompareRequest`` and ``execute`` are re-exported here for callers that still
@@ -103,11 +104,44 @@ def compare_command(
         float | None,
         opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
     ] = None,
+    rules: Annotated[
+        Path | None,
+        opt("PATH", "Promotion rules (YAML) to decide on; exit 1 unless every rule passes."),
+    ] = None,
+    confidence_level: Annotated[
+        float,
+        opt("LEVEL", "Confidence level of every interval, strictly between 0 and 1."),
+    ] = 0.95,
+    interval: Annotated[
+        str, opt("cases|repeats", "Intervals over cases (default) or over repeats (Welch).")
+    ] = "cases",
+    by: Annotated[
+        list[str] | None,
+        opt("DIM", "Also break the comparison down by 'eval' or a stimulus tag (repeatable)."),
+    ] = None,
+    allow_different_suites: Annotated[
+        bool,
+        switch("--allow-different-suites", "Compare runs even when their suites differ."),
+    ] = False,
+    judge: Annotated[
+        bool | None,
+        typer.Option(
+            "--judge/--no-judge",
+            help="Add the judged pairwise comparison (default: when a judge model is set).",
+            show_default=False,
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, opt("PATH", "Write the promotion rules as JUnit XML (a case per rule).")
+    ] = None,
     params: o.Params = None,
     no_cache: o.NoCache = False,
-    verbose: Annotated[bool, switch("--verbose", "Show the judge's full reasoning.")] = False,
+    verbose: Annotated[
+        bool, switch("--verbose", "Show per-case changes and the judge's full reasoning.")
+    ] = False,
 ) -> None:
-    """Compare a treatment run against a baseline with an LLM judge (both orders)."""
+    """Compare a treatment run against a baseline: graded figures case by case with no
+    model, a judged pairwise comparison when a judge model is set, promotion rules."""
     two_run = baseline is not None or treatment is not None
     if experiment_dir is not None and two_run:
         _usage_error("give an experiment directory or --baseline/--treatment, not both")
@@ -127,8 +161,18 @@ def compare_command(
                 f"--plan must be an effect on the score scale in (0, 2], got {plan}",
                 hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
             )
+        if not 0 < confidence_level < 1:
+            raise ConfigError(
+                f"--confidence-level must lie strictly between 0 and 1, got {confidence_level}",
+                hint="write e.g. --confidence-level 0.9",
+            )
+        if interval not in ("cases", "repeats"):
+            _usage_error("--interval must be 'cases' or 'repeats'")
+        if junit is not None and rules is None:
+            _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
         flags = {
             **locals(),
+            "by": list(by or []),
             "judge_timeout": _judge_timeout(judge_timeout),
             "params": parse_params(params or []),
         }

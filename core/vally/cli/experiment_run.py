@@ -108,6 +108,22 @@ def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path)
         return EXIT_FAILURE
 
 
+def _decide(setup: ExperimentSetup, run_dir: Path) -> int:
+    """Decide every variant against the baseline by the experiment's promotion rules:
+    print the graded comparisons and the verdicts, write ``comparison.jsonl`` and the
+    report's section; 1 when a variant is held (or cannot be decided)."""
+    from vally.comparison.experiment_decisions import decide_experiment
+
+    rules = setup.experiment.promotion
+    assert rules is not None
+    _echo()
+    try:
+        return decide_experiment(run_dir, setup.resolved.baseline, rules, echo=_echo)
+    except VallyError as exc:
+        _echo(f"Promotion rules could not be applied: {exc.render()}", err=True)
+        return EXIT_FAILURE
+
+
 def _exit_code(
     opts: ExperimentRequest, setup: ExperimentSetup, result: RunResult, run_dir: Path
 ) -> int:
@@ -139,6 +155,13 @@ def _exit_code(
         what = "partial verdict" if setup.shard is not None else "verdict"
         _echo(f"--require-pass: the {what} of {', '.join(failed)} failed", err=True)
         code = EXIT_FAILURE
+    if setup.experiment.promotion is not None:
+        if setup.shard is not None:
+            _echo("Promotion rules: decided after 'vally experiment merge' of every shard.")
+        elif len(setup.resolved.variants) < 2:
+            _echo("Promotion rules skipped: only one variant ran (--variant).")
+        elif _decide(setup, run_dir) != EXIT_OK:
+            code = EXIT_FAILURE
     if opts.compare:
         if setup.shard is not None:
             _echo("Comparison skipped: sharded runs are compared after 'vally experiment merge'.")

@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 from vally.errors import ConfigError, OutputError, VallyError
 
 if TYPE_CHECKING:
+    from vally.comparison.graded import GradedComparison
     from vally.comparison.judged import ComparisonResult
     from vally.contracts.protocols import JudgeSettings
     from vally.engine.judge_cache import CachedJudge
     from vally.models.project import LLMSettings
+    from vally.models.promotion import PromotionRules
     from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
     from vally.plugins.session import Session
@@ -70,6 +72,15 @@ class CompareRequest:
     rejudge: int = 0
     plan: float | None = None
     no_cache: bool = False
+    judge: bool | None = None
+    """True: judge (a judge model is required); False: graded comparison only; None: judge
+    when a judge model is configured."""
+    rules: Path | None = None
+    confidence_level: float = 0.95
+    interval: str = "cases"
+    by: list[str] = field(default_factory=list)
+    allow_different_suites: bool = False
+    junit: Path | None = None
 
 
 def _print_out(text: str) -> None:
@@ -547,8 +558,11 @@ def check_output_file(path: Path) -> None:
         ) from exc
 
 
-def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
-    """Write one comparison record per treatment (JSON Lines), atomically.
+def _write_output(
+    path: Path, results: Sequence[ComparisonResult], graded: Sequence[dict[str, Any]] = ()
+) -> None:
+    """Write one graded-comparison record per treatment, then one judged comparison record
+    per judged treatment (JSON Lines), atomically.
 
     Raises:
         OutputError: The file cannot be written.
@@ -560,14 +574,15 @@ def _write_output(path: Path, results: Sequence[ComparisonResult]) -> None:
         f"--output {path}",
         hint="the comparison printed above is complete; pass a writable --output path",
     ):
+        head = "".join(json.dumps(g, ensure_ascii=False) + "\n" for g in graded)
         if not any(r.trials_file is not None for r in results):
             lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
-            write_text_atomic(path, lines)
+            write_text_atomic(path, head + lines)
             return
-        _splice_output(path, results)
+        _splice_output(path, results, head)
 
 
-def _splice_output(path: Path, results: Sequence[ComparisonResult]) -> None:
+def _splice_output(path: Path, results: Sequence[ComparisonResult], head: str = "") -> None:
     """Write the records, each streamed comparison's ``trials`` copied from its file (the
     same bytes as dumping the whole record), to a temp file renamed into place."""
     import shutil
@@ -578,6 +593,7 @@ def _splice_output(path: Path, results: Sequence[ComparisonResult]) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8") as out:
+            out.write(head)
             for result in results:
                 record = to_record(result)
                 if result.trials_file is None:
@@ -615,6 +631,11 @@ def execute(
 ) -> int:
     """Run a comparison request, print it, write ``--output``; return the exit code.
 
+    Every treatment is first compared with the baseline from their graded records, with no
+    model (:mod:`vally.comparison.graded`); runs of different suites are refused there,
+    before any judging. The judged pairwise comparison follows when a judge is wanted
+    (``request.judge``), then the promotion rules, which may read the judged win rate.
+
     Args:
         request: What to compare and how to judge.
         session: The plugin session (default: one for the working folder's project).
@@ -622,35 +643,126 @@ def execute(
         warn: Where warnings go (default: standard error, prefixed ``warning:``).
 
     Raises:
-        VallyError: The runs cannot be loaded, the judge cannot be built, or ``--output``
-            cannot be written.
+        VallyError: The runs or the rules cannot be loaded, the runs are of different
+            suites, the judge cannot be built, or ``--output`` cannot be written.
     """
     import asyncio
 
+    from vally.comparison.graded_run import load_rules
     from vally.plugins.session import Session
     from vally.specs.loading import find_project
+    from vally.statistics.decisions import check_confidence_level
 
     if session is None:
         project, root = find_project(Path.cwd())
         session = Session(project=project, project_root=root)
+    rules = load_rules(request.rules) if request.rules is not None else None
+    level = request.confidence_level
+    if rules is not None and rules.confidence_level is not None and level == 0.95:
+        level = rules.confidence_level
+    try:
+        level = check_confidence_level(level)
+    except ValueError as exc:
+        raise ConfigError(f"--confidence-level: {exc}", hint="write e.g. 0.95 or 0.9") from None
+    method = request.interval
+    if rules is not None and rules.interval is not None and method == "cases":
+        method = rules.interval
+    if method not in ("cases", "repeats"):
+        raise ConfigError(
+            f"--interval must be 'cases' or 'repeats', got {method!r}",
+            hint="cases: over stimuli (the default); repeats: Welch over repeats",
+        )
     ordered = _load_runs(request)
     if request.output is not None:
         check_output_file(request.output)
-    results = asyncio.run(run_comparisons(request, ordered, session, warn=warn))
+    graded = _graded_comparisons(request, ordered, level, method, warn)
+    results: list[ComparisonResult] = []
+    if _judge_wanted(request, session, warn):
+        results = asyncio.run(run_comparisons(request, ordered, session, warn=warn))
     try:
-        return _report(request, results, echo, warn)
+        return _report(request, graded, results, rules, echo, warn)
     finally:
         remove_trials_files(results)
 
 
+def _graded_comparisons(
+    request: CompareRequest,
+    ordered: Sequence[RunSource],
+    level: float,
+    method: str,
+    warn: Echo,
+) -> list[GradedComparison]:
+    """Each treatment compared with the baseline from the graded records.
+
+    Raises:
+        SuiteMismatchError: A treatment is of another suite than the baseline (unless
+            allowed).
+    """
+    from vally.comparison.graded_run import compare_paths
+
+    (base_name, base_path), *treatments = ordered
+    assert isinstance(base_path, Path)
+    comparisons = []
+    for name, path in treatments:
+        assert isinstance(path, Path)
+        comparisons.append(
+            compare_paths(
+                base_path,
+                path,
+                labels=(base_name, name),
+                by=request.by,
+                confidence_level=level,
+                method="repeats" if method == "repeats" else "cases",
+                allow_different_suites=request.allow_different_suites,
+                warn=warn,
+            )
+        )
+    return comparisons
+
+
+def _judge_wanted(request: CompareRequest, session: Session, warn: Echo) -> bool:
+    """Whether to run the judged comparison: as asked, or when a judge model is
+    configured (the flag, the ``--eval-spec`` defaults, ``.vally.yaml`` or
+    ``EVAL_JUDGE_MODEL``)."""
+    if request.judge is not None:
+        return request.judge
+    try:
+        _judge_settings(request, session, _load_spec(request, lambda _text: None))
+    except ConfigError:
+        return False
+    return True
+
+
 def _report(
-    request: CompareRequest, results: Sequence[ComparisonResult], echo: Echo, warn: Echo
+    request: CompareRequest,
+    graded: Sequence[GradedComparison],
+    results: Sequence[ComparisonResult],
+    rules: PromotionRules | None,
+    echo: Echo,
+    warn: Echo,
 ) -> int:
-    """Print each comparison, write ``--output``; the exit code."""
+    """Print each comparison (graded, then judged), the rules' verdicts, write
+    ``--output`` and ``--junit``; the exit code."""
+    from vally.comparison.graded_records import comparison_json
+    from vally.comparison.graded_run import apply_rules
+    from vally.comparison.graded_text import comparison_lines as graded_lines, promotion_lines
     from vally.comparison.judged import exit_code
     from vally.comparison.judged_text import cleanup_warnings, comparison_lines
     from vally.comparison.plan import plan_lines
+    from vally.comparison.rules import WinRateEvidence
 
+    judged = {r.treatment: r for r in results}
+    outcomes = []
+    for comparison in graded:
+        for line in graded_lines(comparison, verbose=request.verbose):
+            echo(line)
+        echo("")
+        result = judged.get(comparison.candidate.label)
+        evidence = None
+        if result is not None and result.status == "complete":
+            rate = result.win_rate
+            evidence = WinRateEvidence(rate.win_rate, rate.ci, result.n_judged)
+        outcomes.append(apply_rules(comparison, rules, evidence))
     for result in results:
         for line in comparison_lines(result, request.verbose):
             echo(line)
@@ -662,6 +774,35 @@ def _report(
         for note in cleanup_warnings(result):
             warn(note)
         echo("")
+    if not results and request.judge is None:
+        echo(
+            "No judged comparison (no judge model configured): pass --judge-model MODEL to add one."
+        )
+    source = str(request.rules) if request.rules is not None else None
+    for outcome in outcomes:
+        if outcome.promotion is not None:
+            if len(outcomes) > 1:
+                echo(f"Candidate {outcome.comparison.candidate.label}:")
+            for line in promotion_lines(outcome.promotion, source):
+                echo(line)
+            echo("")
     if request.output is not None:
-        _write_output(request.output, results)
-    return exit_code(results, fail_on_regression=request.fail_on_regression)
+        records = [comparison_json(o.comparison, o.promotion, source) for o in outcomes]
+        _write_output(request.output, results, records)
+    if request.junit is not None:
+        from vally.comparison.junit import write_rules_junit
+
+        write_rules_junit(request.junit, outcomes)
+    code = exit_code(results, fail_on_regression=request.fail_on_regression) if results else 0
+    if request.fail_on_regression and any(_graded_regression(o.comparison) for o in outcomes):
+        code = 1
+    if any(o.promotion is not None and o.promotion.exit_code for o in outcomes):
+        code = 1
+    return code
+
+
+def _graded_regression(comparison: GradedComparison) -> bool:
+    """True when the pass rate or a deterministic grader is worse by its interval."""
+    figures = [m for m in comparison.metrics if m.name == "pass_rate"]
+    figures += [g for g in comparison.graders if not g.judged]
+    return any(f.difference == "worse" for f in figures)

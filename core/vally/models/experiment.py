@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from vally.models.base import SpecModel
+from vally.models.promotion import PromotionRules
 
 
 class VariantOverride(SpecModel):
@@ -77,6 +78,8 @@ class ExperimentFile(SpecModel):
     executor_plugins: list[str] = Field(default_factory=list)
     reporter_plugins: list[str] = Field(default_factory=list)
     eval_plugin: str | None = None
+    promotion: PromotionRules | None = None
+    """Promotion rules every variant is decided by against the baseline after the run."""
 
     @field_validator("evals", mode="before")
     @classmethod
