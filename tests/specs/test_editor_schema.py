@@ -135,6 +135,7 @@ def test_write_puts_every_schema_in_the_project(
         "eval.schema.json",
         "experiment.schema.json",
         "project.schema.json",
+        "promotion.schema.json",
     ]
     eval_schema = json.loads((folder / "eval.schema.json").read_text())
     assert eval_schema["title"] == "vally eval spec (eval.yaml)"

@@ -57,6 +57,57 @@ Rejudge = Annotated[
 ]
 
 
+Rules = Annotated[
+    Path | None,
+    opt("PATH", "Promotion rules (YAML) to decide on; exit 1 unless every rule passes."),
+]
+ConfidenceLevel = Annotated[
+    float, opt("LEVEL", "Confidence level of every interval, strictly between 0 and 1.")
+]
+IntervalOption = Annotated[
+    str, opt("cases|repeats", "Intervals over cases (default) or over repeats (Welch).")
+]
+By = Annotated[
+    list[str] | None,
+    opt("DIM", "Also break the comparison down by 'eval' or a stimulus tag (repeatable)."),
+]
+AllowDifferentSuites = Annotated[
+    bool, switch("--allow-different-suites", "Compare runs even when their suites differ.")
+]
+Judge = Annotated[
+    bool | None,
+    typer.Option(
+        "--judge/--no-judge",
+        help="Add the judged pairwise comparison (default: when a judge model is set).",
+        show_default=False,
+    ),
+]
+Junit = Annotated[
+    Path | None, opt("PATH", "Write the promotion rules as JUnit XML (a case per rule).")
+]
+
+
+def _check_decision_flags(
+    confidence_level: float, interval: str, junit: Path | None, rules: Path | None
+) -> None:
+    """Usage errors of the graded comparison's flags.
+
+    Raises:
+        ConfigError: The confidence level is not strictly between 0 and 1.
+    """
+    from vally.errors import ConfigError
+
+    if not 0 < confidence_level < 1:
+        raise ConfigError(
+            f"--confidence-level must lie strictly between 0 and 1, got {confidence_level}",
+            hint="write e.g. --confidence-level 0.9",
+        )
+    if interval not in ("cases", "repeats"):
+        _usage_error("--interval must be 'cases' or 'repeats'")
+    if junit is not None and rules is None:
+        _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
+
+
 def compare_command(
     experiment_dir: Annotated[
         Path | None,
@@ -104,36 +155,13 @@ def compare_command(
         float | None,
         opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
     ] = None,
-    rules: Annotated[
-        Path | None,
-        opt("PATH", "Promotion rules (YAML) to decide on; exit 1 unless every rule passes."),
-    ] = None,
-    confidence_level: Annotated[
-        float,
-        opt("LEVEL", "Confidence level of every interval, strictly between 0 and 1."),
-    ] = 0.95,
-    interval: Annotated[
-        str, opt("cases|repeats", "Intervals over cases (default) or over repeats (Welch).")
-    ] = "cases",
-    by: Annotated[
-        list[str] | None,
-        opt("DIM", "Also break the comparison down by 'eval' or a stimulus tag (repeatable)."),
-    ] = None,
-    allow_different_suites: Annotated[
-        bool,
-        switch("--allow-different-suites", "Compare runs even when their suites differ."),
-    ] = False,
-    judge: Annotated[
-        bool | None,
-        typer.Option(
-            "--judge/--no-judge",
-            help="Add the judged pairwise comparison (default: when a judge model is set).",
-            show_default=False,
-        ),
-    ] = None,
-    junit: Annotated[
-        Path | None, opt("PATH", "Write the promotion rules as JUnit XML (a case per rule).")
-    ] = None,
+    rules: Rules = None,
+    confidence_level: ConfidenceLevel = 0.95,
+    interval: IntervalOption = "cases",
+    by: By = None,
+    allow_different_suites: AllowDifferentSuites = False,
+    judge: Judge = None,
+    junit: Junit = None,
     params: o.Params = None,
     no_cache: o.NoCache = False,
     verbose: Annotated[
@@ -161,15 +189,7 @@ def compare_command(
                 f"--plan must be an effect on the score scale in (0, 2], got {plan}",
                 hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
             )
-        if not 0 < confidence_level < 1:
-            raise ConfigError(
-                f"--confidence-level must lie strictly between 0 and 1, got {confidence_level}",
-                hint="write e.g. --confidence-level 0.9",
-            )
-        if interval not in ("cases", "repeats"):
-            _usage_error("--interval must be 'cases' or 'repeats'")
-        if junit is not None and rules is None:
-            _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
+        _check_decision_flags(confidence_level, interval, junit, rules)
         flags = {
             **locals(),
             "by": list(by or []),

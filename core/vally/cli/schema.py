@@ -22,7 +22,7 @@ def schema_command(
         str | None,
         typer.Argument(
             metavar="KIND",
-            help="Which file: eval, experiment or project (all three with --write).",
+            help="Which file: eval, experiment, project or promotion (all with --write).",
             show_default=False,
         ),
     ] = None,
@@ -43,7 +43,8 @@ def schema_command(
         ),
     ] = False,
 ) -> None:
-    """Print or write the JSON Schema of eval.yaml, experiment files or .vally.yaml."""
+    """Print or write the JSON Schema of eval.yaml, experiment files, .vally.yaml or
+    promotion rules."""
     import json
 
     from vally.cli.common import user_errors

@@ -679,29 +679,18 @@ def compare_tallies(
     )
 
 
-def _compare_scope(
+def _grader_figures(
     baseline: RunTally,
     candidate: RunTally,
+    base_cases: Mapping[CaseKey, CaseTally],
+    cand_cases: Mapping[CaseKey, CaseTally],
     scope: Scope,
     level: float,
     method: IntervalMethod,
-    base_id: RunIdentity,
-    cand_id: RunIdentity,
-) -> GradedComparison:
-    base_cases = {k: c for k, c in baseline.cases.items() if scope in baseline.scopes_of(k, c.tags)}
-    cand_cases = {
-        k: c for k, c in candidate.cases.items() if scope in candidate.scopes_of(k, c.tags)
-    }
-    cases = [
-        _case_delta(key, base_cases[key], cand_cases[key])
-        for key in sorted(base_cases)
-        if key in cand_cases
-    ]
-    missing = [MissingCase(k, "baseline") for k in sorted(base_cases) if k not in cand_cases]
-    missing += [MissingCase(k, "candidate") for k in sorted(cand_cases) if k not in base_cases]
-    missing.sort(key=lambda m: m.key)
+) -> list[FigureDelta]:
+    """Every grader's figures over the cases of a scope, in name order."""
     names = sorted({g for c in (*base_cases.values(), *cand_cases.values()) for g in c.graders})
-    graders = [
+    return [
         _figure(
             name,
             MetricSpec(name, "score (0-1)", "higher", bounded=True),
@@ -725,6 +714,30 @@ def _compare_scope(
         )
         for name in names
     ]
+
+
+def _compare_scope(
+    baseline: RunTally,
+    candidate: RunTally,
+    scope: Scope,
+    level: float,
+    method: IntervalMethod,
+    base_id: RunIdentity,
+    cand_id: RunIdentity,
+) -> GradedComparison:
+    base_cases = {k: c for k, c in baseline.cases.items() if scope in baseline.scopes_of(k, c.tags)}
+    cand_cases = {
+        k: c for k, c in candidate.cases.items() if scope in candidate.scopes_of(k, c.tags)
+    }
+    cases = [
+        _case_delta(key, base_cases[key], cand_cases[key])
+        for key in sorted(base_cases)
+        if key in cand_cases
+    ]
+    missing = [MissingCase(k, "baseline") for k in sorted(base_cases) if k not in cand_cases]
+    missing += [MissingCase(k, "candidate") for k in sorted(cand_cases) if k not in base_cases]
+    missing.sort(key=lambda m: m.key)
+    graders = _grader_figures(baseline, candidate, base_cases, cand_cases, scope, level, method)
     metrics = []
     for spec in METRICS:
         base_values = {

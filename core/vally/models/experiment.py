@@ -78,8 +78,10 @@ class ExperimentFile(SpecModel):
     executor_plugins: list[str] = Field(default_factory=list)
     reporter_plugins: list[str] = Field(default_factory=list)
     eval_plugin: str | None = None
-    promotion: PromotionRules | None = None
-    """Promotion rules every variant is decided by against the baseline after the run."""
+    promotion: PromotionRules | None = Field(
+        default=None,
+        description="Promotion rules every variant is decided by against the baseline.",
+    )
 
     @field_validator("evals", mode="before")
     @classmethod

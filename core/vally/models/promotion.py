@@ -41,8 +41,8 @@ confidence level) or the point estimate alone (June's ``delta >= 0.05``)."""
 class Margin(SpecModel):
     """A margin: an amount in the figure's units, or a share of the baseline's mean."""
 
-    value: float
-    relative: bool = False
+    value: float = Field(description="The margin: an amount, or a share when relative.")
+    relative: bool = Field(default=False, description="True when a share of the baseline mean.")
 
     def amount(self, baseline_mean: float | None) -> float | None:
         """The margin in the figure's units; None when it is relative to an unknown mean."""
@@ -81,9 +81,11 @@ def parse_margin(value: object) -> Margin:
 class _Rule(SpecModel):
     """What every rule has: a name for reports and an optional scope."""
 
-    name: str | None = None
-    eval: str | None = None
-    tag: dict[str, str] | None = None
+    name: str | None = Field(default=None, description="The rule's name in reports.")
+    eval: str | None = Field(default=None, description="Only the cases of this eval.")
+    tag: dict[str, str] | None = Field(
+        default=None, description="Only the cases with this tag value, e.g. {group: hard}."
+    )
 
     @field_validator("tag")
     @classmethod
@@ -114,28 +116,37 @@ class NoRegressedCases(_Rule):
     ``-tolerance``), or by the case's mean grader change when no grader is named. A case
     that started erroring is regressed whatever its scores did."""
 
-    type: Literal["no-regressed-cases"]
-    graders: list[str] = Field(default_factory=list)
-    tolerance: float = Field(default=0.0, ge=0.0)
-    max: int = Field(default=0, ge=0)
+    type: Literal["no-regressed-cases"] = Field(description="The rule's kind.")
+    graders: list[str] = Field(
+        default_factory=list, description="Graders no case may get worse on (default: all)."
+    )
+    tolerance: float = Field(
+        default=0.0, ge=0.0, description="A change down to -tolerance is not a regression."
+    )
+    max: int = Field(default=0, ge=0, description="Regressed cases allowed.")
 
 
 class NoMoreFailed(_Rule):
     """The candidate has no more cases with errored trials than the baseline."""
 
-    type: Literal["no-more-failed"]
+    type: Literal["no-more-failed"] = Field(description="The rule's kind.")
 
 
 class _MarginRule(_Rule):
-    figure: str
-    basis: Basis = "interval"
+    figure: str = Field(description="A grader's or metric's name.")
+    basis: Basis = Field(
+        default="interval", description="Read the interval's end, or the estimate alone."
+    )
 
 
 class Improves(_MarginRule):
     """A grader or metric improves by more than ``by`` (superiority with a margin)."""
 
-    type: Literal["improves"]
-    by: Margin = Field(default_factory=lambda: Margin(value=0.0))
+    type: Literal["improves"] = Field(description="The rule's kind.")
+    by: Margin = Field(
+        default_factory=lambda: Margin(value=0.0),
+        description="The improvement required: an amount in the figure's units, or 5%.",
+    )
 
     @field_validator("by", mode="before")
     @classmethod
@@ -146,8 +157,10 @@ class Improves(_MarginRule):
 class NonInferior(_MarginRule):
     """A grader or metric gets worse by less than ``margin`` (non-inferiority)."""
 
-    type: Literal["non-inferior"]
-    margin: Margin
+    type: Literal["non-inferior"] = Field(description="The rule's kind.")
+    margin: Margin = Field(
+        description="The largest acceptable loss: an amount in the figure's units, or 10%."
+    )
 
     @field_validator("margin", mode="before")
     @classmethod
@@ -159,21 +172,23 @@ class WinRate(_Rule):
     """The judged win rate (wins over judged pairs, as ``vally compare`` prints it) is at
     least ``at_least``; needs the judged pairwise comparison (a judge model)."""
 
-    type: Literal["win-rate"]
-    at_least: float = Field(ge=0.0, le=1.0)
-    basis: Basis = "interval"
+    type: Literal["win-rate"] = Field(description="The rule's kind.")
+    at_least: float = Field(ge=0.0, le=1.0, description="The lowest acceptable win rate.")
+    basis: Basis = Field(
+        default="interval", description="Read the interval's end, or the estimate alone."
+    )
 
 
 class NoMissing(_Rule):
     """Both runs have every case."""
 
-    type: Literal["no-missing"]
+    type: Literal["no-missing"] = Field(description="The rule's kind.")
 
 
 class SameSuite(_Rule):
     """Both runs are of the same suite: the same cases with the same content."""
 
-    type: Literal["same-suite"]
+    type: Literal["same-suite"] = Field(description="The rule's kind.")
 
 
 Rule = Annotated[
@@ -195,6 +210,10 @@ RULE_TYPES = (
 class PromotionRules(SpecModel):
     """A promotion rule set: every rule must pass for the candidate to be promoted."""
 
-    confidence_level: float | None = Field(default=None, gt=0.0, lt=1.0)
-    interval: Literal["cases", "repeats"] | None = None
-    rules: list[Rule] = Field(min_length=1)
+    confidence_level: float | None = Field(
+        default=None, gt=0.0, lt=1.0, description="Level of every interval (default 0.95)."
+    )
+    interval: Literal["cases", "repeats"] | None = Field(
+        default=None, description="Intervals over cases (default) or repeats (Welch)."
+    )
+    rules: list[Rule] = Field(min_length=1, description="Every rule must pass to promote.")

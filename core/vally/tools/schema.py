@@ -1,5 +1,5 @@
-"""The JSON Schema of vally's files, for editors: ``eval`` (eval.yaml), ``experiment`` and
-``project`` (.vally.yaml).
+"""The JSON Schema of vally's files, for editors: ``eval`` (eval.yaml), ``experiment``,
+``project`` (.vally.yaml) and ``promotion`` (promotion rules).
 
 Built from the pydantic models, then completed for editing:
 
@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from vally.models.field_notes import field_description
 
-SCHEMA_KINDS = ("eval", "experiment", "project")
+SCHEMA_KINDS = ("eval", "experiment", "project", "promotion")
 """The file kinds ``vally schema`` describes."""
 
 SCHEMA_FILES = {kind: f"{kind}.schema.json" for kind in SCHEMA_KINDS}
@@ -47,18 +47,21 @@ _TITLES = {
     "eval": "vally eval spec (eval.yaml)",
     "experiment": "vally experiment file",
     "project": "vally project file (.vally.yaml)",
+    "promotion": "vally promotion rules (vally compare --rules)",
 }
 
 
 def _root_model(kind: str) -> type[BaseModel]:
     from vally.models.experiment import ExperimentFile
     from vally.models.project import ProjectConfig
+    from vally.models.promotion import PromotionRules
     from vally.models.spec import EvalSpec
 
     models: dict[str, type[BaseModel]] = {
         "eval": EvalSpec,
         "experiment": ExperimentFile,
         "project": ProjectConfig,
+        "promotion": PromotionRules,
     }
     return models[kind]
 
