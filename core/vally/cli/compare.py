@@ -87,25 +87,47 @@ Junit = Annotated[
 ]
 
 
-def _check_decision_flags(
-    confidence_level: float, interval: str, junit: Path | None, rules: Path | None
-) -> None:
-    """Usage errors of the graded comparison's flags.
+def _check_flags(values: dict[str, Any]) -> None:
+    """Usage errors of the command's flags (exit 2), then errors in their values.
 
     Raises:
-        ConfigError: The confidence level is not strictly between 0 and 1.
+        ConfigError: An empty reasoning effort, a ``--plan`` effect outside (0, 2], or a
+            confidence level not strictly between 0 and 1.
     """
     from vally.errors import ConfigError
 
-    if not 0 < confidence_level < 1:
+    experiment_dir, baseline, treatment = (
+        values["experiment_dir"],
+        values["baseline"],
+        values["treatment"],
+    )
+    if experiment_dir is not None and (baseline is not None or treatment is not None):
+        _usage_error("give an experiment directory or --baseline/--treatment, not both")
+    if experiment_dir is None and (baseline is None or treatment is None):
+        _usage_error("give an experiment directory, or both --baseline and --treatment")
+    if values["judge_evidence"] not in ("tools", "inline"):
+        _usage_error("--judge-evidence must be 'tools' or 'inline'")
+    if values["interval"] not in ("cases", "repeats"):
+        _usage_error("--interval must be 'cases' or 'repeats'")
+    if values["junit"] is not None and values["rules"] is None:
+        _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
+    effort, plan, level = (
+        values["judge_reasoning_effort"],
+        values["plan"],
+        values["confidence_level"],
+    )
+    if effort is not None and not effort.strip():
+        raise ConfigError("--judge-reasoning-effort must not be empty")
+    if plan is not None and not 0 < plan <= 2:
         raise ConfigError(
-            f"--confidence-level must lie strictly between 0 and 1, got {confidence_level}",
+            f"--plan must be an effect on the score scale in (0, 2], got {plan}",
+            hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
+        )
+    if not 0 < level < 1:
+        raise ConfigError(
+            f"--confidence-level must lie strictly between 0 and 1, got {level}",
             hint="write e.g. --confidence-level 0.9",
         )
-    if interval not in ("cases", "repeats"):
-        _usage_error("--interval must be 'cases' or 'repeats'")
-    if junit is not None and rules is None:
-        _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
 
 
 def compare_command(
@@ -170,26 +192,12 @@ def compare_command(
 ) -> None:
     """Compare a treatment run against a baseline: graded figures case by case with no
     model, a judged pairwise comparison when a judge model is set, promotion rules."""
-    two_run = baseline is not None or treatment is not None
-    if experiment_dir is not None and two_run:
-        _usage_error("give an experiment directory or --baseline/--treatment, not both")
-    if experiment_dir is None and (baseline is None or treatment is None):
-        _usage_error("give an experiment directory, or both --baseline and --treatment")
-    if judge_evidence not in ("tools", "inline"):
-        _usage_error("--judge-evidence must be 'tools' or 'inline'")
+    values = dict(locals())
     with user_errors():
         from vally.comparison.run import CompareRequest, execute
-        from vally.errors import ConfigError
         from vally.specs.params import parse_params
 
-        if judge_reasoning_effort is not None and not judge_reasoning_effort.strip():
-            raise ConfigError("--judge-reasoning-effort must not be empty")
-        if plan is not None and not 0 < plan <= 2:
-            raise ConfigError(
-                f"--plan must be an effect on the score scale in (0, 2], got {plan}",
-                hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
-            )
-        _check_decision_flags(confidence_level, interval, junit, rules)
+        _check_flags(values)
         flags = {
             **locals(),
             "by": list(by or []),

@@ -559,43 +559,65 @@ def check_output_file(path: Path) -> None:
 
 
 def _write_output(
-    path: Path, results: Sequence[ComparisonResult], graded: Sequence[dict[str, Any]] = ()
+    path: Path, results: Sequence[ComparisonResult], graded: Mapping[str, dict[str, Any]]
 ) -> None:
-    """Write one graded-comparison record per treatment, then one judged comparison record
-    per judged treatment (JSON Lines), atomically.
+    """Write one record per treatment (JSON Lines), atomically: the judged ``comparison``
+    record with the ``graded-comparison`` record under ``graded`` when the pairs were
+    judged, else the ``graded-comparison`` record alone.
 
     Raises:
         OutputError: The file cannot be written.
     """
-    from vally.comparison.judged import to_record
     from vally.engine.rundir import output_errors, write_text_atomic
 
     with output_errors(
         f"--output {path}",
         hint="the comparison printed above is complete; pass a writable --output path",
     ):
-        head = "".join(json.dumps(g, ensure_ascii=False) + "\n" for g in graded)
-        if not any(r.trials_file is not None for r in results):
-            lines = "".join(json.dumps(to_record(r), ensure_ascii=False) + "\n" for r in results)
-            write_text_atomic(path, head + lines)
+        if not results:
+            lines = "".join(json.dumps(g, ensure_ascii=False) + "\n" for g in graded.values())
+            write_text_atomic(path, lines)
             return
-        _splice_output(path, results, head)
+        if not any(r.trials_file is not None for r in results):
+            lines = "".join(
+                json.dumps(_judged_record(r, graded), ensure_ascii=False) + "\n" for r in results
+            )
+            write_text_atomic(path, lines)
+            return
+        _splice_output(path, results, graded)
 
 
-def _splice_output(path: Path, results: Sequence[ComparisonResult], head: str = "") -> None:
+def _judged_record(
+    result: ComparisonResult, graded: Mapping[str, dict[str, Any]] | None
+) -> dict[str, Any]:
+    """The judged record of a treatment with its graded comparison under ``graded``,
+    ``trials`` last (the judged record alone when no graded comparisons are given)."""
+    from vally.comparison.judged import to_record
+
+    record = to_record(result)
+    if graded is None:
+        return record
+    trials = record.pop("trials")
+    record["graded"] = graded.get(result.treatment)
+    record["trials"] = trials
+    return record
+
+
+def _splice_output(
+    path: Path,
+    results: Sequence[ComparisonResult],
+    graded: Mapping[str, dict[str, Any]] | None = None,
+) -> None:
     """Write the records, each streamed comparison's ``trials`` copied from its file (the
     same bytes as dumping the whole record), to a temp file renamed into place."""
     import shutil
     import uuid
 
-    from vally.comparison.judged import to_record
-
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8") as out:
-            out.write(head)
             for result in results:
-                record = to_record(result)
+                record = _judged_record(result, graded)
                 if result.trials_file is None:
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     continue
@@ -787,7 +809,10 @@ def _report(
                 echo(line)
             echo("")
     if request.output is not None:
-        records = [comparison_json(o.comparison, o.promotion, source) for o in outcomes]
+        records = {
+            o.comparison.candidate.label: comparison_json(o.comparison, o.promotion, source)
+            for o in outcomes
+        }
         _write_output(request.output, results, records)
     if request.junit is not None:
         from vally.comparison.junit import write_rules_junit
