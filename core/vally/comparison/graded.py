@@ -272,13 +272,20 @@ class RunTally:
                 values.append(total.total / total.count)
         return values
 
-    def suite_hash(self) -> str | None:
-        """The suite fingerprint the run recorded (one for all its summaries), else one
-        computed from its cases' fingerprints; None when neither is known."""
+    def recorded_suite_hash(self) -> str | None:
+        """The suite fingerprint the run recorded in its summaries (one for all of them),
+        else None."""
         recorded = {getattr(s, "suite_hash", None) for s in self.summaries}
         recorded.discard(None)
-        if len(recorded) == 1:
-            return str(next(iter(recorded)))
+        return str(next(iter(recorded))) if len(recorded) == 1 else None
+
+    def suite_hash(self) -> str | None:
+        """The recorded suite fingerprint, else one computed from the cases the run has
+        (which differs from the recorded one when the run skipped cases); None when
+        neither is known."""
+        recorded = self.recorded_suite_hash()
+        if recorded is not None:
+            return recorded
         if any(c.fingerprint is None for c in self.cases.values()) or not self.cases:
             return None
         return suite_fingerprint(
@@ -656,7 +663,9 @@ def compare_tallies(
         and candidate.cases[key].fingerprint is not None
         and case.fingerprint != candidate.cases[key].fingerprint
     ]
-    recorded = (base_id.suite_hash, cand_id.suite_hash)
+    # a case one run lacks is listed as missing, not taken for another suite: the suites
+    # differ when a shared case changed, or when both runs recorded different suites
+    recorded = (baseline.recorded_suite_hash(), candidate.recorded_suite_hash())
     suite_same = not changed and (None in recorded or recorded[0] == recorded[1])
     warnings = list(whole.warnings)
     if changed:

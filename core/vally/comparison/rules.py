@@ -175,18 +175,15 @@ def _evaluate_one(
             baseline=b,
             candidate=c,
         )
-    if b is None or c is None:
-        return _result(
-            rule, "inconclusive", "a run records no suite fingerprint", baseline=b, candidate=c
-        )
-    same = b == c
-    return _result(
-        rule,
-        "pass" if same else "fail",
-        f"suite {b} " + ("in both runs" if same else f"against {c}"),
-        baseline=b,
-        candidate=c,
+    if not comparison.suite_same:
+        return _result(rule, "fail", f"suite {b} against {c}", baseline=b, candidate=c)
+    reason = (
+        f"suite {b} in both runs"
+        if b == c
+        else "the cases both runs have are the same in content"
+        + (f"; {len(comparison.missing)} cases only one run has" if comparison.missing else "")
     )
+    return _result(rule, "pass", reason, baseline=b, candidate=c)
 
 
 def _no_regressed(number: int, rule: NoRegressedCases, comparison: GradedComparison) -> RuleResult:
