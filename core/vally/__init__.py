@@ -113,6 +113,10 @@ _EXPORTS: dict[str, str] = {
     "stimulus_pass_rates": "vally.comparison.pass_rates",
     "pass_rate_deltas": "vally.comparison.pass_rates",
     "mean_rate": "vally.comparison.pass_rates",
+    # the judge-free comparison of graded runs, for the dashboard and scripts
+    "RunTally": "vally.comparison.graded",
+    "compare_tallies": "vally.comparison.graded",
+    "comparison_json": "vally.comparison.graded_records",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     "user_errors": "vally.cli.common",
@@ -184,6 +188,13 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
         command_group as command_group,
         user_errors as user_errors,
+    )
+    from vally.comparison.graded import (
+        RunTally as RunTally,
+        compare_tallies as compare_tallies,
+    )
+    from vally.comparison.graded_records import (
+        comparison_json as comparison_json,
     )
     from vally.comparison.pass_rates import (
         mean_rate as mean_rate,

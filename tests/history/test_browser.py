@@ -1,8 +1,8 @@
 """The dashboard in a real headless Chromium (Debian's ``chromium`` driven through its
 ``chromedriver`` by Selenium) against a real ``vally serve``: open a run, filter outcomes,
 open a trajectory, open an experiment comparison, follow a stimulus's history, compare two
-runs. Screenshots are kept under ``<pytest basetemp>/screenshots/`` (or
-``$VALLY_SCREENSHOT_DIR``)."""
+runs, read two graded runs' comparison and one case of them side by side. Screenshots are
+kept under ``<pytest basetemp>/screenshots/`` (or ``$VALLY_SCREENSHOT_DIR``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.history.conftest import skip_or_fail, vally
+from tests.history.graded_runs import BASELINE, CANDIDATE, output_of, write_graded_runs
 from tests.history.serving import Served
 
 CHROMIUM = "/usr/bin/chromium"
@@ -209,3 +210,68 @@ def test_stimulus_history_and_run_comparison(browser: Any, server: str, screensh
     browser.find_element(By.CSS_SELECTOR, '[data-testid="compare-runs"]').click()
     assert len(wait_rows(browser, "compare-row", 8)) == 8
     shot(browser, screenshots, "compare")
+
+
+@pytest.fixture(scope="module")
+def graded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    work = tmp_path_factory.mktemp("graded-store")
+    runs = write_graded_runs(work / "runs")
+    store = str(work / "history.db")
+    vally("ingest", str(runs), "--store", store, cwd=work)
+    with Served("--store", store, cwd=work) as served:
+        assert served.url, served.output
+        yield served.url
+        served.stop()
+
+
+def test_graded_comparison_of_two_runs(browser: Any, graded_server: str, screenshots: Path) -> None:
+    browser.get(f"{graded_server}#/compare?runs={BASELINE},{CANDIDATE}")
+    graders = wait_rows(browser, "graded-grader-row", 2)
+    assert [g.get_attribute("data-grader") for g in graders] == ["correct", "style"]
+    api = httpx.get(
+        graded_server + "api/compare/graded",
+        params={"baseline": BASELINE, "candidate": CANDIDATE},
+        timeout=30,
+    ).json()
+    for row, figure in zip(graders, api["graders"], strict=True):
+        cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+        assert cells[1].startswith(f"{figure['baselineMean']:.3f}")
+        assert cells[2].startswith(f"{figure['candidateMean']:.3f}")
+        assert cells[5] == str(figure["paired"]) and cells[6] == figure["difference"]
+        low = figure["interval"]["low"]
+        assert f"{low:.3f}" in cells[4]
+    style = graders[1].find_elements(By.TAG_NAME, "td")
+    assert style[3].text == f"{api['graders'][1]['delta']:.3f}"
+    heading = browser.find_element(By.CSS_SELECTOR, '[data-testid="graded-graders"] thead')
+    assert "Interval (95%)" in heading.text
+    pass_to_fail = browser.find_element(By.CSS_SELECTOR, '[data-testid="flips-pass-to-fail"]')
+    assert pass_to_fail.text == "pass→fail: checkout/login"
+    fail_to_pass = browser.find_element(By.CSS_SELECTOR, '[data-testid="flips-fail-to-pass"]')
+    assert fail_to_pass.text == "fail→pass: checkout/search"
+    cases = {r.get_attribute("data-case-id"): r for r in rows(browser, "graded-case-row")}
+    assert set(cases) == {"checkout/login", "checkout/polish", "checkout/search", "checkout/tidy"}
+    assert cases["checkout/tidy"].get_attribute("data-outcome") == "regressed"
+    assert "mean grader change -0.375" in cases["checkout/tidy"].text
+    assert cases["checkout/polish"].get_attribute("data-outcome") == "improved"
+    missing = browser.find_element(By.CSS_SELECTOR, '[data-testid="graded-missing"] .value')
+    assert missing.text == "1"
+    failed = browser.find_element(By.CSS_SELECTOR, '[data-testid="graded-failed"] .value')
+    assert failed.text == "0 / 0"
+    warnings = [w.text for w in rows(browser, "graded-warning")]
+    assert warnings == api["warnings"] and any("checkout/legacy" in w for w in warnings)
+    shot(browser, screenshots, "compare-graded")
+
+    cases["checkout/tidy"].find_element(By.CSS_SELECTOR, '[data-testid="case-link"]').click()
+    wait(browser).until(
+        ec.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '[data-testid="case-title"]'), "checkout/tidy"
+        )
+    )
+    sides = wait_rows(browser, "case-side", 2)
+    assert [s.get_attribute("data-run-id") for s in sides] == [BASELINE, CANDIDATE]
+    for side, run_id in zip(sides, (BASELINE, CANDIDATE), strict=True):
+        outputs = side.find_elements(By.CSS_SELECTOR, '[data-testid="case-output"]')
+        assert len(outputs) == 2
+        assert all(o.is_displayed() and o.text == output_of(run_id, "tidy") for o in outputs)
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="case-side"] b')
+    shot(browser, screenshots, "compare-graded-case")

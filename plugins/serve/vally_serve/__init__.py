@@ -19,6 +19,8 @@ API, and its two commands (``vally ingest``, ``vally serve``) are ``vally.cli`` 
   :mod:`~vally_serve.analysis` and :mod:`~vally_serve.crossrun`: the reads behind the
   endpoints (runs; outcomes; one run's matrix, ranking, graders and tools; comparisons and
   history across runs);
+* :mod:`~vally_serve.graded`: two runs' stored records streamed into vally's judge-free
+  comparison of graded runs (``/api/compare/graded``);
 * :mod:`~vally_serve.api` and :mod:`~vally_serve.openapi`: the REST API (one table of
   endpoints), its OpenAPI document and the dashboard (a Starlette app; the dashboard's
   files are in ``dashboard/``);

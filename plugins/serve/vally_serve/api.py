@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from vally_serve import analysis, crossrun, outcomequeries, runqueries
+from vally_serve import analysis, crossrun, graded, outcomequeries, runqueries
 from vally_serve.metrics import METRICS
 from vally_serve.openapi import openapi_document
 from vally_serve.pagination import ApiError, PageRequest
@@ -68,6 +68,7 @@ ENDPOINTS: dict[str, Handler] = {
         c, p["id"], PageRequest.parse(q, default=200)
     ),
     "/api/compare": lambda c, p, q: crossrun.compare_runs(c, q, _page(q)),
+    "/api/compare/graded": lambda c, p, q: graded.graded_comparison(c, q),
     "/api/history": lambda c, p, q: crossrun.history(c, q, _page(q)),
     "/api/stimuli": lambda c, p, q: crossrun.stimuli(c, q, _page(q)),
     "/api/metrics": lambda c, p, q: {"metrics": [m.to_json() for m in METRICS]},

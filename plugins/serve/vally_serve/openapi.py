@@ -35,6 +35,12 @@ DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "/api/outcomes/{id}/trajectory": ("The outcome's trajectory events, in order.", _PAGE),
     "/api/compare": ("Compare runs: totals and per-stimulus pass rates.", ("runs", *_PAGE)),
+    "/api/compare/graded": (
+        "Compare a candidate run with a baseline, judge-free: per-grader means, deltas and "
+        "intervals, improved, regressed, failed and missing cases, flips and warnings "
+        "(a graded-comparison record).",
+        ("baseline", "candidate", "variantBaseline", "variantCandidate", "level"),
+    ),
     "/api/history": (
         "One stimulus's results across runs, newest first.",
         ("stimulus", "eval", "model", "variant", *_PAGE),
@@ -42,6 +48,13 @@ DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/stimuli": ("Every stimulus in the store with the runs that ran it.", ("q", *_PAGE)),
     "/api/metrics": ("Self-describing metric definitions.", ()),
 }
+
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "/api/compare": ("runs",),
+    "/api/history": ("stimulus",),
+    "/api/compare/graded": ("baseline", "candidate"),
+}
+"""The query parameters each path cannot do without."""
 
 PARAMETERS: dict[str, str] = {
     "limit": "Items per page, 1..500 (default 50; 200 for trajectories).",
@@ -59,6 +72,11 @@ PARAMETERS: dict[str, str] = {
     "metric": "A metric name from /api/metrics (default passRate).",
     "axis": "model or variant (default: variant for experiments).",
     "runs": "Comma-separated run ids, two or more.",
+    "baseline": "The baseline run's id.",
+    "candidate": "The candidate run's id.",
+    "variantBaseline": "Only this variant of the baseline run (an experiment).",
+    "variantCandidate": "Only this variant of the candidate run (an experiment).",
+    "level": "The confidence level of the intervals, between 0 and 1 (default 0.95).",
 }
 
 
@@ -111,7 +129,7 @@ def _operation(path: str) -> dict[str, Any]:
         {
             "name": n,
             "in": "query",
-            "required": n in ("runs", "stimulus") and path in ("/api/compare", "/api/history"),
+            "required": n in REQUIRED.get(path, ()),
             "description": PARAMETERS[n],
             "schema": {"type": "string"},
         }

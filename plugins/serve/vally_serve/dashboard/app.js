@@ -66,7 +66,7 @@ function card(label, value, testid) {
 
 function table(headers, rows, attrs) {
   return h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { class: /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank)/.test(x) ? "num" : "" }, x)))),
+    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { class: /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank|Baseline|Candidate|Interval|Paired)/.test(x) ? "num" : "" }, x)))),
     h("tbody", {}, rows));
 }
 
@@ -413,15 +413,118 @@ async function historyPage(params) {
   picker.reload();
 }
 
+// The judge-free comparison of two graded runs (GET /api/compare/graded): vally's own
+// figures, shown as they come.
+const score = (v) => (v === null || v === undefined ? "–" : Number(v).toFixed(3));
+const readingClass = (d) => (d === "better" ? "delta up" : d === "worse" ? "delta down" : "delta");
+
+function gradedPanel(body, openCase) {
+  const level = Math.round(body.confidenceLevel * 1000) / 10;
+  const byId = new Map(body.cases.map((c) => [c.id, c]));
+  for (const m of body.missing) byId.set(m.id, m);
+  const caseLink = (id) => {
+    const c = byId.get(id);
+    return c ? h("button", { class: "linkish", "data-testid": "case-link", "data-case-id": id, onclick: () => openCase(c) }, id) : h("span", {}, id);
+  };
+  const joined = (ids) => ids.flatMap((id, i) => (i ? [", ", caseLink(id)] : [caseLink(id)]));
+  const graders = body.graders.length ? table(["Grader", "Baseline", "Candidate", "Δ", `Interval (${level}%)`, "Paired", "Reading"], body.graders.map((g) =>
+    h("tr", { "data-testid": "graded-grader-row", "data-grader": g.name },
+      h("td", {}, g.name, g.judged ? h("span", { class: "muted" }, " (judged)") : null, h("div", { class: "muted" }, g.unit)),
+      h("td", { class: "num" }, score(g.baselineMean), h("div", { class: "muted" }, `${num(g.baselineCases)} cases`)),
+      h("td", { class: "num" }, score(g.candidateMean), h("div", { class: "muted" }, `${num(g.candidateCases)} cases`)),
+      h("td", { class: "num" }, h("span", { class: readingClass(g.difference) }, signed(g.delta, score))),
+      h("td", { class: "num" }, g.interval ? `[${signed(g.interval.low, score)}, ${signed(g.interval.high, score)}]` : "–"),
+      h("td", { class: "num" }, num(g.paired)),
+      h("td", {}, h("span", { class: readingClass(g.difference) }, g.difference)))), { "data-testid": "graded-graders" })
+    : h("p", { class: "muted" }, "No grader scored a case in these runs.");
+  const flipsOf = (kind) => body.flips.filter((f) => f.flip === kind).map((f) => f.id);
+  const flipLine = (kind, testid) => {
+    const ids = flipsOf(kind);
+    return h("div", { "data-testid": testid }, h("strong", {}, kind + ": "), ids.length ? joined(ids) : h("span", { class: "muted" }, "none"));
+  };
+  const changed = body.cases.filter((c) => c.outcome !== "unchanged");
+  const caseRows = changed.map((c) => h("tr", { "data-testid": "graded-case-row", "data-case-id": c.id, "data-outcome": c.outcome },
+    h("td", {}, caseLink(c.id)),
+    h("td", {}, h("span", { class: c.outcome === "improved" ? "delta up" : "delta down" }, c.outcome)),
+    h("td", {}, c.reason),
+    h("td", { class: "num" }, pct(c.baseline.passRate)),
+    h("td", { class: "num" }, pct(c.candidate.passRate)),
+    h("td", {}, c.flip || "–")));
+  const failed = body.failed || {};
+  return h("div", {},
+    h("div", { class: "sub" }, `${body.candidate.label} against ${body.baseline.label}: means over the cases each grader scored, Δ over the cases scored in both runs, intervals at ${level}% over cases.`),
+    h("div", { class: "cards", "data-testid": "graded-counts" },
+      card("Improved", num(body.improved.length), "graded-improved"),
+      card("Regressed", num(body.regressed.length), "graded-regressed"),
+      card("pass→fail", num(body.flipCounts.passToFail), "graded-pass-to-fail"),
+      card("fail→pass", num(body.flipCounts.failToPass), "graded-fail-to-pass"),
+      card("Failed (baseline / candidate)", `${num(failed.baseline || 0)} / ${num(failed.candidate || 0)}`, "graded-failed"),
+      card("Missing", num(body.missing.length), "graded-missing")),
+    body.warnings.length ? h("div", { class: "warning-box", "data-testid": "graded-warnings" }, h("strong", {}, "Read first"),
+      h("ul", {}, body.warnings.map((w) => h("li", { "data-testid": "graded-warning" }, w)))) : null,
+    h("h2", {}, "Graders"), graders,
+    h("h2", { class: "spaced" }, "Flips"), flipLine("pass→fail", "flips-pass-to-fail"), flipLine("fail→pass", "flips-fail-to-pass"),
+    h("h2", { class: "spaced" }, "Improved and regressed cases"),
+    changed.length ? table(["Case", "Outcome", "Reason", "Pass rate (baseline)", "Pass rate (candidate)", "Flip"], caseRows, { "data-testid": "graded-cases" })
+      : h("p", { class: "muted" }, "No case improved or regressed."),
+    body.missing.length ? h("div", { "data-testid": "graded-missing-cases" }, h("h2", { class: "spaced" }, "Missing cases"),
+      body.missing.map((m) => h("div", {}, caseLink(m.id), h("span", { class: "muted" }, ` only in the ${m.presentIn}`)))) : null);
+}
+
+const SIDE_TRIALS = 5;
+
+async function caseSide(runId, run, c) {
+  const page = await api(`/api/runs/${encodeURIComponent(runId)}/outcomes`, { eval: c.eval, stimulus: c.stimulus, limit: SIDE_TRIALS });
+  const details = await Promise.all(page.outcomes.map((o) => api(`/api/outcomes/${encodeURIComponent(o.id)}`)));
+  const title = h("h2", {}, run ? run.name : runId, h("span", { class: "muted" }, " · " + runId.slice(0, 8)));
+  if (!details.length) return h("div", { class: "panel", "data-testid": "case-side", "data-run-id": runId }, title, h("p", { class: "muted" }, "This run has no trial of this case."));
+  return h("div", { class: "panel", "data-testid": "case-side", "data-run-id": runId }, title,
+    page.page.total > details.length ? h("p", { class: "muted" }, `The first ${details.length} of ${num(page.page.total)} trials.`) : null,
+    details.map((d) => {
+      const o = d.outcome, traj = d.record.trajectory || {};
+      return h("div", { class: "trial-output", "data-testid": "case-trial" },
+        h("div", { class: "head" }, link(outcomeHref(o.id), `trial ${o.trialIndex}`), " ", badge(o.verdict),
+          h("span", { class: "muted" }, ` score ${o.score === null ? "–" : o.score.toFixed(2)}${o.model ? " · " + o.model : ""}${o.variant ? " · " + o.variant : ""}`)),
+        traj.output ? h("div", { class: "text", "data-testid": "case-output" }, traj.output) : h("p", { class: "muted" }, "No final output recorded."));
+    }));
+}
+
 async function comparePage(params) {
   setNav("runs");
   const runs = params.get("runs") || "";
+  const ids = runs.split(",").filter(Boolean);
   const list = pager((cursor) => api("/api/compare", { runs, cursor, limit: 50 }), (body) => table(["Eval", "Stimulus", "Model", ...body.runs.map((r) => r.name + " · " + r.id.slice(0, 8)), "Δ pass rate"], body.rows.map((row) =>
     h("tr", { "data-testid": "compare-row" }, h("td", {}, row.evalName), h("td", {}, link(historyHref(row.stimulus, row.evalName), row.stimulus)), h("td", {}, row.model || "–"),
       body.runs.map((r) => h("td", { class: "num" }, row.runs[r.id] ? pct(row.runs[r.id].passRate) : "")),
       h("td", { class: "num" }, h("span", { class: row.passRateDelta > 0 ? "delta up" : row.passRateDelta < 0 ? "delta down" : "delta" }, signed(row.passRateDelta, pct)))))));
-  show(h("h1", {}, "Compare runs"), h("div", { class: "panel" }, list));
+  const pair = ids.length === 2 && ids[0] !== ids[1];
+  const graded = pair ? h("div", { class: "panel", "data-testid": "graded-panel" }, h("p", { class: "muted" }, "Loading the graded comparison…")) : null;
+  const sideBySide = pair ? h("div", { "data-testid": "case-side-by-side" }) : null;
+  show(h("h1", {}, "Compare runs"), graded, sideBySide, h("div", { class: "panel" }, h("h2", {}, "Pass rate per stimulus"), list));
   await list.reload();
+  if (!pair) return;
+  const names = {};
+  let shown = 0;
+  async function openCase(c) {
+    const ticket = ++shown;
+    sideBySide.replaceChildren(h("div", { class: "panel" }, h("p", { class: "muted" }, "Loading " + c.id + "…")));
+    try {
+      const sides = await Promise.all(ids.map((id) => caseSide(id, names[id], c)));
+      if (ticket !== shown) return;
+      sideBySide.replaceChildren(h("div", { class: "panel" }, h("h2", { "data-testid": "case-title" }, "Case " + c.id),
+        h("div", { class: "grid2" }, sides)));
+      sideBySide.scrollIntoView();
+    } catch (error) {
+      if (ticket === shown) sideBySide.replaceChildren(h("div", { class: "error-box" }, h("strong", {}, "Error"), " ", error.message));
+    }
+  }
+  try {
+    const [body, ...details] = await Promise.all([api("/api/compare/graded", { baseline: ids[0], candidate: ids[1] }), ...ids.map((id) => api(`/api/runs/${encodeURIComponent(id)}`))]);
+    details.forEach((d, i) => { names[ids[i]] = d.run; });
+    graded.replaceChildren(h("h2", {}, "Graded comparison"), gradedPanel(body, openCase));
+  } catch (error) {
+    graded.replaceChildren(h("h2", {}, "Graded comparison"), h("div", { class: "error-box", "data-testid": "graded-error" }, error.code ? "[" + error.code + "] " : "", error.message));
+  }
 }
 
 async function outcomesPage() {
