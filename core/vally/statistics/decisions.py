@@ -90,7 +90,10 @@ def welch_interval(
     se2 = var_b + var_c
     if se2 <= 0:
         return None
-    df = se2**2 / (var_b**2 / (len(base) - 1) + var_c**2 / (len(cand) - 1))
+    # Welch-Satterthwaite, with the variances as shares of se2 so that tiny spreads
+    # do not underflow to 0 / 0
+    share_b, share_c = var_b / se2, var_c / se2
+    df = 1.0 / (share_b**2 / (len(base) - 1) + share_c**2 / (len(cand) - 1))
     diff = math.fsum(cand) / len(cand) - math.fsum(base) / len(base)
     half = float(scipy_stats().t.ppf(0.5 + level / 2, df)) * math.sqrt(se2)
     return Interval(diff - half, diff + half, level)
