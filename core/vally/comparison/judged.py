@@ -646,6 +646,14 @@ def _estimate_json(estimate: stats.Estimate) -> dict[str, Any]:
     return {
         "mean": estimate.mean,
         "ci95": None if estimate.ci is None else [estimate.ci.low, estimate.ci.high],
+        "decisionInterval": None
+        if estimate.decision_ci is None
+        else {
+            "low": estimate.decision_ci.low,
+            "high": estimate.decision_ci.high,
+            "level": estimate.decision_ci.level,
+            "method": "sign-flip inversion",
+        },
         "insufficientData": estimate.insufficient,
         "stimuli": estimate.n_stimuli,
         "pairs": estimate.n_pairs,

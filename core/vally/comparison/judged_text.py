@@ -76,7 +76,7 @@ def _interval(ci: Interval | None, digits: int = 2, scale: float = 1.0, signed: 
     if ci is None:
         return "insufficient data for a CI"
     low, high = fmt(ci.low * scale, signed, digits), fmt(ci.high * scale, signed, digits)
-    return f"95% CI [{low}, {high}]"
+    return f"{ci.level:.0%} CI [{low}, {high}]"
 
 
 def _p_text(estimate: Estimate) -> str:
@@ -149,8 +149,12 @@ def _statistics_lines(result: ComparisonResult) -> list[str]:
     lines = [
         f"Win rate: {rate.wins} W / {rate.ties} T / {rate.losses} L "
         f"({fmt((rate.win_rate or 0) * 100, False, 0)}% wins over {rate.total} pairs)"
-        + ("" if rate.ci is None else f"  95% CI [{rate.ci.low:.0%}, {rate.ci.high:.0%}]"),
-        f"Mean score: {fmt(score.mean)}  {_interval(score.ci)}  "
+        + (
+            ""
+            if rate.ci is None
+            else f"  {rate.ci.level:.0%} CI [{rate.ci.low:.0%}, {rate.ci.high:.0%}]"
+        ),
+        f"Mean score: {fmt(score.mean)}  {_interval(score.decision_ci or score.ci)}  "
         f"({score.n_stimuli} stimuli, {score.n_pairs} pairs)",
         _decision_line(result),
     ]
@@ -162,7 +166,8 @@ def _statistics_lines(result: ComparisonResult) -> list[str]:
     lines.append("Metric deltas (treatment - baseline; p Holm-adjusted across metrics):")
     for delta in result.deltas:
         est = delta.delta
-        ci = "insufficient data" if est.ci is None else _interval(est.ci, 1)
+        shown = est.decision_ci or est.ci
+        ci = "insufficient data" if shown is None else _interval(shown, 1)
         relative = "" if delta.relative is None else f" ({delta.relative * 100:+.0f}%)"
         p = "" if est.test is None else f"  p = {fmt_p(est.decision_p)}"
         flag = "  ⚠ high variance" if delta.high_variance else ""

@@ -200,10 +200,12 @@ def _no_regressed(number: int, rule: NoRegressedCases, comparison: GradedCompari
         if not case.baseline.errored and case.candidate.errored:
             regressed.append(case.id)
             continue
+        if case.baseline.errored and not case.candidate.errored:
+            continue  # its errors went away: improved, whatever its scores did
         if rule.graders:
             if any(case.deltas.get(g, 0.0) < -rule.tolerance - EPSILON for g in rule.graders):
                 regressed.append(case.id)
-        elif case.deltas and not (case.baseline.errored and not case.candidate.errored):
+        elif case.deltas:
             mean = sum(case.deltas.values()) / len(case.deltas)
             if mean < -rule.tolerance - EPSILON:
                 regressed.append(case.id)

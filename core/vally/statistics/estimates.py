@@ -37,7 +37,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from vally.statistics.power import ALPHA, scipy_stats, smallest_detectable
-from vally.statistics.signflip import SignFlipResult, sign_flip_test
+from vally.statistics.signflip import SignFlipResult, sign_flip_interval, sign_flip_test
 
 CONFIDENCE = 0.95
 SCORE_BOUNDS = (-1.0, 1.0)
@@ -73,6 +73,11 @@ class Estimate:
             adjusted).
         mde: Smallest mean detectable with 80% power at this sample size and spread; None
             when the test cannot reach 0.05 with so few stimuli.
+        decision_ci: The interval that inverts the sign-flip test at the interval's level
+            (:func:`vally.statistics.signflip.sign_flip_interval`): zero lies outside it
+            exactly when the test rejects, so it is the one printed next to a decision;
+            None when not tested, or when unbounded values are too few for the test to
+            reject at all.
     """
 
     mean: float | None
@@ -83,6 +88,7 @@ class Estimate:
     test: SignFlipResult | None = None
     p_adjusted: float | None = None
     mde: float | None = None
+    decision_ci: Interval | None = None
 
     @property
     def insufficient(self) -> bool:
@@ -100,9 +106,14 @@ class Estimate:
         return self.p_adjusted if self.p_adjusted is not None else self.p_value
 
     def significant(self, alpha: float = ALPHA) -> bool:
-        """True when the (adjusted) two-sided p-value is at most ``alpha``."""
+        """True when the (adjusted) two-sided p-value is at most ``alpha`` and the decision
+        interval (when there is one) excludes zero on the mean's side, so no decision is
+        printed beside an interval that contradicts it."""
         p = self.decision_p
-        return p is not None and p <= alpha and bool(self.mean)
+        if p is None or p > alpha or not self.mean:
+            return False
+        ci = self.decision_ci
+        return ci is None or (ci.low > 0 if self.mean > 0 else ci.high < 0)
 
     @property
     def direction(self) -> int:
@@ -262,7 +273,9 @@ def tested_mean(
         if not spread:  # identical values: the padded spread, never a zero MDE
             spread = _sd([*means, *bounds])
     mde = smallest_detectable(spread, len(means)) if spread is not None else None
-    return replace(base, ci=ci, test=sign_flip_test(means), mde=mde)
+    inverted = sign_flip_interval(means, level, bounds)
+    decision_ci = None if inverted is None else Interval(inverted[0], inverted[1], level)
+    return replace(base, ci=ci, test=sign_flip_test(means), mde=mde, decision_ci=decision_ci)
 
 
 def win_tie_loss(scores: Iterable[float]) -> WinRate:

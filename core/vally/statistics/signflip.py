@@ -148,3 +148,89 @@ def _meet_in_middle(magnitudes: Any, observed: float, tol: float) -> tuple[float
     greater = len(right) - np.searchsorted(right, observed - tol - left, side="left")
     less = np.searchsorted(right, observed + tol - left, side="right")
     return float(less.sum()) / total, float(greater.sum()) / total
+
+
+_GRID = 64
+"""Candidate shifts per refinement round of :func:`sign_flip_interval`."""
+_ROUNDS = 5
+"""Refinement rounds: the bounds are found to ``span / 64^5`` (about ``1e-9 * span``)."""
+
+
+def sign_flip_interval(
+    values: Sequence[float],
+    level: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+) -> tuple[float, float] | None:
+    """The interval that inverts the two-sided sign-flip test at ``level``.
+
+    It holds every shift ``delta`` that the test of ``values - delta`` does not reject at
+    ``alpha = 1 - level`` (``p_two_sided > alpha``): so zero lies outside it exactly when
+    the test of ``values`` rejects, and a decision read off the test never contradicts it.
+    Each end is found by refining a grid of shifts where ``2 * p_greater`` (the lower end)
+    or ``2 * p_less`` (the upper end) crosses ``alpha``.
+
+    With too few values for the test to reach ``alpha`` at all (fewer than 6 at 95%, see
+    :func:`min_two_sided_p`) no shift is rejected: the interval is the whole of ``bounds``
+    when given, else None (no finite interval); None with no values.
+    """
+    import numpy as np
+
+    data = np.asarray(list(values), dtype=float)
+    n = len(data)
+    alpha = 1.0 - level
+    if n == 0:
+        return None
+    if min_two_sided_p(n) > alpha:
+        return None if bounds is None else (float(bounds[0]), float(bounds[1]))
+    span = float(data.max() - data.min()) + 1.0
+    mean = float(data.mean())
+
+    def rejects_below(shifts: Any) -> Any:
+        """True where the shifted data lie significantly above zero (shift too low)."""
+        _less, greater = sign_flip_pvalues(data[None, :] - shifts[:, None])
+        return 2.0 * greater <= alpha
+
+    def rejects_above(shifts: Any) -> Any:
+        less, _greater = sign_flip_pvalues(data[None, :] - shifts[:, None])
+        return 2.0 * less <= alpha
+
+    low = _crossing(rejects_below, float(data.min()) - span, mean, rejected_first=True)
+    high = _crossing(rejects_above, mean, float(data.max()) + span, rejected_first=False)
+    # The kept set is closed where shifting makes a value exactly zero (a zero carries no
+    # sign), and the grid approaches such an end from inside: zero itself decides, so its
+    # side is taken from the test of the data as they are.
+    less, greater = sign_flip_pvalues(data[None, :])
+    if 2.0 * min(float(less[0]), float(greater[0])) > alpha:
+        low, high = min(low, 0.0), max(high, 0.0)
+    elif low <= 0.0 <= high:
+        low, high = (low, min(high, -1e-12)) if mean < 0 else (max(low, 1e-12), high)
+    if bounds is not None:
+        low, high = max(bounds[0], low), min(bounds[1], high)
+    return low, high
+
+
+def _crossing(rejects: Any, start: float, stop: float, *, rejected_first: bool) -> float:
+    """The shift in ``[start, stop]`` where ``rejects`` turns from true to false
+    (``rejected_first``) or from false to true; the end of the kept side."""
+    import numpy as np
+
+    for _ in range(_ROUNDS):
+        grid = np.linspace(start, stop, _GRID + 1)
+        flags = rejects(grid)
+        if rejected_first:
+            kept = np.flatnonzero(~flags)
+            if not len(kept):
+                return stop
+            first = int(kept[0])
+            if first == 0:
+                return start
+            start, stop = float(grid[first - 1]), float(grid[first])
+        else:
+            hit = np.flatnonzero(flags)
+            if not len(hit):
+                return stop
+            first = int(hit[0])
+            if first == 0:
+                return start
+            start, stop = float(grid[first - 1]), float(grid[first])
+    return stop if rejected_first else start

@@ -1,0 +1,69 @@
+"""The interval that inverts the sign-flip test, and the judged comparison's decisions
+read beside it: a difference is never called significant while its printed interval
+includes zero, and a single comparison's interval excludes zero exactly when the test
+rejects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from vally.statistics import estimates as stats
+from vally.statistics.signflip import min_two_sided_p, sign_flip_interval, sign_flip_test
+
+
+@pytest.mark.parametrize("n", [6, 8, 12, 15, 20, 25])
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_each_end_is_where_the_test_starts_to_reject(n: int, level: float) -> None:
+    rng = np.random.default_rng(n)
+    data = rng.normal(0.2, 0.5, n)
+    interval = sign_flip_interval(data, level)
+    assert interval is not None
+    low, high = interval
+    alpha = 1 - level
+    eps = 1e-6 * (float(data.max() - data.min()) + 1)
+    assert low < float(data.mean()) < high
+    # just inside each end the shifted data are not rejected; just outside they are
+    assert sign_flip_test(data - (low + eps)).p_two_sided > alpha
+    assert sign_flip_test(data - (high - eps)).p_two_sided > alpha
+    assert sign_flip_test(data - (low - eps)).p_two_sided <= alpha
+    assert sign_flip_test(data - (high + eps)).p_two_sided <= alpha
+
+
+def test_too_few_values_give_the_bounds_or_nothing() -> None:
+    assert min_two_sided_p(5) > 0.05
+    assert sign_flip_interval([0.4] * 5, 0.95, (-1.0, 1.0)) == (-1.0, 1.0)
+    assert sign_flip_interval([0.4] * 5, 0.95) is None
+    assert sign_flip_interval([], 0.95, (-1.0, 1.0)) is None
+    # at 90% five values can reject (2 / 32 < 0.1)
+    assert sign_flip_interval([0.4, 0.5, 0.6, 0.7, 0.8], 0.9) is not None
+
+
+def test_all_ties_and_all_flips() -> None:
+    ties = stats.tested_mean([(f"s{i}", 0.0) for i in range(8)], stats.SCORE_BOUNDS)
+    assert ties.decision_ci is not None and ties.decision_ci.low <= 0 <= ties.decision_ci.high
+    assert not ties.significant()
+    flips = stats.tested_mean([(f"s{i}", -1.0) for i in range(8)], stats.SCORE_BOUNDS)
+    assert flips.decision_ci is not None and flips.decision_ci.high < 0
+    assert flips.significant() and stats.is_significant_regression(flips)
+
+
+values = st.lists(
+    st.floats(min_value=-1, max_value=1, allow_nan=False).map(lambda v: round(v, 2)),
+    min_size=0,
+    max_size=24,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(values)
+def test_no_decision_contradicts_its_printed_interval(data: list[float]) -> None:
+    estimate = stats.tested_mean([(f"s{i}", v) for i, v in enumerate(data)], stats.SCORE_BOUNDS)
+    ci = estimate.decision_ci
+    if estimate.significant():
+        assert ci is not None and (ci.low > 0 or ci.high < 0)
+        assert (ci.low > 0) == (estimate.mean is not None and estimate.mean > 0)
+    if estimate.p_value is not None and ci is not None:
+        # one comparison (no family adjustment): the interval and the test agree both ways
+        assert (estimate.p_value <= 0.05 and bool(estimate.mean)) == (ci.low > 0 or ci.high < 0)
