@@ -16,8 +16,8 @@ import pytest
 from tests.compare.records import record
 from vally.comparison import judged as compare
 from vally.comparison.judged_stream import TrialWriter, compare_indexed
+from vally.comparison.output import splice_output as _splice_output
 from vally.comparison.pair_index import index_pairs
-from vally.comparison.run import _splice_output
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.errors import ConfigError
 from vally.statistics import estimates as stats

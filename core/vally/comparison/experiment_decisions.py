@@ -25,7 +25,7 @@ REPORT_FILE = "report.md"
 
 
 def _variant_folders(run_dir: Path, baseline: str) -> tuple[Path, dict[str, Path]]:
-    from vally.comparison.run import experiment_sources
+    from vally.comparison.sources import experiment_sources
 
     base, folders = experiment_sources(run_dir, baseline)
     return folders[base], {name: path for name, path in folders.items() if name != base}

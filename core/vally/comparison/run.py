@@ -12,15 +12,14 @@ not grow with the number of pairs.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally.errors import ConfigError, OutputError, VallyError
+from vally.errors import ConfigError, VallyError
 
 if TYPE_CHECKING:
     from vally.comparison.graded import GradedComparison
@@ -91,104 +90,6 @@ def _print_warning(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def _variant_folders(directory: Path) -> dict[str, list[TrialResultRecord]]:
-    """Every ``<variant>/results.jsonl`` of an experiment folder, by folder name.
-
-    Raises:
-        ConfigError: ``directory`` is not a folder, or holds no variant results.
-    """
-    from vally.engine.rundir import load_records
-
-    runs = {name: load_records(folder) for name, folder in _variant_folder_paths(directory).items()}
-    return runs
-
-
-def _variant_folder_paths(directory: Path) -> dict[str, Path]:
-    """Every variant folder (one holding ``results.jsonl``) of an experiment folder.
-
-    Raises:
-        ConfigError: ``directory`` is not a folder, or holds no variant results.
-    """
-    from vally.engine.rundir import require_directory
-
-    require_directory(
-        directory,
-        "experiment directory",
-        hint="pass the timestamped folder written by 'vally experiment run' (or a merged "
-        "one); to compare two results files use --baseline and --treatment",
-    )
-    runs = {
-        child.name: child
-        for child in sorted(directory.iterdir())
-        if child.is_dir() and (child / "results.jsonl").is_file()
-    }
-    if not runs:
-        hint = "pass the timestamped experiment run directory (or a merged one)"
-        if (directory / "results.jsonl").is_file():
-            hint = (
-                f"{directory} looks like a 'vally eval' run directory (it holds "
-                "results.jsonl); compare two eval runs with --baseline <run-dir> "
-                "--treatment <run-dir>"
-            )
-        raise ConfigError(f"no variant folders with results.jsonl in {directory}", hint=hint)
-    return runs
-
-
-def _baseline_folder(
-    directory: Path,
-    baseline_variant: str | None,
-    recorded: set[str],
-    variant_names: dict[str, str],
-    folders: Mapping[str, object],
-) -> str:
-    """The folder of the baseline variant: ``--baseline-variant``, else the one baseline
-    the records name.
-
-    Raises:
-        ConfigError: No single recorded baseline, or a baseline without a folder.
-    """
-    baseline = baseline_variant
-    if baseline is None:
-        if len(recorded) != 1:
-            raise ConfigError(
-                f"cannot tell the baseline variant of {directory} from its records",
-                hint="pass --baseline-variant NAME",
-            )
-        baseline = next(iter(recorded))
-    folder = variant_names.get(baseline, baseline)
-    if folder not in folders:
-        raise ConfigError(
-            f"baseline variant {baseline!r} has no results in {directory}",
-            hint="variants found: " + ", ".join(sorted(folders)),
-        )
-    return folder
-
-
-def load_experiment_runs(
-    directory: Path, baseline_variant: str | None
-) -> tuple[str, dict[str, list[TrialResultRecord]]]:
-    """Every variant's records of an experiment output directory, and the baseline's name.
-
-    Raises:
-        ConfigError: No variant folders, no recorded baseline, or an unknown baseline.
-    """
-    runs = _variant_folders(directory)
-    experiments = [r.experiment for records in runs.values() for r in records if r.experiment]
-    recorded = {e.baseline for e in experiments if e.baseline}
-    variant_names = {
-        r.experiment.variant: name
-        for name, records in runs.items()
-        for r in records
-        if r.experiment is not None
-    }
-    folder = _baseline_folder(directory, baseline_variant, recorded, variant_names, runs)
-    ordered = {folder: runs[folder], **{k: v for k, v in runs.items() if k != folder}}
-    return folder, ordered
-
-
 def _load_runs(request: CompareRequest) -> list[RunSource]:
     """The runs to compare, baseline first, as the files that hold them, each line
     validated as a trial record.
@@ -199,6 +100,8 @@ def _load_runs(request: CompareRequest) -> list[RunSource]:
     from vally.engine.rundir import iter_records
 
     if request.experiment_dir is not None:
+        from vally.comparison.sources import experiment_sources
+
         _, folders = experiment_sources(request.experiment_dir, request.baseline_variant)
         ordered: list[RunSource] = list(folders.items())
     else:
@@ -218,44 +121,6 @@ def _load_runs(request: CompareRequest) -> list[RunSource]:
                 hint="pass a results.jsonl (or its run directory) that holds finished trials",
             )
     return ordered
-
-
-def _experiment_blocks(file: Path) -> Iterator[dict[str, Any] | None]:
-    """Each trial record's ``experiment`` object (None without one), read line by line
-    without validating the records (the comparison validates the ones it judges)."""
-    from vally.engine.rundir import iter_raw_json_lines, reading_results
-
-    with reading_results(file) as handle:
-        for _number, _line, data in iter_raw_json_lines(handle, str(file)):
-            if isinstance(data, dict) and data.get("type") == "trial-result":
-                block = data.get("experiment")
-                yield block if isinstance(block, dict) else None
-
-
-def experiment_sources(
-    directory: Path, baseline_variant: str | None
-) -> tuple[str, dict[str, Path]]:
-    """Every variant folder of an experiment output directory (baseline first) and the
-    baseline's folder name, read from the records' ``experiment`` objects without holding
-    the records (see :func:`load_experiment_runs`).
-
-    Raises:
-        ConfigError: No variant folders, no recorded baseline, or an unknown baseline.
-    """
-    from vally.engine.rundir import RESULTS_FILE
-
-    folders = _variant_folder_paths(directory)
-    recorded: set[str] = set()
-    variant_names: dict[str, str] = {}
-    for name, path in folders.items():
-        for block in _experiment_blocks(path / RESULTS_FILE):
-            if block is None:
-                continue
-            if block.get("baseline"):
-                recorded.add(str(block["baseline"]))
-            variant_names[str(block.get("variant"))] = name
-    base = _baseline_folder(directory, baseline_variant, recorded, variant_names, folders)
-    return base, {base: folders[base], **{k: v for k, v in folders.items() if k != base}}
 
 
 def ignored_evidence(spec: EvalSpec) -> list[str]:
@@ -528,109 +393,6 @@ def panel_settings(settings: JudgeSettings) -> tuple[JudgeSettings, ...]:
     return tuple(replace(settings, model=m) for m in models)
 
 
-# --------------------------------------------------------------------------- output
-
-
-def check_output_file(path: Path) -> None:
-    """Fail before any judging when ``--output`` cannot be written.
-
-    Raises:
-        OutputError: ``path`` is a directory, or its folder is a file or cannot be created.
-    """
-    if path.is_dir():
-        raise OutputError(
-            f"--output {path} is a directory", hint="pass a file path, e.g. comparison.jsonl"
-        )
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise OutputError(
-                    f"--output {path} cannot be written: {parent} is a file",
-                    hint="pass another --output path",
-                )
-            break
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputError(
-            f"--output {path}: cannot create {path.parent}: {exc.strerror or exc}",
-            hint="pass a writable --output path",
-        ) from exc
-
-
-def _write_output(
-    path: Path, results: Sequence[ComparisonResult], graded: Mapping[str, dict[str, Any]]
-) -> None:
-    """Write one record per treatment (JSON Lines), atomically: the judged ``comparison``
-    record with the ``graded-comparison`` record under ``graded`` when the pairs were
-    judged, else the ``graded-comparison`` record alone.
-
-    Raises:
-        OutputError: The file cannot be written.
-    """
-    from vally.engine.rundir import output_errors, write_text_atomic
-
-    with output_errors(
-        f"--output {path}",
-        hint="the comparison printed above is complete; pass a writable --output path",
-    ):
-        if not results:
-            lines = "".join(json.dumps(g, ensure_ascii=False) + "\n" for g in graded.values())
-            write_text_atomic(path, lines)
-            return
-        if not any(r.trials_file is not None for r in results):
-            lines = "".join(
-                json.dumps(_judged_record(r, graded), ensure_ascii=False) + "\n" for r in results
-            )
-            write_text_atomic(path, lines)
-            return
-        _splice_output(path, results, graded)
-
-
-def _judged_record(
-    result: ComparisonResult, graded: Mapping[str, dict[str, Any]] | None
-) -> dict[str, Any]:
-    """The judged record of a treatment with its graded comparison under ``graded``,
-    ``trials`` last (the judged record alone when no graded comparisons are given)."""
-    from vally.comparison.judged import to_record
-
-    record = to_record(result)
-    if graded is None:
-        return record
-    trials = record.pop("trials")
-    record["graded"] = graded.get(result.treatment)
-    record["trials"] = trials
-    return record
-
-
-def _splice_output(
-    path: Path,
-    results: Sequence[ComparisonResult],
-    graded: Mapping[str, dict[str, Any]] | None = None,
-) -> None:
-    """Write the records, each streamed comparison's ``trials`` copied from its file (the
-    same bytes as dumping the whole record), to a temp file renamed into place."""
-    import shutil
-    import uuid
-
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as out:
-            for result in results:
-                record = _judged_record(result, graded)
-                if result.trials_file is None:
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    continue
-                del record["trials"]  # the last key: spliced in from the file
-                out.write(json.dumps(record, ensure_ascii=False)[:-1] + ', "trials": [')
-                with result.trials_file.open(encoding="utf-8") as part:
-                    shutil.copyfileobj(part, out)
-                out.write("]}\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def judge_spend_lines(result: ComparisonResult) -> list[str]:
     """The judge's tokens and cost, then the judge cache's hits and misses."""
     spend = result.judge_spend
@@ -696,6 +458,8 @@ def execute(
         )
     ordered = _load_runs(request)
     if request.output is not None:
+        from vally.comparison.output import check_output_file
+
         check_output_file(request.output)
     graded = _graded_comparisons(request, ordered, level, method, warn)
     results: list[ComparisonResult] = []
@@ -770,6 +534,7 @@ def _report(
     from vally.comparison.graded_text import comparison_lines as graded_lines, promotion_lines
     from vally.comparison.judged import exit_code
     from vally.comparison.judged_text import cleanup_warnings, comparison_lines
+    from vally.comparison.output import write_output
     from vally.comparison.plan import plan_lines
     from vally.comparison.rules import WinRateEvidence
 
@@ -813,7 +578,7 @@ def _report(
             o.comparison.candidate.label: comparison_json(o.comparison, o.promotion, source)
             for o in outcomes
         }
-        _write_output(request.output, results, records)
+        write_output(request.output, results, records)
     if request.junit is not None:
         from vally.comparison.junit import write_rules_junit
 
