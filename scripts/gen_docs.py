@@ -621,11 +621,18 @@ def example_events() -> list[Any]:
 
 def example_records() -> tuple[Any, Any]:
     """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
+    from vally.engine.experiment import content_hash
     from vally.engine.scoring import summarize_eval, trial_verdict
     from vally.models import GraderConfig, Stimulus
     from vally.models.cost import trial_cost
+    from vally.models.fingerprint import case_fingerprint, suite_fingerprint
     from vally.models.pricing import PriceTable
-    from vally.models.records import GraderResult, TrialResultRecord
+    from vally.models.records import (
+        GraderIdentity,
+        GraderResult,
+        TargetIdentity,
+        TrialResultRecord,
+    )
     from vally.models.trajectory import Trajectory, TrajectoryMetadata, compute_metrics
     from vally.models.usage import trial_usage
 
@@ -663,12 +670,20 @@ def example_records() -> tuple[Any, Any]:
         None,
     )
     run_id = "0b7f4c1e-0000-4000-8000-000000000000"
+    case_hash = case_fingerprint(stimulus)
+    executor_config = {"command": "my-agent {prompt}"}
+    document = {
+        "name": "greetings",
+        "defaults": {"executor": {"name": "command", "config": executor_config}},
+        "stimuli": [stimulus.model_dump(mode="json", exclude_defaults=True)],
+    }
     record = TrialResultRecord(
         run_id=run_id,
         eval_name="greetings",
         eval_file="evals/greetings/eval.yaml",
         stimulus_name="hello",
         stimulus=stimulus,
+        case_hash=case_hash,
         variant=None,
         model="gpt-4.1",
         trial_index=0,
@@ -689,6 +704,12 @@ def example_records() -> tuple[Any, Any]:
         run_id=run_id,
         eval_name="greetings",
         eval_file="evals/greetings/eval.yaml",
+        eval_hash=content_hash(document),
+        suite_hash=suite_fingerprint([("greetings", "hello", case_hash)]),
+        graders=[GraderIdentity(name="file-contains", type="file-contains", judged=False)],
+        target=TargetIdentity(
+            executor="command", config_digest=content_hash(executor_config), model="gpt-4.1"
+        ),
         started_at=_at(-1.0),
         completed_at=_at(3.0),
         vally_version="0.1.0",
@@ -819,7 +840,27 @@ def render_records() -> str:
     lines += [
         "## run-summary.jsonl\n",
         "One [RunSummaryRecord](#runsummaryrecord) per eval (and variant) of the run,"
-        " written when the run ends. Example (one line, the summary of the record above):\n",
+        " written when the run ends.\n",
+        "**What the run measured.** Every summary says what its eval measured, so two runs"
+        " can be compared later:\n",
+        "- `evalHash`: the eval document as written (params resolved), the same for every"
+        " variant of an experiment.",
+        "- `suiteHash`: the fingerprint of the eval's planned cases, the sorted (eval,"
+        " stimulus, `caseHash`) of every stimulus the run planned, not only those that ran."
+        " A trial record's `caseHash` covers its stimulus's prompt or turns, rubric, graders"
+        " (the eval-level ones included), constraints, environment files and setup commands,"
+        " and leaves out the target (executor, model, skills, MCP servers). Two runs with"
+        " the same `suiteHash` put the same cases to their targets and graded them the same"
+        " way: the variants of an experiment share it unless a variant changes the stimuli"
+        " or graders, and so do runs of one eval against two models.",
+        "- `graders`: each distinct grader of the eval, by name and type, with `judged`"
+        " (a model decides its verdict) and the judge `model`.",
+        "- `target`: what the cases were put to: the `executor`, a `configDigest` of its"
+        " resolved config, the `model` and the `variant`.\n",
+        "Summaries (and records) written before these fields existed still load: `suiteHash`"
+        " and `caseHash` read as `null`, `graders` as empty and `target` with every field"
+        " `null`.\n",
+        "Example (one line, the summary of the record above):\n",
         _json_block(summary.to_json_line()),
     ]
     for model in _record_models(records.RunSummaryRecord):

@@ -230,6 +230,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     Raises:
         VallyError: Any configuration, plugin or planning problem.
     """
+    from vally.engine.identity import plan_identities
     from vally.engine.run import plan_request
     from vally.engine.shards import plan_snapshot
     from vally.engine.summaries import experiment_blocks
@@ -277,7 +278,8 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     )
     plan = plan_request(request)
     label = shard.label if shard is not None else None
-    snapshot = plan_snapshot(resolved, plan, path)
+    identities = plan_identities(plan, session=session, judge_model=options.judge_model)
+    snapshot = plan_snapshot(resolved, plan, path, identities)
     request.experiment = ExperimentMode(
         name=resolved.name,
         baseline=resolved.baseline,

@@ -25,6 +25,7 @@ from typing import Any, overload
 
 from vally.contracts.protocols import JudgeSettings, LoadedEval, TrialKey
 from vally.errors import ConfigError, MissingExecutorError
+from vally.models.fingerprint import case_fingerprint
 from vally.models.limits import PLAN_TRIALS
 from vally.models.spec import (
     Constraints,
@@ -130,6 +131,10 @@ class PlannedTrial:
         files_root: On a node of a distributed run, the folder that mirrors the driver's
             ``/`` with the spec's files (see :mod:`vally.engine.spec_files`); the eval's
             folder is read there. None where the eval file itself is read.
+        case_hash: The case fingerprint of the stimulus with the eval-level graders
+            (:func:`vally.models.fingerprint.case_fingerprint`), computed once per stimulus
+            when planning; empty when the trial was made elsewhere (see
+            :meth:`fingerprint`).
     """
 
     key: TrialKey
@@ -150,6 +155,12 @@ class PlannedTrial:
     keep_workspace: Path | None = None
     resources: TrialResources | None = None
     files_root: Path | None = None
+    case_hash: str = ""
+
+    def fingerprint(self) -> str:
+        """The trial's case fingerprint: :attr:`case_hash`, else computed from its stimulus
+        and the eval-level graders."""
+        return self.case_hash or case_fingerprint(self.stimulus, self.loaded.spec.graders)
 
     @property
     def spec_dir(self) -> Path:
@@ -163,7 +174,12 @@ class PlannedTrial:
 
 @dataclass(frozen=True)
 class PlannedEval:
-    """One (variant, eval) of the plan, with its resolved run count and model list."""
+    """One (variant, eval) of the plan, with its resolved run count and model list.
+
+    Attributes:
+        executor: The executor its trials run on (None when it plans no trial and its spec
+            names none).
+    """
 
     variant: str
     name: str
@@ -172,6 +188,7 @@ class PlannedEval:
     models: tuple[str | None, ...]
     threshold: float | None
     stimuli: tuple[str, ...]
+    executor: ExecutorRef | None = None
 
 
 @dataclass(frozen=True)
@@ -556,6 +573,7 @@ def _groups_of(
         )
         _check_sources(loaded, stimulus, environment)
         graders = tuple(spec.graders) + tuple(stimulus.graders)
+        case_hash = case_fingerprint(stimulus, spec.graders)
         constraints = merge_constraints(spec.constraints, stimulus.constraints)
         tags = effective_tags(spec, stimulus)
         for model in selected.models:
@@ -579,6 +597,7 @@ def _groups_of(
                 tags=tags,
                 reasoning_effort=spec.defaults.reasoning_effort,
                 resources=spec.defaults.resources,
+                case_hash=case_hash,
             )
             groups.append(TrialGroup(first, selected.runs))
     return groups
@@ -645,6 +664,10 @@ def build_plan(
     for item in selected:
         spec = item.item.loaded.spec
         threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
+        executor: ExecutorRef | None = spec.defaults.executor
+        if item.runs and item.stimuli:
+            executor = _executor_of(item, default_executor)
+            groups += _groups_of(item, options, resolve_environment, executor)
         evals.append(
             PlannedEval(
                 variant=item.item.variant,
@@ -654,9 +677,7 @@ def build_plan(
                 models=tuple(item.models),
                 threshold=threshold,
                 stimuli=tuple(s.name for s in item.stimuli),
+                executor=executor,
             )
         )
-        if item.runs and item.stimuli:
-            executor = _executor_of(item, default_executor)
-            groups += _groups_of(item, options, resolve_environment, executor)
     return Plan(trials=PlannedTrials(groups, workspace_for), evals=tuple(evals))

@@ -403,12 +403,19 @@ class PreparedRun:
         plugins = self.request.session.provenance()
         experiment = self.request.experiment
         if experiment is None:
+            from vally.engine.identity import plan_identities
+
             return PlanSummaries(
                 self.plan.evals,
                 run_id=run.run_id,
                 run_dir=run.run_dir,
                 scrubber=scrubber,
                 plugins=plugins,
+                identities=plan_identities(
+                    self.plan,
+                    session=self.request.session,
+                    judge_model=self.request.plan_options.judge_model,
+                ),
             )
         return VariantSummaries(
             experiment.snapshot,

@@ -315,6 +315,7 @@ class TrialRunner:
             eval_file=str(trial.loaded.source),
             stimulus_name=trial.stimulus.name,
             stimulus=trial.stimulus,
+            case_hash=trial.fingerprint(),
             variant=trial.key.variant or None,
             model=trial.model,
             trial_index=trial.key.trial,

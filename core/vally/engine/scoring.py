@@ -52,10 +52,12 @@ from vally._version import __version__
 from vally.models.records import (
     ExperimentBlock,
     GradeResult,
+    GraderIdentity,
     GraderResult,
     MultiTrialMetrics,
     RunSummaryRecord,
     StimulusSummary,
+    TargetIdentity,
     TrialResultRecord,
 )
 
@@ -327,6 +329,9 @@ def summarize_eval(
     variant: str | None = None,
     eval_hash: str | None = None,
     config_hash: str | None = None,
+    suite_hash: str | None = None,
+    graders: Sequence[GraderIdentity] = (),
+    target: TargetIdentity | None = None,
     threshold: float | None = None,
     started_at: str | None = None,
     completed_at: str | None = None,
@@ -353,6 +358,9 @@ def summarize_eval(
         variant=variant,
         eval_hash=eval_hash,
         config_hash=config_hash,
+        suite_hash=suite_hash,
+        graders=graders,
+        target=target,
         threshold=threshold,
         started_at=started_at,
         completed_at=completed_at,

@@ -32,6 +32,7 @@ from vally.models.limits import record_depth
 if TYPE_CHECKING:
     from vally.contracts.protocols import TrialKey
     from vally.engine.experiment import ResolvedExperiment
+    from vally.engine.identity import EvalIdentity
     from vally.engine.planner import Plan
     from vally.engine.trialfacts import TrialFacts
     from vally.models.records import TrialResultRecord
@@ -159,20 +160,30 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def plan_snapshot(
-    resolved: ResolvedExperiment, plan: Plan, experiment_file: Path
+    resolved: ResolvedExperiment,
+    plan: Plan,
+    experiment_file: Path,
+    identities: Mapping[tuple[str, str], EvalIdentity] | None = None,
 ) -> dict[str, Any]:
     """The machine-independent description of a planned experiment run.
 
     Eval files are relative to the experiment file's folder; there are no timestamps and
-    no absolute paths, so every shard of a run produces the identical snapshot.
+    no absolute paths, so every shard of a run produces the identical snapshot. Each eval
+    keeps what it measures (``suiteHash``, ``graders``, ``target``: see
+    :mod:`vally.engine.identity`), from ``identities`` when given, else computed without
+    a plugin session, for the summaries built from the snapshot.
     """
+    from vally.engine.identity import eval_identity, snapshot_fields
+
     base = experiment_file.parent
     hashes = {(e.variant, e.loaded.source): (e.eval_hash, e.config_hash) for e in resolved.evals}
+    known = identities or {}
     evals = []
     for planned in plan.evals:
         eval_hash, config_hash = hashes.get((planned.variant, planned.loaded.source), (None, None))
         by_name = {s.name: s for s in planned.loaded.spec.stimuli}
         root = [g.type for g in planned.loaded.spec.graders]
+        identity = known.get((planned.variant, planned.name)) or eval_identity(planned)
         evals.append(
             {
                 "variant": planned.variant,
@@ -192,6 +203,7 @@ def plan_snapshot(
                     }
                     for name in planned.stimuli
                 ],
+                **snapshot_fields(identity),
             }
         )
     return {

@@ -7,6 +7,10 @@ Two layouts share one interface (:class:`RunSummaries`):
 * :class:`VariantSummaries` (``vally experiment run`` and ``merge``): one file per variant
   folder, a line per eval of the experiment's plan snapshot, records in plan order, with
   the ``experiment`` provenance block; a shard summarises its own trials only.
+
+Every summary says what its eval measured (``evalHash``, ``suiteHash``, ``graders``,
+``target``, see :mod:`vally.engine.identity`): a plain run from its planned evals, an
+experiment from its plan snapshot, which keeps them so a merge writes them unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from vally.engine.identity import EvalIdentity, eval_hash, eval_identity, identity_from_snapshot
 from vally.engine.planner import PlannedEval
 from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
 from vally.engine.tally import EvalTally
@@ -74,6 +79,9 @@ class PlanSummaries:
         run_dir: The run folder; None writes nothing.
         scrubber: Hides secrets in what is written.
         plugins: Provenance of the loaded plugins.
+        identities: What each (variant, eval name) measured
+            (:func:`vally.engine.identity.plan_identities`); an eval missing from it gets
+            the identity computed without a plugin session.
     """
 
     def __init__(
@@ -84,12 +92,19 @@ class PlanSummaries:
         run_dir: Path | None,
         scrubber: Scrubber,
         plugins: Sequence[Mapping[str, Any]] = (),
+        identities: Mapping[tuple[str, str], EvalIdentity] | None = None,
     ) -> None:
         self.evals = list(evals)
         self.run_id = run_id
         self.run_dir = run_dir
         self.scrubber = scrubber
         self.plugins = list(plugins)
+        known = identities or {}
+        self.identities = {
+            (p.variant, p.name): known.get((p.variant, p.name)) or eval_identity(p)
+            for p in self.evals
+        }
+        self.eval_hashes = {(p.variant, p.name): eval_hash(p.loaded) for p in self.evals}
 
     def summarize(
         self, records: Sequence[TrialResultRecord], started_at: str
@@ -145,19 +160,27 @@ class PlanCounter:
         """A summary per planned eval, in plan order."""
         plan = self.plan
         completed = utc_now()
-        return [
-            self.tallies[(planned.variant, planned.name)].summary(
-                run_id=plan.run_id,
-                eval_name=planned.name,
-                eval_file=str(planned.loaded.source),
-                variant=planned.variant or None,
-                threshold=planned.threshold,
-                started_at=started_at,
-                completed_at=completed,
-                plugins=plan.plugins,
+        out: list[RunSummaryRecord] = []
+        for planned in plan.evals:
+            key = (planned.variant, planned.name)
+            identity = plan.identities[key]
+            out.append(
+                self.tallies[key].summary(
+                    run_id=plan.run_id,
+                    eval_name=planned.name,
+                    eval_file=str(planned.loaded.source),
+                    variant=planned.variant or None,
+                    eval_hash=plan.eval_hashes[key],
+                    suite_hash=identity.suite_hash,
+                    graders=identity.graders,
+                    target=identity.target,
+                    threshold=planned.threshold,
+                    started_at=started_at,
+                    completed_at=completed,
+                    plugins=plan.plugins,
+                )
             )
-            for planned in plan.evals
-        ]
+        return out
 
 
 def experiment_blocks(
@@ -316,6 +339,7 @@ class VariantSummaries:
         out: list[RunSummaryRecord] = []
         for item in self.snapshot.get("evals") or []:
             variant, name = str(item["variant"]), str(item["name"])
+            identity = identity_from_snapshot(item)
             out.append(
                 tallies.evals[(variant, name)].summary(
                     run_id=self.run_id,
@@ -327,6 +351,9 @@ class VariantSummaries:
                     threshold=item.get("threshold"),
                     plugins=self.plugins,
                     experiment=blocks[(variant, name)],
+                    suite_hash=identity.suite_hash,
+                    graders=identity.graders,
+                    target=identity.target,
                 )
             )
         return out

@@ -18,8 +18,10 @@ from vally.engine.trialfacts import USAGE_FIELDS, TrialFacts, usage_of
 from vally.models.cost import Cost
 from vally.models.records import (
     ExperimentBlock,
+    GraderIdentity,
     RunSummaryRecord,
     StimulusSummary,
+    TargetIdentity,
     TrialResultRecord,
 )
 from vally.models.trajectory import utc_now
@@ -292,6 +294,9 @@ class EvalTally:
         variant: str | None = None,
         eval_hash: str | None = None,
         config_hash: str | None = None,
+        suite_hash: str | None = None,
+        graders: Sequence[GraderIdentity] = (),
+        target: TargetIdentity | None = None,
         threshold: float | None = None,
         started_at: str | None = None,
         completed_at: str | None = None,
@@ -314,6 +319,9 @@ class EvalTally:
             variant=variant,
             eval_hash=eval_hash,
             config_hash=config_hash,
+            suite_hash=suite_hash,
+            target=target if target is not None else TargetIdentity(),
+            graders=list(graders),
             threshold=threshold,
             models=models,
             trials=self.trials,

@@ -20,11 +20,13 @@ from vally.models.project import (
 from vally.models.records import (
     ExperimentBlock as ExperimentBlock,
     GradeResult as GradeResult,
+    GraderIdentity as GraderIdentity,
     GraderResult as GraderResult,
     MultiTrialMetrics as MultiTrialMetrics,
     OffloadedText as OffloadedText,
     RunSummaryRecord as RunSummaryRecord,
     StimulusSummary as StimulusSummary,
+    TargetIdentity as TargetIdentity,
     TrialError as TrialError,
     TrialResultRecord as TrialResultRecord,
 )

@@ -177,6 +177,11 @@ FIELD_NOTES: dict[str, str] = {
     "TrialResultRecord.stimulus": "The stimulus as run (params resolved, environment "
     "merged), in eval.yaml form.",
     "TrialResultRecord.variant": "The experiment variant (`null` outside experiments).",
+    "TrialResultRecord.case_hash": "Fingerprint of the case: the stimulus's prompt or turns, "
+    "rubric, graders (the eval-level ones included), constraints, environment files and "
+    "setup commands, not the target (executor, model, skills, MCP servers). Equal across "
+    "the variants of an experiment and across models (`null` in records written before it "
+    "existed).",
     "TrialResultRecord.model": "The model the executor was given (`null` when none).",
     "TrialResultRecord.trial_index": "0-based index of the trial among the stimulus's runs.",
     "TrialResultRecord.trial_id": "`[variant/]eval/stimulus/model/trial`, stable across "
@@ -235,8 +240,34 @@ FIELD_NOTES: dict[str, str] = {
     "RunSummaryRecord.eval_name": "The eval's name.",
     "RunSummaryRecord.eval_file": "Path of the eval file.",
     "RunSummaryRecord.variant": "The experiment variant (`null` outside experiments).",
-    "RunSummaryRecord.eval_hash": "Hash of the eval as written (experiments only).",
+    "RunSummaryRecord.eval_hash": "Hash of the eval document as written (params resolved; "
+    "the same for every variant of an experiment).",
     "RunSummaryRecord.config_hash": "Hash of the eval with the variant applied (experiments only).",
+    "RunSummaryRecord.suite_hash": "Fingerprint of the eval's planned cases: the sorted "
+    "(eval, stimulus, `caseHash`) of every stimulus the run planned. Runs with the same "
+    "`suiteHash` put the same cases to their targets and graded them the same way "
+    "(`null` in summaries written before it existed).",
+    "RunSummaryRecord.target": "What the cases were put to: executor, config digest, model "
+    "and variant (every field `null` in summaries written before it existed).",
+    "RunSummaryRecord.graders": "Every distinct grader of the eval (eval-level and "
+    "stimulus-level, by name and type), in spec order, with whether a model judges it "
+    "(empty in summaries written before it existed).",
+    "GraderIdentity.name": "The grader's display name (the spec's `name`, else its type).",
+    "GraderIdentity.type": "The grader type (`file-contains`, `prompt`, ...).",
+    "GraderIdentity.judged": "A model judges it: its plugin's metadata declares `needs_llm` "
+    "or an `slm`/`llm` determinism (false for deterministic graders and for a grader whose "
+    "plugin is not installed).",
+    "GraderIdentity.model": "The judge model of a judged grader: its config's `model`, else "
+    "the run's judge model (`--judge-model`, the eval's `judge_model`, `EVAL_JUDGE_MODEL`); "
+    "`null` when none is set and for graders that are not judged.",
+    "TargetIdentity.executor": "The executor's name (`null` when the eval planned no trial "
+    "and names none).",
+    "TargetIdentity.config_digest": "16 hex digits of the SHA-256 of the executor's resolved "
+    "config (the eval's `defaults.executor.config` over the project's `plugin_config`) as "
+    "canonical JSON.",
+    "TargetIdentity.model": "The model the eval ran (`--model` or `defaults.model`); `null` "
+    "for the executor's default and when several models ran (`models` lists them).",
+    "TargetIdentity.variant": "The experiment variant (`null` outside experiments).",
     "RunSummaryRecord.threshold": "The eval's pass threshold (`null`: binary).",
     "RunSummaryRecord.models": "Models that ran, in order of first appearance.",
     "RunSummaryRecord.trials": "Every trial, errored ones included.",

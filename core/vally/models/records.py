@@ -129,6 +129,7 @@ class TrialResultRecord(_EvalRecord):
     type: Literal["trial-result"] = "trial-result"
     stimulus_name: str
     stimulus: Stimulus
+    case_hash: str | None = None
     variant: str | None
     model: str | None
     trial_index: int
@@ -177,13 +178,37 @@ class StimulusSummary(RecordModel):
     total_errors: int
 
 
+class GraderIdentity(RecordModel):
+    """One distinct grader of an eval (by name and type): deterministic, or judged by a
+    model, and which."""
+
+    name: str
+    type: str
+    judged: bool = False
+    model: str | None = None
+
+
+class TargetIdentity(RecordModel):
+    """What an eval's cases were put to: the executor, a digest of its config, the model
+    and the variant."""
+
+    executor: str | None = None
+    config_digest: str | None = None
+    model: str | None = None
+    variant: str | None = None
+
+
 class RunSummaryRecord(_EvalRecord):
-    """One line of ``run-summary.jsonl``: one eval (and variant) of a run."""
+    """One line of ``run-summary.jsonl``: one eval (and variant) of a run, with what it
+    measured (``evalHash``, ``suiteHash``, ``graders``, ``target``)."""
 
     type: Literal["run-summary"] = "run-summary"
     variant: str | None
     eval_hash: str | None
     config_hash: str | None
+    suite_hash: str | None = None
+    target: TargetIdentity = Field(default_factory=TargetIdentity)
+    graders: list[GraderIdentity] = Field(default_factory=list)
     threshold: float | None
     models: list[str | None]
     trials: int

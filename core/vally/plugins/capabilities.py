@@ -11,7 +11,8 @@ one of its functions. Each function takes a plugin class or instance and reads i
 * :func:`needs_workspace`: an executor or grader works in the trial's workspace;
 * :func:`declares_no_workspace`: an executor says explicitly that it needs none;
 * :func:`is_critical`: a reporter's failure fails the run;
-* :func:`is_pairwise`: a grader can compare two runs (``vally compare``).
+* :func:`is_pairwise`: a grader can compare two runs (``vally compare``);
+* :func:`is_judged`: a grader's verdict comes from a model, not a deterministic check.
 
 Plugins written before capabilities lived in metadata declared some of them as class
 attributes (``supports_turns = True``, ``requires_llm = True``, ``critical = True``) or,
@@ -42,6 +43,7 @@ __all__ = [
     "declared_metadata",
     "declares_no_workspace",
     "is_critical",
+    "is_judged",
     "is_pairwise",
     "needs_llm",
     "needs_workspace",
@@ -174,6 +176,16 @@ def is_pairwise(plugin: object) -> bool:
     """True when the grader can compare two runs (metadata ``pairwise``)."""
     metadata = declared_metadata(plugin)
     return isinstance(metadata, GraderMetadata) and metadata.pairwise
+
+
+def is_judged(plugin: object) -> bool:
+    """True when a model judges the grader's verdict: it calls the project's LLM provider
+    (metadata ``needs_llm``) or its taxonomy says a model decides (``determinism`` ``slm``
+    or ``llm``)."""
+    metadata = declared_metadata(plugin)
+    return isinstance(metadata, GraderMetadata) and (
+        metadata.needs_llm or metadata.determinism in ("slm", "llm")
+    )
 
 
 CAPABILITY_NAMES: dict[str, str] = {

@@ -427,8 +427,17 @@ class _Regrader:
         model = item.trajectory.metadata.model if item.trajectory is not None else None
         return TrialKey("", "", stimulus.name, model or "", index), index
 
+    def case_hash(self, stimulus: Stimulus) -> str:
+        """The case fingerprint of ``stimulus`` graded by this spec (its eval-level graders
+        too), as ``caseHash`` records it."""
+        from vally.models.fingerprint import case_fingerprint
+
+        return case_fingerprint(stimulus, self.spec.graders)
+
     async def grade_one(self, item: IngestedItem, stimulus: Stimulus) -> TrialResultRecord:
-        """Grade one input trial and return its (new or updated) record."""
+        """Grade one input trial and return its (new or updated) record; every record
+        returned has the ``caseHash`` of the stimulus it was matched to (a record passed
+        through ungraded keeps the one it had)."""
         from vally.models.records import TrialError, TrialResultRecord
 
         original = item.value if isinstance(item.value, TrialResultRecord) else None
@@ -438,16 +447,21 @@ class _Regrader:
             from vally.engine.offload import restore_texts
 
             trajectory = restore_texts(original, self.text_folders, self.warn).trajectory
+        case_hash = self.case_hash(stimulus)
         if trajectory is None:
             assert original is not None
             if original.error is not None:
-                return original
+                if original.case_hash is not None:
+                    return original
+                return original.model_copy(update={"case_hash": case_hash})
             error = TrialError(
                 phase="grade",
                 code=ConfigError.code,
                 message="the record holds no trajectory to grade",
             )
-            return original.model_copy(update={"status": "error", "error": error})
+            return original.model_copy(
+                update={"status": "error", "error": error, "case_hash": case_hash}
+            )
         if item.format == "atif":
             trajectory = trajectory.model_copy(update={"stimulus": stimulus})
         key, index = self._key(item, stimulus)
@@ -459,11 +473,22 @@ class _Regrader:
                 raise
             error = TrialError(phase="grade", code=exc.code, message=exc.render())
             return original.model_copy(
-                update={"status": "error", "error": error, "grade_result": None}
+                update={
+                    "status": "error",
+                    "error": error,
+                    "grade_result": None,
+                    "case_hash": case_hash,
+                }
             )
         if original is None:
-            return _new_record(trajectory, stimulus, self.loaded, self.run.run_id, index, grade)
-        update: dict[str, Any] = {"grade_result": grade, "stimulus": stimulus}
+            return _new_record(
+                trajectory, stimulus, self.loaded, self.run.run_id, index, grade, case_hash
+            )
+        update: dict[str, Any] = {
+            "grade_result": grade,
+            "stimulus": stimulus,
+            "case_hash": case_hash,
+        }
         if original.error is not None and original.error.phase == "grade":
             update.update({"status": "success", "error": None})
         return original.model_copy(update=update)
@@ -526,8 +551,10 @@ def _new_record(
     run_id: str,
     trial_index: int,
     grade: GradeResult,
+    case_hash: str,
 ) -> TrialResultRecord:
-    """The record of a graded trajectory that came without one."""
+    """The record of a graded trajectory that came without one (``case_hash``: its
+    stimulus's case fingerprint)."""
     from vally.engine.planner import eval_name
     from vally.models.records import TrialResultRecord
     from vally.models.trajectory import utc_now
@@ -541,6 +568,7 @@ def _new_record(
         eval_file=str(loaded.source),
         stimulus_name=stimulus.name,
         stimulus=stimulus,
+        case_hash=case_hash,
         variant=None,
         model=model,
         trial_index=trial_index,
