@@ -62,10 +62,11 @@ Rules = Annotated[
     opt("PATH", "Promotion rules (YAML) to decide on; exit 1 unless every rule passes."),
 ]
 ConfidenceLevel = Annotated[
-    float, opt("LEVEL", "Confidence level of every interval, strictly between 0 and 1.")
+    float | None,
+    opt("LEVEL", "Confidence level of every interval, strictly between 0 and 1 (0.95)."),
 ]
 IntervalOption = Annotated[
-    str, opt("cases|repeats", "Intervals over cases (default) or over repeats (Welch).")
+    str | None, opt("cases|repeats", "Intervals over cases (default) or over repeats (Welch).")
 ]
 By = Annotated[
     list[str] | None,
@@ -107,7 +108,7 @@ def _check_flags(values: dict[str, Any]) -> None:
         _usage_error("give an experiment directory, or both --baseline and --treatment")
     if values["judge_evidence"] not in ("tools", "inline"):
         _usage_error("--judge-evidence must be 'tools' or 'inline'")
-    if values["interval"] not in ("cases", "repeats"):
+    if values["interval"] not in (None, "cases", "repeats"):
         _usage_error("--interval must be 'cases' or 'repeats'")
     if values["junit"] is not None and values["rules"] is None:
         _usage_error("--junit writes the promotion rules' verdicts: give --rules too")
@@ -123,7 +124,7 @@ def _check_flags(values: dict[str, Any]) -> None:
             f"--plan must be an effect on the score scale in (0, 2], got {plan}",
             hint="write e.g. --plan 0.2 (a fifth of the way from a tie to 'much better')",
         )
-    if not 0 < level < 1:
+    if level is not None and not 0 < level < 1:
         raise ConfigError(
             f"--confidence-level must lie strictly between 0 and 1, got {level}",
             hint="write e.g. --confidence-level 0.9",
@@ -178,8 +179,8 @@ def compare_command(
         opt("EFFECT", "Also print the stimuli and runs needed to detect this score effect."),
     ] = None,
     rules: Rules = None,
-    confidence_level: ConfidenceLevel = 0.95,
-    interval: IntervalOption = "cases",
+    confidence_level: ConfidenceLevel = None,
+    interval: IntervalOption = None,
     by: By = None,
     allow_different_suites: AllowDifferentSuites = False,
     judge: Judge = None,

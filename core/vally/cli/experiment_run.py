@@ -157,7 +157,10 @@ def _exit_code(
         code = EXIT_FAILURE
     if setup.experiment.promotion is not None:
         if setup.shard is not None:
-            _echo("Promotion rules: decided after 'vally experiment merge' of every shard.")
+            _echo(
+                "Promotion rules: after 'vally experiment merge', decide the merged run with "
+                f"'vally compare MERGED_DIR --rules {setup.path.name}'."
+            )
         elif len(setup.resolved.variants) < 2:
             _echo("Promotion rules skipped: only one variant ran (--variant).")
         elif _decide(setup, run_dir) != EXIT_OK:

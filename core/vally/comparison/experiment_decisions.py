@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vally.comparison.graded_records import comparison_json
-from vally.comparison.graded_run import GradedOutcome, apply_rules, compare_paths
+from vally.comparison.graded_run import GradedOutcome, apply_rules, compare_paths, rule_dimensions
 from vally.comparison.graded_text import comparison_lines, interval_text, promotion_lines
 from vally.models.promotion import PromotionRules
 
@@ -47,20 +47,12 @@ def decide_variants(
             base_path,
             path,
             labels=(baseline, name),
-            by=_dimensions(rules),
+            by=["eval", *(d for d in rule_dimensions(rules) if d != "eval")],
             confidence_level=rules.confidence_level or 0.95,
             method=rules.interval or "cases",
         )
         outcomes.append((name, apply_rules(comparison, rules)))
     return outcomes
-
-
-def _dimensions(rules: PromotionRules) -> list[str]:
-    dims = ["eval"]
-    for rule in rules.rules:
-        if rule.tag:
-            dims.extend(k for k in rule.tag if k not in dims)
-    return dims
 
 
 def report_section(outcomes: list[tuple[str, GradedOutcome]]) -> str:

@@ -394,10 +394,7 @@ def compare_tallies(
     changed = [
         case_id(key)
         for key, case in sorted(baseline.cases.items())
-        if key in candidate.cases
-        and case.fingerprint is not None
-        and candidate.cases[key].fingerprint is not None
-        and case.fingerprint != candidate.cases[key].fingerprint
+        if key in candidate.cases and _changed(case, candidate.cases[key])
     ]
     # a case one run lacks is listed as missing, not taken for another suite: the suites
     # differ when a shared case changed, or when both runs recorded different suites
@@ -459,6 +456,14 @@ def _grader_figures(
         )
         for name in names
     ]
+
+
+def _changed(base: CaseTally, cand: CaseTally) -> bool:
+    """Whether a case both runs have differs in content: by the recorded case
+    fingerprints when both runs recorded them, else by the stimuli the records hold."""
+    if base.fingerprint is not None and cand.fingerprint is not None:
+        return base.fingerprint != cand.fingerprint
+    return base.content != cand.content
 
 
 def _compare_scope(

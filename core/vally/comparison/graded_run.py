@@ -133,6 +133,16 @@ def load_rules(path: Path) -> PromotionRules:
     )
 
 
+def rule_dimensions(rules: PromotionRules) -> list[str]:
+    """The group dimensions the rules' scopes need: ``eval`` and each tag a rule names."""
+    dims: list[str] = []
+    for rule in rules.rules:
+        dimension = rule.scope[0]
+        if dimension and dimension not in dims:
+            dims.append(dimension)
+    return dims
+
+
 @dataclass(frozen=True)
 class GradedOutcome:
     """One candidate's graded comparison and, with rules, their verdicts."""

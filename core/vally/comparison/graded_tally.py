@@ -117,6 +117,10 @@ class CaseTally:
     metrics: dict[str, _Sum] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     fingerprint: str | None = None
+    """The case fingerprint the run recorded (``caseHash``), None in older records."""
+    content: str | None = None
+    """The fingerprint of the stimulus as the record holds it (without the eval-level
+    graders): what tells cases apart when a run recorded no ``caseHash``."""
     has_graders: bool = False
 
     @property
@@ -189,7 +193,9 @@ class RunTally:
         if case is None:
             case = self.cases[key] = CaseTally()
             case.tags = {**record.stimulus.tags, **record.tags}
-            case.fingerprint = _record_fingerprint(record)
+            recorded = getattr(record, "case_hash", None)
+            case.fingerprint = str(recorded) if recorded else None
+            case.content = case_fingerprint(record.stimulus)
         self.run_ids.add(record.run_id)
         if record.variant:
             self.variants.add(record.variant)
@@ -231,8 +237,12 @@ class RunTally:
         return self
 
     def add_summary(self, summary: RunSummaryRecord) -> None:
-        """Keep a run summary: what the run recorded of its suite, graders and target."""
+        """Keep a run summary: what the run recorded of its suite, graders and target; a
+        grader it records as judged by a model counts as judged."""
         self.summaries.append(summary)
+        for grader in getattr(summary, "graders", None) or []:
+            if getattr(grader, "judged", False):
+                self.grader_judged[str(grader.name)] = True
 
     def repeat_values(self, scope: Scope, figure: str) -> list[float]:
         """The figure's mean over cases, one value per repeat, in repeat order."""
@@ -258,16 +268,12 @@ class RunTally:
         recorded = self.recorded_suite_hash()
         if recorded is not None:
             return recorded
-        if any(c.fingerprint is None for c in self.cases.values()) or not self.cases:
+        if not self.cases:
             return None
         return suite_fingerprint(
-            (key[0], key[1], str(case.fingerprint)) for key, case in self.cases.items()
+            (key[0], key[1], str(case.fingerprint or case.content))
+            for key, case in self.cases.items()
         )
-
-
-def _record_fingerprint(record: TrialResultRecord) -> str:
-    recorded = getattr(record, "case_hash", None)
-    return str(recorded) if recorded else case_fingerprint(record.stimulus)
 
 
 @dataclass(frozen=True)

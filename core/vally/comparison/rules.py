@@ -118,6 +118,8 @@ def evaluate(
                 f"{_scope_text(rule.scope)}, which no case of either run has",
                 hint="scopes the runs have: " + (", ".join(known) or "none (only every case)"),
             )
+        if isinstance(rule, SameSuite):  # a suite is the whole runs', never one group's
+            scoped = comparison
         results.append(_evaluate_one(number, rule, scoped, win_rate))
     return PromotionResult(results, comparison.confidence_level)
 
@@ -321,9 +323,9 @@ def _win_rate(rule: WinRate, evidence: WinRateEvidence | None, level: float) -> 
         return _result(
             rule,
             "inconclusive",
-            "no judged pairwise comparison: give a judge model (--judge-model) to measure "
-            "a win rate",
-            at_least=rule.at_least,
+            "no complete judged pairwise comparison: a win rate needs every pair judged "
+            "(give a judge model with --judge-model)",
+            atLeast=rule.at_least,
         )
     figures: dict[str, Any] = {
         "winRate": evidence.win_rate,

@@ -75,8 +75,10 @@ class CompareRequest:
     """True: judge (a judge model is required); False: graded comparison only; None: judge
     when a judge model is configured."""
     rules: Path | None = None
-    confidence_level: float = 0.95
-    interval: str = "cases"
+    confidence_level: float | None = None
+    """None: the rules file's, else 0.95."""
+    interval: str | None = None
+    """None: the rules file's, else ``cases``."""
     by: list[str] = field(default_factory=list)
     allow_different_suites: bool = False
     junit: Path | None = None
@@ -432,7 +434,7 @@ def execute(
     """
     import asyncio
 
-    from vally.comparison.graded_run import load_rules
+    from vally.comparison.graded_run import load_rules, rule_dimensions
     from vally.plugins.session import Session
     from vally.specs.loading import find_project
     from vally.statistics.decisions import check_confidence_level
@@ -442,15 +444,15 @@ def execute(
         session = Session(project=project, project_root=root)
     rules = load_rules(request.rules) if request.rules is not None else None
     level = request.confidence_level
-    if rules is not None and rules.confidence_level is not None and level == 0.95:
-        level = rules.confidence_level
+    if level is None:
+        level = rules.confidence_level if rules is not None else None
+    if level is None:
+        level = 0.95
     try:
         level = check_confidence_level(level)
     except ValueError as exc:
         raise ConfigError(f"--confidence-level: {exc}", hint="write e.g. 0.95 or 0.9") from None
-    method = request.interval
-    if rules is not None and rules.interval is not None and method == "cases":
-        method = rules.interval
+    method = request.interval or (rules.interval if rules is not None else None) or "cases"
     if method not in ("cases", "repeats"):
         raise ConfigError(
             f"--interval must be 'cases' or 'repeats', got {method!r}",
@@ -461,6 +463,8 @@ def execute(
         from vally.comparison.output import check_output_file
 
         check_output_file(request.output)
+    if rules is not None:  # every scope a rule names is broken down
+        request.by = [*request.by, *(d for d in rule_dimensions(rules) if d not in request.by)]
     graded = _graded_comparisons(request, ordered, level, method, warn)
     results: list[ComparisonResult] = []
     if _judge_wanted(request, session, warn):
