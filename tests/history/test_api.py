@@ -210,6 +210,13 @@ def test_experiment_deltas_and_intervals(client: TestClient) -> None:
     assert better["stimuli"] == 8
     assert worse["significant"]  # 0.5 -> 0.1 over 8 stimuli
     assert variants["worse"]["mcnemar"]["regressions"] >= 1
+    for variant in variants.values():
+        for delta in variant["deltas"].values():
+            # the interval shown is the one the decision reads: never a contradiction
+            if delta["significant"]:
+                assert delta["ciLow"] > 0 or delta["ciHigh"] < 0
+            elif delta["ciLow"] is not None and delta["pValue"] is not None:
+                assert delta["ciLow"] <= 0 <= delta["ciHigh"] or delta["pValue"] > 0.05
 
 
 def test_history_and_stimuli(client: TestClient) -> None:

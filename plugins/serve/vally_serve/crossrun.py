@@ -77,8 +77,9 @@ def compare_runs(
 
 def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     """``GET /api/runs/{id}/experiment``: every variant's metrics, and against the baseline
-    the delta of each metric with its 95% interval over stimuli (the stimulus is the unit:
-    a t interval over per-stimulus deltas) and McNemar's exact test on pass/fail flips.
+    the delta of each metric over stimuli (the stimulus is the unit), decided as the console
+    decides it (the sign-flip test, shown with the interval that inverts it), and McNemar's
+    exact test on pass/fail flips.
 
     Raises:
         ApiError: The run is not an experiment.
@@ -145,15 +146,20 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
 
 
 def _delta_json(delta: Any) -> dict[str, Any]:
+    """One metric's delta as the console decides it: significant by the sign-flip test,
+    shown with the interval that inverts it (the t interval when the test has none)."""
     estimate = delta.delta
+    shown = estimate.decision_ci or estimate.ci
     return {
         "baseline": delta.baseline_mean,
         "variant": delta.treatment_mean,
         "delta": estimate.mean,
-        "ciLow": estimate.ci.low if estimate.ci else None,
-        "ciHigh": estimate.ci.high if estimate.ci else None,
+        "ciLow": shown.low if shown else None,
+        "ciHigh": shown.high if shown else None,
+        "level": shown.level if shown else None,
         "stimuli": estimate.n_stimuli,
-        "significant": bool(estimate.ci and estimate.ci.excludes_zero()),
+        "significant": estimate.significant(),
+        "pValue": estimate.p_value,
         "highVariance": delta.high_variance,
     }
 
