@@ -24,9 +24,11 @@ from vally_builtin.reporters.jsonl import RESULTS_FILE
 
 def _test_text(estimate: Estimate | None) -> str:
     """The interval and p-value behind a label, for the report."""
-    if estimate is None or estimate.ci is None:
+    shown = None if estimate is None else estimate.decision_ci or estimate.ci
+    if estimate is None or shown is None:
         return ""
-    ci = f"95% CI [{estimate.ci.low * 100:+.1f}, {estimate.ci.high * 100:+.1f}] pts"
+    # the interval that inverts the test deciding the label, so the two never disagree
+    ci = f"{shown.level:.0%} CI [{shown.low * 100:+.1f}, {shown.high * 100:+.1f}] pts"
     p = estimate.decision_p
     return f"; {ci}, p = {'n/a' if p is None else f'{p:.3f}'} (sign-flip over stimuli, Holm)"
 
