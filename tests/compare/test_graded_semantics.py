@@ -14,87 +14,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from tests.compare.graded_records import BRIEF, NAMES, g, trial
 from vally.comparison.graded import GradedComparison, compare_records
 from vally.models import (
-    AssistantMessageEvent,
-    GradeResult,
-    GraderResult,
-    Stimulus,
-    Trajectory,
-    TrialError,
     TrialResultRecord,
-    compute_metrics,
 )
-from vally.models.trajectory import MessageData
 from vally.statistics.estimates import Interval
 
-NAMES, BRIEF = "names-the-page", "brief"
 ERROR = None
 """A trial that errored (status ``error``, no grade, no trajectory)."""
-
-
-def trial(
-    stimulus: str,
-    index: int,
-    scores: dict[str, float] | None,
-    *,
-    run_id: str,
-    eval_name: str = "ev",
-    tokens: int = 100,
-    wall_ms: int = 1000,
-    tags: dict[str, str] | None = None,
-    prompt: str | None = None,
-) -> TrialResultRecord:
-    """One trial record; ``scores`` per grader, or None for an errored trial. The trial
-    passes when every grader scores at least 0.5 (``names-the-page`` is 0 or 1)."""
-    stim = Stimulus(name=stimulus, prompt=prompt or f"do {stimulus}", tags=tags or {})
-    common: dict[str, Any] = {
-        "run_id": run_id,
-        "eval_name": eval_name,
-        "eval_file": None,
-        "stimulus_name": stimulus,
-        "stimulus": stim,
-        "variant": None,
-        "model": "m",
-        "trial_index": index,
-        "trial_id": f"{run_id}-{eval_name}-{stimulus}-{index}",
-        "started_at": "2026-01-01T00:00:00.000Z",
-        "completed_at": "2026-01-01T00:00:01.000Z",
-        "duration_ms": wall_ms,
-    }
-    if scores is None:
-        return TrialResultRecord(
-            **common,
-            status="error",
-            error=TrialError(phase="execute", code="AGENT_CRASHED", message="crashed"),
-            grade_result=None,
-            trajectory=None,
-        )
-    details = [
-        GraderResult(name=name, type="output-contains", passed=score >= 0.5, score=score)
-        for name, score in scores.items()
-    ]
-    passed = all(d.passed for d in details)
-    grade = GradeResult(
-        passed=passed,
-        score=sum(scores.values()) / len(scores),
-        threshold=None,
-        mode="binary",
-        has_graders=True,
-        errored=False,
-        details=details,
-    )
-    events = [AssistantMessageEvent(data=MessageData(content="answer"))]
-    metrics = compute_metrics(events, wall_time_ms=wall_ms)
-    metrics.token_usage.total_tokens = tokens
-    trajectory = Trajectory(stimulus=stim, events=events, metrics=metrics, output="answer")
-    return TrialResultRecord(
-        **common, status="success", error=None, grade_result=grade, trajectory=trajectory
-    )
-
-
-def g(names: float, brief: float) -> dict[str, float]:
-    return {NAMES: names, BRIEF: brief}
 
 
 # Per case, the scores of each repeat: (names-the-page, brief), or ERROR.
@@ -301,9 +229,7 @@ def test_repeats_method_and_confidence_level_choose_the_interval() -> None:
     assert ends(names.repeat_interval) == pytest.approx(
         scipy_welch([4 / 7, 4 / 8], [5 / 6, 4 / 7], 0.9), abs=1e-9
     )
-    assert ends(names.case_interval) == pytest.approx(
-        scipy_bounded([1, -1, 0, 0, 0, 1, 0], 0.9)
-    )
+    assert ends(names.case_interval) == pytest.approx(scipy_bounded([1, -1, 0, 0, 0, 1, 0], 0.9))
 
 
 def test_unequal_repeats_are_warned_about() -> None:

@@ -10,85 +10,15 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as sps
 
+from tests.compare.graded_records import BRIEF, NAMES, g, trial
 from vally.comparison.graded import GradedComparison, compare_records
 from vally.comparison.rules import PromotionResult, RuleResult, WinRateEvidence, evaluate
 from vally.errors import ConfigError
 from vally.models import (
-    AssistantMessageEvent,
-    GradeResult,
-    GraderResult,
-    Stimulus,
-    Trajectory,
-    TrialError,
     TrialResultRecord,
-    compute_metrics,
 )
 from vally.models.promotion import PromotionRules
-from vally.models.trajectory import MessageData
 from vally.statistics.estimates import Interval
-
-NAMES, BRIEF = "names-the-page", "brief"
-
-
-def trial(
-    stimulus: str,
-    index: int,
-    scores: dict[str, float] | None,
-    *,
-    run_id: str,
-    eval_name: str = "ev",
-    wall_ms: int = 1000,
-    tags: dict[str, str] | None = None,
-    prompt: str | None = None,
-) -> TrialResultRecord:
-    """One trial record; ``scores`` per grader, or None for an errored trial."""
-    stim = Stimulus(name=stimulus, prompt=prompt or f"do {stimulus}", tags=tags or {})
-    common: dict[str, Any] = {
-        "run_id": run_id,
-        "eval_name": eval_name,
-        "eval_file": None,
-        "stimulus_name": stimulus,
-        "stimulus": stim,
-        "variant": None,
-        "model": "m",
-        "trial_index": index,
-        "trial_id": f"{run_id}-{eval_name}-{stimulus}-{index}",
-        "started_at": "2026-01-01T00:00:00.000Z",
-        "completed_at": "2026-01-01T00:00:01.000Z",
-        "duration_ms": wall_ms,
-    }
-    if scores is None:
-        return TrialResultRecord(
-            **common,
-            status="error",
-            error=TrialError(phase="execute", code="AGENT_CRASHED", message="crashed"),
-            grade_result=None,
-            trajectory=None,
-        )
-    details = [
-        GraderResult(name=name, type="output-contains", passed=score >= 0.5, score=score)
-        for name, score in scores.items()
-    ]
-    grade = GradeResult(
-        passed=all(d.passed for d in details),
-        score=sum(scores.values()) / len(scores),
-        threshold=None,
-        mode="binary",
-        has_graders=True,
-        errored=False,
-        details=details,
-    )
-    events = [AssistantMessageEvent(data=MessageData(content="answer"))]
-    metrics = compute_metrics(events, wall_time_ms=wall_ms)
-    trajectory = Trajectory(stimulus=stim, events=events, metrics=metrics, output="answer")
-    return TrialResultRecord(
-        **common, status="success", error=None, grade_result=grade, trajectory=trajectory
-    )
-
-
-def g(names: float, brief: float) -> dict[str, float]:
-    return {NAMES: names, BRIEF: brief}
-
 
 Table = dict[str, list[dict[str, float] | None]]
 
