@@ -125,6 +125,26 @@ def _results(parent: Path) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
+def test_deciding_example_holds_the_candidate_and_promotes_the_fix(tmp_path: Path) -> None:
+    """Every command of examples/deciding/README.md runs; the candidate is held for its
+    golden regression and the fixed version promoted, with the exit codes it shows."""
+    tree = _copy_docs_tree(tmp_path)
+    readme = (ROOT / "examples/deciding/README.md").read_text()
+    outputs = []
+    for command in [c for b in bash_blocks(readme) for c in runnable_commands(b)]:
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=tree, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, command + result.stderr[-2000:]
+        outputs.append(result.stdout)
+    held, promoted = (o for o in outputs if "Promotion rules (examples/deciding/rules.yaml)" in o)
+    assert "Verdict: HOLD" in held and held.rstrip().endswith("exit 1")
+    assert "golden/divide" in held
+    assert "Verdict: PROMOTE" in promoted and promoted.rstrip().endswith("exit 0")
+    assert (tree / "vally-results/deciding/promotion.xml").read_text().count("<testcase") > 1
+
+
 def test_quickstart_example(tmp_path: Path) -> None:
     tree = _copy_docs_tree(tmp_path)
     _run("vally eval -e examples/quickstart/eval.yaml --require-pass", tree)
