@@ -24,11 +24,15 @@ from vally.models.limits import JSON_DEPTH
 
 
 def _fast_loads() -> Callable[[str | bytes], Any] | None:
+    """``orjson.loads`` when orjson is installed (it is optional: no extra requires it)."""
+    import importlib
+
     try:
-        import orjson
+        module = importlib.import_module("orjson")
     except ImportError:
         return None
-    return orjson.loads
+    loads: Callable[[str | bytes], Any] = module.loads
+    return loads
 
 
 _FAST_LOADS = _fast_loads()
