@@ -45,7 +45,6 @@ The system prompt lives in ``chat_agent_system.md`` next to this module (``{{wor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import posixpath
@@ -53,7 +52,7 @@ import uuid
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -76,11 +75,12 @@ from vally import (
     ToolCall,
     ToolSpec,
     Trajectory,
-    TrajectoryMetadata,
     TrajectoryRecorder,
     VallyError,
     loads_bounded,
 )
+
+from .shared import AgentStop, SessionLog, run_metadata, trial_constraints
 
 if TYPE_CHECKING:
     from vally_builtin.mcp.toolbox import McpToolbox
@@ -167,50 +167,6 @@ TOOL_DESCRIPTIONS: dict[str, tuple[str, type[_Args]]] = {
 
 class ToolError(Exception):
     """A tool call that failed; the message goes back to the model as the tool result."""
-
-
-class _Stop(Exception):
-    """A constraint ended the agent."""
-
-    def __init__(self, reason: EndReason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason: EndReason = reason
-        self.detail = detail
-
-
-# --------------------------------------------------------------------------- recorder
-
-
-class _SessionLog:
-    """Mirrors trajectory events to the session log, when there is one (best effort)."""
-
-    def __init__(self) -> None:
-        self._log: IO[str] | None = None
-
-    def open(self, log_dir: Path | None) -> None:
-        """Start writing events to ``log_dir/events.jsonl``."""
-        if log_dir is not None:
-            try:
-                log_dir.mkdir(parents=True, exist_ok=True)
-                self._log = (log_dir / "events.jsonl").open("a", encoding="utf-8")
-            except OSError:
-                self._log = None  # the session log is best effort
-
-    def write(self, event: Any) -> None:
-        """Append one event as a JSON line."""
-        if self._log is not None:
-            try:
-                self._log.write(event.to_json_line() + "\n")
-                self._log.flush()
-            except (OSError, ValueError):
-                self._log = None
-
-    def close(self) -> None:
-        """Close the log."""
-        if self._log is not None:
-            with contextlib.suppress(OSError):
-                self._log.close()
-            self._log = None
 
 
 # --------------------------------------------------------------------------- executor
@@ -322,17 +278,15 @@ class ChatAgentExecutor(BaseExecutor["ChatAgentExecutor.Config"]):
         system = template.replace("{{workdir}}", sandbox.workdir).replace(
             "{{skills}}", self._skills_section(options.skills)
         )
-        constraints = options.constraints
-        if constraints.is_empty() and stimulus.constraints is not None:
-            constraints = stimulus.constraints
+        constraints = trial_constraints(options, stimulus)
         tools = self._tools(options.skills)
-        log = _SessionLog()
-        recorder = TrajectoryRecorder(on_event=log.write)
+        log = SessionLog()
+        recorder = TrajectoryRecorder(on_event=lambda event: log.write_line(event.to_json_line()))
         toolbox = await _start_mcp(options, sandbox, [t.name for t in tools])
         try:
             if toolbox is not None:
                 tools += [t.spec() for t in toolbox.tools]
-            log.open(options.session_log_dir)
+            log.open(options.session_log_dir, "events.jsonl")
             run = _Run(
                 executor=self,
                 provider=provider,
@@ -366,12 +320,8 @@ class ChatAgentExecutor(BaseExecutor["ChatAgentExecutor.Config"]):
         return recorder.trajectory(
             stimulus,
             work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
-                model=model,
-                executor=self.metadata.name,
-                skills_loaded=[s.name for s in options.skills],
-                session_id=run.session_id,
-                extra=extra,
+            metadata=run_metadata(
+                self.metadata, options, model=model, session_id=run.session_id, extra=extra
             ),
             end_reason=end_reason,
             end_detail=end_detail,
@@ -487,7 +437,7 @@ class _Run:
                 for index, prompt in enumerate(prompts):
                     self.recorder.turn = index
                     await self._prompt(prompt)
-        except _Stop as stop:
+        except AgentStop as stop:
             self._interrupt(stop.detail)
             self.recorder.error(stop.detail, code=stop.reason, fatal=True)
             return stop.reason, stop.detail
@@ -530,13 +480,13 @@ class _Run:
         while True:
             max_turns = self.constraints.max_turns
             if max_turns is not None and self.calls >= max_turns:
-                raise _Stop(
+                raise AgentStop(
                     "max_turns",
                     f"stopped: max_turns of {max_turns} model calls reached before the "
                     "agent finished",
                 )
             if steps >= self.config.max_steps:
-                raise _Stop(
+                raise AgentStop(
                     "max_turns",
                     f"stopped: the executor's max_steps safety cap of {self.config.max_steps} "
                     "model calls for one prompt was reached",
@@ -585,7 +535,7 @@ class _Run:
         )
         max_tokens = self.constraints.max_tokens
         if max_tokens is not None and self.tokens > max_tokens:
-            raise _Stop(
+            raise AgentStop(
                 "max_tokens",
                 f"stopped: {self.tokens} tokens used, over max_tokens of {max_tokens}",
             )
@@ -596,7 +546,7 @@ class _Run:
         for call in message.tool_calls:
             limit = self.constraints.max_tool_calls
             if limit is not None and self.tool_calls >= limit:
-                raise _Stop(
+                raise AgentStop(
                     "max_tool_calls",
                     f"stopped: max_tool_calls of {limit} reached and the model asked for "
                     f"another ({call.name})",

@@ -116,8 +116,7 @@ class ClaudeCodeExecutor(CliPreset["ClaudeCodeExecutor.Config"]):
             flags += ["--allowedTools", ",".join(cfg.allowed_tools)]
         if cfg.disallowed_tools:
             flags += ["--disallowedTools", ",".join(cfg.disallowed_tools)]
-        if options.model:
-            flags += ["--model", "{model}"]
+        flags += self.model_flags(options)
         max_turns = cfg.max_turns or options.constraints.max_turns
         if max_turns:
             flags += ["--max-turns", str(max_turns)]
@@ -129,15 +128,12 @@ class ClaudeCodeExecutor(CliPreset["ClaudeCodeExecutor.Config"]):
             env["CLAUDE_CONFIG_DIR"] = "{workdir}/" + cfg.config_dir
         if cfg.base_url:
             env["ANTHROPIC_BASE_URL"] = cfg.base_url
-        env.update(cfg.env)
-        return CommandExecutor.Config(
+        return self.stdin_config(
             command=[cfg.program, "-p", *flags, *cfg.args],
             resume=[cfg.program, "-p", "--resume", "{session_id}", *flags, *cfg.args],
-            prompt_via="stdin",
             events="claude-code",
             env=env,
             mcp_config=mcp,
-            output_limit=cfg.output_limit,
         )
 
     def crash_hint(self, error: ExecutionError) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import PurePosixPath
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -20,9 +20,19 @@ from vally import (
     Trajectory,
 )
 
-from .command import CommandExecutor
+from .command import CommandExecutor, McpConfigFile
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class PresetSettings(Protocol):
+    """What every preset's config holds beside its own options."""
+
+    env: dict[str, str]
+    """Environment variables for the CLI (over the preset's own)."""
+
+    output_limit: int
+    """Bytes of stdout and of stderr kept per turn."""
 
 
 class CliPreset(BaseExecutor[ConfigT]):
@@ -41,6 +51,34 @@ class CliPreset(BaseExecutor[ConfigT]):
     @abstractmethod
     def command_config(self, options: ExecutorOptions) -> CommandExecutor.Config:
         """The ``command`` executor configuration for one trial."""
+
+    @staticmethod
+    def model_flags(options: ExecutorOptions) -> list[str]:
+        """``--model {model}`` when the trial chooses a model, else nothing."""
+        return ["--model", "{model}"] if options.model else []
+
+    def stdin_config(
+        self,
+        *,
+        command: list[str],
+        resume: list[str],
+        events: Literal["claude-code", "codex"],
+        env: dict[str, str],
+        mcp_config: McpConfigFile | None,
+    ) -> CommandExecutor.Config:
+        """The ``command`` configuration that runs ``command`` (``resume`` on turns 2..n)
+        with the prompt on stdin and reads its stdout as the ``events`` stream; the preset
+        config's ``env`` goes over ``env``, and its ``output_limit`` is kept."""
+        settings = cast(PresetSettings, self.config)
+        return CommandExecutor.Config(
+            command=command,
+            resume=resume,
+            prompt_via="stdin",
+            events=events,
+            env={**env, **settings.env},
+            mcp_config=mcp_config,
+            output_limit=settings.output_limit,
+        )
 
     def crash_hint(self, error: ExecutionError) -> str | None:
         """A better hint for a CLI that failed before writing any event, or None."""

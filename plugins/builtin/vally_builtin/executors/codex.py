@@ -131,9 +131,7 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
             flags.append("--dangerously-bypass-approvals-and-sandbox")
         else:
             flags += ["--sandbox", cfg.sandbox]
-        if options.model:
-            flags += ["--model", "{model}"]
-        flags += [*self._overrides(), *cfg.args]
+        flags += [*self.model_flags(options), *self._overrides(), *cfg.args]
         env: dict[str, str] = {}
         mcp = None
         if cfg.codex_home is not None:
@@ -145,13 +143,10 @@ class CodexExecutor(CliPreset["CodexExecutor.Config"]):
                 "executor 'codex' cannot give MCP servers to Codex with codex_home: null",
                 hint="leave codex_home at its default so the servers go to its config.toml",
             )
-        env.update(cfg.env)
-        return CommandExecutor.Config(
+        return self.stdin_config(
             command=[cfg.program, "exec", *flags, "-"],
             resume=[cfg.program, "exec", "resume", *flags, "{session_id}", "-"],
-            prompt_via="stdin",
             events="codex",
             env=env,
             mcp_config=mcp,
-            output_limit=cfg.output_limit,
         )

@@ -36,7 +36,6 @@ A trial that declares servers while ``mcp_config`` is unset fails with
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shlex
 import signal
@@ -60,11 +59,11 @@ from vally import (
     Stimulus,
     StrictConfig,
     Trajectory,
-    TrajectoryMetadata,
     TrajectoryRecorder,
     UnsupportedError,
 )
 
+from .shared import SessionLog, run_metadata
 from .streams import merge_extra, parse_stream
 
 PLACEHOLDERS = (
@@ -298,12 +297,11 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         later turns append to it."""
         if options.session_log_dir is None or self.config.events == "none":
             return
-        mode = "w" if turn == 0 else "a"
-        with contextlib.suppress(OSError):
-            options.session_log_dir.mkdir(parents=True, exist_ok=True)
-            with (options.session_log_dir / "events.jsonl").open(mode, encoding="utf-8") as fh:
-                if stdout:
-                    fh.write(stdout if stdout.endswith("\n") else stdout + "\n")
+        log = SessionLog()
+        log.open(options.session_log_dir, "events.jsonl", "w" if turn == 0 else "a")
+        if stdout:
+            log.write_line(stdout)
+        log.close()
 
     # ----------------------------------------------------------------- execute
 
@@ -347,10 +345,10 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
             stimulus,
             output=run.output,
             work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
+            metadata=run_metadata(
+                self.metadata,
+                options,
                 model=options.model,
-                executor=self.metadata.name,
-                skills_loaded=[s.name for s in options.skills],
                 session_id=run.session_id,
                 extra=run.extra,
             ),

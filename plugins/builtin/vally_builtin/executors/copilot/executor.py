@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import Any, ClassVar
 
 from vally import (
     BaseExecutor,
@@ -23,11 +22,11 @@ from vally import (
     SetupError,
     Stimulus,
     Trajectory,
-    TrajectoryMetadata,
     TrajectoryRecorder,
     VallyError,
 )
 
+from ..shared import AgentStop, SessionLog, run_metadata, trial_constraints
 from .config import CopilotConfig
 from .events import CopilotEventMapper, SessionFacts
 from .permissions import PermissionPolicy
@@ -53,68 +52,36 @@ CONTAINER_HOME = "/tmp/vally-copilot-home"
 """The CLI's home inside a trial's container."""
 
 
-class _Stop(Exception):
-    def __init__(self, reason: EndReason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason: EndReason = reason
-        self.detail = detail
-
-
 class _Limits:
     """Checks the trial's constraints after each counted event; the first one crossed
     sets :attr:`stop` (the executor then aborts the session)."""
 
     def __init__(self, constraints: Constraints) -> None:
         self.constraints = constraints
-        self.stop: _Stop | None = None
+        self.stop: AgentStop | None = None
         self.changed = asyncio.Event()
 
     def check(self, facts: SessionFacts) -> None:
         c = self.constraints
         if self.stop is None:
             if c.max_turns is not None and facts.agent_turns > c.max_turns:
-                self.stop = _Stop(
+                self.stop = AgentStop(
                     "max_turns",
                     f"stopped: max_turns of {c.max_turns} model calls reached before the "
                     "agent finished",
                 )
             elif c.max_tool_calls is not None and facts.tool_calls > c.max_tool_calls:
-                self.stop = _Stop(
+                self.stop = AgentStop(
                     "max_tool_calls",
                     f"stopped: max_tool_calls of {c.max_tool_calls} reached and the agent "
                     "asked for another",
                 )
             elif c.max_tokens is not None and facts.tokens > c.max_tokens:
-                self.stop = _Stop(
+                self.stop = AgentStop(
                     "max_tokens",
                     f"stopped: {facts.tokens} tokens used, over max_tokens of {c.max_tokens}",
                 )
         self.changed.set()
-
-
-class _RawLog:
-    """The session's raw Copilot events, one JSON object a line (best effort)."""
-
-    def __init__(self, folder: Path | None) -> None:
-        self._fh: IO[str] | None = None
-        if folder is not None:
-            with contextlib.suppress(OSError):
-                folder.mkdir(parents=True, exist_ok=True)
-                self._fh = (folder / "copilot-events.jsonl").open("w", encoding="utf-8")
-
-    def write(self, event: dict[str, Any]) -> None:
-        if self._fh is not None:
-            try:
-                self._fh.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
-                self._fh.flush()
-            except (OSError, ValueError):
-                self._fh = None
-
-    def close(self) -> None:
-        if self._fh is not None:
-            with contextlib.suppress(OSError):
-                self._fh.close()
-            self._fh = None
 
 
 class CopilotExecutor(BaseExecutor[CopilotConfig]):
@@ -144,9 +111,7 @@ class CopilotExecutor(BaseExecutor[CopilotConfig]):
                 after Copilot's own retries); the message is the session's.
         """
         provider = resolve_provider(self.config, options, os.environ)
-        constraints = options.constraints
-        if constraints.is_empty() and stimulus.constraints is not None:
-            constraints = stimulus.constraints
+        constraints = trial_constraints(options, stimulus)
         run = _SessionRun(self, sandbox, options, provider, constraints)
         try:
             reason, detail = await run.run(stimulus.prompts)
@@ -163,10 +128,10 @@ class CopilotExecutor(BaseExecutor[CopilotConfig]):
         return run.recorder.trajectory(
             stimulus,
             work_dir=sandbox.workdir,
-            metadata=TrajectoryMetadata(
+            metadata=run_metadata(
+                self.metadata,
+                options,
                 model=provider.model,
-                executor=self.metadata.name,
-                skills_loaded=[s.name for s in options.skills],
                 session_id=facts.session_id,
                 extra={**facts.extra, "provider": "byok" if provider.byok else "github"},
             ),
@@ -195,7 +160,8 @@ class _SessionRun:
         self.limits = _Limits(constraints)
         self.recorder = TrajectoryRecorder()
         self.mapper = CopilotEventMapper(self.recorder, on_change=self.limits.check)
-        self.log = _RawLog(options.session_log_dir)
+        self.log = SessionLog()
+        self.log.open(options.session_log_dir, "copilot-events.jsonl", "w")
         self.client: Any = None
         self.session: Any = None
         self.home: str | None = None
@@ -219,7 +185,7 @@ class _SessionRun:
                 for index, prompt in enumerate(prompts):
                     self.recorder.turn = index
                     await self._prompt(prompt)
-        except _Stop as stop:
+        except AgentStop as stop:
             await self._abort()
             self.recorder.error(stop.detail, code=stop.reason, fatal=True)
             return stop.reason, stop.detail
@@ -244,12 +210,12 @@ class _SessionRun:
             except TimeoutError:
                 exited = self._cli_exit()
                 if exited is not None:
-                    raise _Stop("error", exited) from None
+                    raise AgentStop("error", exited) from None
             self.limits.changed.clear()
         if self.limits.stop is not None:
             raise self.limits.stop
         if facts.fatal_error is not None:
-            raise _Stop("error", facts.fatal_error)
+            raise AgentStop("error", facts.fatal_error)
 
     def _cli_exit(self) -> str | None:
         """Why the CLI is gone (None while it runs)."""
@@ -288,7 +254,7 @@ class _SessionRun:
         self.loop.call_soon_threadsafe(self._handle, wire)
 
     def _handle(self, wire: dict[str, Any]) -> None:
-        self.log.write(wire)
+        self.log.write_json(wire)
         self.mapper.handle(wire)
         self.limits.changed.set()
 

@@ -1,0 +1,103 @@
+"""Small pieces the built-in agent executors share: the trial's limits, the trajectory's
+metadata, an early stop of the agent and the best-effort session log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import IO, Any
+
+from vally import (
+    Constraints,
+    EndReason,
+    ExecutorMetadata,
+    ExecutorOptions,
+    Stimulus,
+    TrajectoryMetadata,
+)
+
+
+class AgentStop(Exception):
+    """A constraint (or a failure the agent reported) ended the agent.
+
+    Args:
+        reason: The trajectory's end reason.
+        detail: Why it stopped, for ``end_detail`` and the fatal event.
+    """
+
+    def __init__(self, reason: EndReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason: EndReason = reason
+        self.detail = detail
+
+
+def trial_constraints(options: ExecutorOptions, stimulus: Stimulus) -> Constraints:
+    """The limits a trial runs under: the run's, else the stimulus's own."""
+    constraints = options.constraints
+    if constraints.is_empty() and stimulus.constraints is not None:
+        constraints = stimulus.constraints
+    return constraints
+
+
+def run_metadata(
+    metadata: ExecutorMetadata,
+    options: ExecutorOptions,
+    *,
+    model: str | None,
+    session_id: str | None,
+    extra: dict[str, Any],
+) -> TrajectoryMetadata:
+    """The trajectory metadata of an executor's run: model, executor name, the skills it
+    was given, its session and what else it records."""
+    return TrajectoryMetadata(
+        model=model,
+        executor=metadata.name,
+        skills_loaded=[s.name for s in options.skills],
+        session_id=session_id,
+        extra=extra,
+    )
+
+
+class SessionLog:
+    """A JSON-lines file in the trial's session-log folder, written best effort: a file
+    that cannot be opened or written is given up silently."""
+
+    def __init__(self) -> None:
+        self._fh: IO[str] | None = None
+
+    def open(self, folder: Path | None, name: str, mode: str = "a") -> None:
+        """Start writing ``folder/name`` (``mode`` ``a`` appends, ``w`` starts afresh);
+        without a folder nothing is written."""
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._fh = (folder / name).open(mode, encoding="utf-8")
+            except OSError:
+                self._fh = None
+
+    def write_line(self, text: str) -> None:
+        """Append ``text`` and a newline (unless it ends with one), and flush."""
+        if self._fh is not None:
+            try:
+                self._fh.write(text if text.endswith("\n") else text + "\n")
+                self._fh.flush()
+            except (OSError, ValueError):
+                self._fh = None
+
+    def write_json(self, value: Any) -> None:
+        """Append ``value`` as one JSON line (anything JSON cannot hold as its ``str``)."""
+        if self._fh is not None:
+            try:
+                text = json.dumps(value, ensure_ascii=False, default=str)
+            except ValueError:
+                self._fh = None
+                return
+            self.write_line(text)
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self._fh.close()
+            self._fh = None
