@@ -3,7 +3,8 @@
 Grader modules: :mod:`.output` (final output text), :mod:`.files` (workspace files),
 :mod:`.command` (``run-command``), :mod:`.program` (``program``) and :mod:`.trajectory`
 (tool calls, skills, budgets, liveness). Each is registered under the ``vally.graders``
-entry-point group by name.
+entry-point group by name. :mod:`.process` runs the commands of the graders that run one
+and words the evidence of how they ended.
 """
 
 from __future__ import annotations

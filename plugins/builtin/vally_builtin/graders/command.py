@@ -13,14 +13,13 @@ the agent cannot tamper with the checks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from vally import (
     BaseGrader,
     Duration,
-    ExecResult,
     GradeContext,
     GraderMetadata,
     GraderResult,
@@ -33,7 +32,12 @@ from vally_builtin.graders import (
     confined_relative,
     require_sandbox,
     resolve_host_source,
-    shorten,
+)
+from vally_builtin.graders.process import (
+    CommandOutcome,
+    GraderCommand,
+    shown_command,
+    with_tail,
 )
 
 
@@ -84,29 +88,6 @@ async def stage_files(context: GradeContext, sandbox: Sandbox, files: list[Verif
                 await sandbox.write_file(f"{dest}/{rel}", item.read_bytes())
         else:
             await sandbox.write_file(dest, source.read_bytes())
-
-
-def output_tail(result: ExecResult, limit: int = 400) -> str:
-    """The last part of stderr (or stdout), flattened, for evidence."""
-    text = result.stderr.strip() or result.stdout.strip()
-    if not text:
-        return ""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else "…" + flat[-(limit - 1) :]
-
-
-def exec_metadata(result: ExecResult, *, stdout: bool = True) -> dict[str, Any]:
-    """What a grader records of a command it ran: exit code, timeout flag, duration and the
-    last 4000 characters of stdout (unless ``stdout`` is false) and of stderr."""
-    meta: dict[str, Any] = {
-        "exitCode": result.exit_code,
-        "timedOut": result.timed_out,
-        "durationMs": result.duration_ms,
-    }
-    if stdout:
-        meta["stdout"] = result.stdout[-4000:]
-    meta["stderr"] = result.stderr[-4000:]
-    return meta
 
 
 class RunCommandConfig(StrictConfig):
@@ -180,28 +161,30 @@ class RunCommandGrader(BaseGrader[RunCommandConfig]):
         cfg = self.config
         sandbox = require_sandbox(context, "run-command")
         await stage_files(context, sandbox, cfg.files)
-        result = await sandbox.exec(
-            cfg.argv(), env=cfg.env or None, cwd=cfg.cwd, timeout=cfg.timeout
+        command = GraderCommand(
+            cfg.argv(),
+            shown=shown_command("Command", cfg.display()),
+            timeout=cfg.timeout,
+            env=cfg.env or None,
+            cwd=cfg.cwd,
         )
-        passed, evidence = self._verdict(result)
-        return self.result(
-            context, passed=passed, evidence=evidence, metadata=exec_metadata(result)
-        )
+        outcome = await command.run(sandbox)
+        passed, evidence = self._verdict(outcome)
+        return self.result(context, passed=passed, evidence=evidence, metadata=outcome.metadata())
 
-    def _verdict(self, result: ExecResult) -> tuple[bool, str]:
+    def _verdict(self, outcome: CommandOutcome) -> tuple[bool, str]:
         """Whether the command passes, and the evidence saying why."""
         cfg = self.config
-        shown = f"Command '{shorten(cfg.display(), 120)}'"
+        result = outcome.result
         killed = result.signal is not None and not result.timed_out
         if killed and result.exit_code != cfg.expected_exit_code:
-            return False, f"{shown} was killed by signal {result.signal}"
-        if result.timed_out or result.exit_code is None:
-            return False, f"{shown} timed out after {cfg.timeout:g}s"
-        exited = f"{shown} exited with {result.exit_code}"
+            return False, f"{outcome.command.shown} was killed by signal {result.signal}"
+        if outcome.no_exit_code:
+            return False, outcome.timed_out_text()
+        exited = outcome.exited_text()
         expected = f"{exited} (expected {cfg.expected_exit_code})"
         if result.exit_code != cfg.expected_exit_code:
-            tail = output_tail(result)
-            return False, expected + (f": {tail}" if tail else "")
+            return False, with_tail(expected, result)
         if cfg.stdout_contains is not None and cfg.stdout_contains not in result.stdout:
             return False, f"{exited} but its output does not contain '{cfg.stdout_contains}'"
         pattern = cfg.stdout_matches

@@ -30,7 +30,7 @@ from vally import (
     loads_bounded,
 )
 from vally_builtin.graders import require_sandbox, resolve_host_source
-from vally_builtin.graders.command import exec_metadata, output_tail
+from vally_builtin.graders.process import GraderCommand, output_tail
 
 STAGING = ".vally-harbor-tests"
 """Workspace folder the tests pass through on their way to ``/tests``."""
@@ -95,9 +95,13 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
             if item.is_file() and not item.is_symlink():
                 rel = item.relative_to(tests).as_posix()
                 await sandbox.write_file(f"{STAGING}/{rel}", item.read_bytes())
-        run = await sandbox.exec(["sh", "-c", _RUN], timeout=self.config.timeout)
+        command = GraderCommand(
+            ["sh", "-c", _RUN], shown="tests/test.sh", timeout=self.config.timeout
+        )
+        outcome = await command.run(sandbox)
+        run = outcome.result
         if run.timed_out:
-            raise GradingError(f"tests/test.sh timed out after {self.config.timeout:g}s")
+            raise GradingError(outcome.timed_out_text())
         if PLACEMENT_FAILED in run.stderr:
             raise GradingError(
                 f"the task's tests could not be placed at /tests ({output_tail(run)}); run "
@@ -107,13 +111,13 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
         kind, _, text = read.stdout.partition("\n")
         reward = _reward(kind.strip(), text, output_tail(run))
         passed = reward >= self.config.pass_reward - 1e-9
-        evidence = f"tests/test.sh exited with {run.exit_code}; reward {reward:g}"
+        evidence = f"{outcome.exited_text()}; reward {reward:g}"
         return self.result(
             context,
             passed=passed,
             score=reward,
             evidence=evidence,
-            metadata={**exec_metadata(run), "reward": reward},
+            metadata={**outcome.metadata(), "reward": reward},
         )
 
 

@@ -43,7 +43,8 @@ from vally import (
     loads_bounded,
 )
 from vally_builtin.graders import require_sandbox, resolve_host_source, shorten
-from vally_builtin.graders.command import VerifierFile, exec_metadata, output_tail, stage_files
+from vally_builtin.graders.command import VerifierFile, stage_files
+from vally_builtin.graders.process import GraderCommand, output_tail, shown_command, with_tail
 
 SCRATCH_DIR = ".vally"
 """Workspace folder holding the grader input and staged programs while a program runs."""
@@ -197,20 +198,27 @@ class ProgramGrader(BaseGrader[ProgramConfig]):
                 "EVALUATE_WORKSPACE": sandbox.workdir,
                 "EVALUATE_GRADER_INPUT": _sandbox_path(sandbox, input_rel),
             }
-            result = await sandbox.exec([program, *cfg.args], env=env, timeout=cfg.timeout)
+            command = GraderCommand(
+                [program, *cfg.args],
+                shown=shown_command("Program", " ".join([cfg.program, *cfg.args])),
+                timeout=cfg.timeout,
+                env=env,
+            )
+            outcome = await command.run(sandbox)
         finally:
             await _cleanup(sandbox, [input_rel, run_dir])
-        meta = exec_metadata(result, stdout=False)
-        shown = f"Program '{shorten(' '.join([cfg.program, *cfg.args]), 120)}'"
-        if result.timed_out or result.exit_code is None:
-            evidence = f"{shown} timed out after {cfg.timeout:g}s"
+        result = outcome.result
+        meta = outcome.metadata(stdout=False)
+        if outcome.no_exit_code:
+            evidence = outcome.timed_out_text()
             return self.result(context, passed=False, evidence=evidence, metadata=meta)
         if result.stdout.strip():
             parsed = parse_program_output(result.stdout, context)
             return parsed.model_copy(update={"metadata": {**meta, **parsed.metadata}})
-        tail = output_tail(result) if result.exit_code != 0 else ""
-        evidence = f"{shown} exited with {result.exit_code}" + (f": {tail}" if tail else "")
-        return self.result(context, passed=result.exit_code == 0, evidence=evidence, metadata=meta)
+        passed = result.exit_code == 0
+        evidence = outcome.exited_text()
+        evidence = evidence if passed else with_tail(evidence, result)
+        return self.result(context, passed=passed, evidence=evidence, metadata=meta)
 
 
 async def _cleanup(sandbox: Sandbox, paths: list[str]) -> None:
