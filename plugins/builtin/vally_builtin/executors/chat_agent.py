@@ -44,7 +44,6 @@ The system prompt lives in ``chat_agent_system.md`` next to this module (``{{wor
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import posixpath
@@ -80,7 +79,7 @@ from vally import (
     loads_bounded,
 )
 
-from .shared import AgentStop, SessionLog, run_metadata, trial_constraints
+from .shared import AgentStop, SessionLog, run_metadata, run_prompts, trial_constraints
 
 if TYPE_CHECKING:
     from vally_builtin.mcp.toolbox import McpToolbox
@@ -432,24 +431,15 @@ class _Run:
     async def run(self, prompts: list[str]) -> tuple[EndReason, str | None]:
         """Drive the conversation through every prompt; return the end reason and detail."""
         seconds, reason = self._deadline()
-        try:
-            async with asyncio.timeout(seconds) as scope:
-                for index, prompt in enumerate(prompts):
-                    self.recorder.turn = index
-                    await self._prompt(prompt)
-        except AgentStop as stop:
-            self._interrupt(stop.detail)
-            self.recorder.error(stop.detail, code=stop.reason, fatal=True)
-            return stop.reason, stop.detail
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            what = "max_duration" if reason == "max_duration" else "trial timeout"
-            detail = f"stopped: {what} of {seconds:g}s reached"
-            self._interrupt(detail)
-            self.recorder.error(detail, code=reason, fatal=True)
-            return reason, detail
-        return "completed", None
+        return await run_prompts(
+            self.recorder,
+            prompts,
+            self._prompt,
+            seconds=seconds,
+            reason=reason,
+            on_stop=self._interrupt,
+            on_timeout=self._interrupt,
+        )
 
     def _interrupt(self, detail: str) -> None:
         """Close the tool call and the agent turn that were open when the agent stopped."""

@@ -3,8 +3,10 @@ metadata, an early stop of the agent and the best-effort session log."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -15,6 +17,7 @@ from vally import (
     ExecutorOptions,
     Stimulus,
     TrajectoryMetadata,
+    TrajectoryRecorder,
 )
 
 
@@ -30,6 +33,48 @@ class AgentStop(Exception):
         super().__init__(detail)
         self.reason: EndReason = reason
         self.detail = detail
+
+
+async def run_prompts(
+    recorder: TrajectoryRecorder,
+    prompts: Sequence[str],
+    send: Callable[[str], Awaitable[None]],
+    *,
+    seconds: float | None,
+    reason: EndReason,
+    on_stop: Callable[[str], Awaitable[None] | None],
+    on_timeout: Callable[[str], None],
+    start: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[EndReason, str | None]:
+    """Send every prompt (after ``start``) within ``seconds``; return the end reason and
+    its detail.
+
+    An :class:`AgentStop` calls ``on_stop`` with its detail; running out of time calls
+    ``on_timeout`` with ``stopped: <max_duration | trial timeout> of <seconds>s reached``
+    and ends with ``reason``. Either way a fatal error event records why the agent stopped.
+    """
+    try:
+        async with asyncio.timeout(seconds) as scope:
+            if start is not None:
+                await start()
+            for index, prompt in enumerate(prompts):
+                recorder.turn = index
+                await send(prompt)
+    except AgentStop as stop:
+        stopping = on_stop(stop.detail)
+        if stopping is not None:
+            await stopping
+        recorder.error(stop.detail, code=stop.reason, fatal=True)
+        return stop.reason, stop.detail
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        what = "max_duration" if reason == "max_duration" else "trial timeout"
+        detail = f"stopped: {what} of {seconds:g}s reached"
+        on_timeout(detail)
+        recorder.error(detail, code=reason, fatal=True)
+        return reason, detail
+    return "completed", None
 
 
 def trial_constraints(options: ExecutorOptions, stimulus: Stimulus) -> Constraints:

@@ -26,7 +26,7 @@ from vally import (
     VallyError,
 )
 
-from ..shared import AgentStop, SessionLog, run_metadata, trial_constraints
+from ..shared import AgentStop, SessionLog, run_metadata, run_prompts, trial_constraints
 from .config import CopilotConfig
 from .events import CopilotEventMapper, SessionFacts
 from .permissions import PermissionPolicy
@@ -179,25 +179,17 @@ class _SessionRun:
         """Start the CLI, open the session and send every prompt; return the end reason
         and its detail."""
         seconds, reason = self._deadline()
-        try:
-            async with asyncio.timeout(seconds) as scope:
-                await self._open()
-                for index, prompt in enumerate(prompts):
-                    self.recorder.turn = index
-                    await self._prompt(prompt)
-        except AgentStop as stop:
-            await self._abort()
-            self.recorder.error(stop.detail, code=stop.reason, fatal=True)
-            return stop.reason, stop.detail
-        except TimeoutError:
-            if not scope.expired():
-                raise
-            what = "max_duration" if reason == "max_duration" else "trial timeout"
-            detail = f"stopped: {what} of {seconds:g}s reached"
-            self._interrupt()  # no time for a polite abort: the CLI is killed at close
-            self.recorder.error(detail, code=reason, fatal=True)
-            return reason, detail
-        return "completed", None
+        return await run_prompts(
+            self.recorder,
+            prompts,
+            self._prompt,
+            seconds=seconds,
+            reason=reason,
+            on_stop=lambda _detail: self._abort(),
+            # No time for a polite abort: the CLI is killed at close.
+            on_timeout=lambda _detail: self._interrupt(),
+            start=self._open,
+        )
 
     async def _prompt(self, prompt: str) -> None:
         facts = self.mapper.facts
