@@ -430,13 +430,11 @@ class _Run:
 
     async def run(self, prompts: list[str]) -> tuple[EndReason, str | None]:
         """Drive the conversation through every prompt; return the end reason and detail."""
-        seconds, reason = self._deadline()
         return await run_prompts(
             self.recorder,
             prompts,
             self._prompt,
-            seconds=seconds,
-            reason=reason,
+            deadline=self._deadline(),
             on_stop=self._interrupt,
             on_timeout=self._interrupt,
         )

@@ -40,19 +40,20 @@ async def run_prompts(
     prompts: Sequence[str],
     send: Callable[[str], Awaitable[None]],
     *,
-    seconds: float | None,
-    reason: EndReason,
+    deadline: tuple[float | None, EndReason],
     on_stop: Callable[[str], Awaitable[None] | None],
     on_timeout: Callable[[str], None],
     start: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[EndReason, str | None]:
-    """Send every prompt (after ``start``) within ``seconds``; return the end reason and
-    its detail.
+    """Send every prompt (after ``start``) within the ``deadline``'s seconds (None: no
+    limit); return the end reason and its detail.
 
     An :class:`AgentStop` calls ``on_stop`` with its detail; running out of time calls
     ``on_timeout`` with ``stopped: <max_duration | trial timeout> of <seconds>s reached``
-    and ends with ``reason``. Either way a fatal error event records why the agent stopped.
+    and ends with the ``deadline``'s end reason. Either way a fatal error event records why
+    the agent stopped.
     """
+    seconds, reason = deadline
     try:
         async with asyncio.timeout(seconds) as scope:
             if start is not None:

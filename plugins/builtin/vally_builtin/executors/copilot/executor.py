@@ -178,13 +178,11 @@ class _SessionRun:
     async def run(self, prompts: list[str]) -> tuple[EndReason, str | None]:
         """Start the CLI, open the session and send every prompt; return the end reason
         and its detail."""
-        seconds, reason = self._deadline()
         return await run_prompts(
             self.recorder,
             prompts,
             self._prompt,
-            seconds=seconds,
-            reason=reason,
+            deadline=self._deadline(),
             on_stop=lambda _detail: self._abort(),
             # No time for a polite abort: the CLI is killed at close.
             on_timeout=lambda _detail: self._interrupt(),
