@@ -1,0 +1,89 @@
+"""No import cycle inside the kernel.
+
+The import graph of package ``vally`` is built with grimp (module-level and function-level
+imports; ``if TYPE_CHECKING:`` imports are left out, since they never run), and its
+strongly connected components between modules are found with Tarjan's algorithm. A
+component of more than one module is a cycle. The two cycles of the engine that remain are
+listed in :data:`KNOWN` so that the test fails on any new one, and on these two growing;
+breaking one means taking it off the list.
+"""
+
+from __future__ import annotations
+
+import grimp
+
+KNOWN: set[frozenset[str]] = {
+    frozenset({"vally.engine.scoring", "vally.engine.tally"}),
+    frozenset({"vally.engine.components", "vally.engine.remote", "vally.engine.runner"}),
+}
+"""Cycles still to break: ``scoring`` and ``tally`` share the counts-to-metrics helpers;
+``runner``, ``remote`` and ``components`` share the run context and grader factory."""
+
+
+def _components(graph: grimp.ImportGraph) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    modules = sorted(graph.modules)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[set[str]] = []
+    counter = 0
+    for root in modules:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append(
+                        (child, iter(sorted(graph.find_modules_directly_imported_by(child))))
+                    )
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_the_kernel_has_no_new_import_cycle() -> None:
+    graph = grimp.build_graph("vally", exclude_type_checking_imports=True)
+    cycles = {frozenset(c) for c in _components(graph)}
+    new = cycles - KNOWN
+    assert not new, "import cycles in the kernel:\n" + "\n".join(
+        " <-> ".join(sorted(c)) for c in new
+    )
+
+
+def test_the_tarjan_search_finds_a_cycle() -> None:
+    class Graph:
+        modules = {"a", "b", "c", "d"}
+        edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+        def find_modules_directly_imported_by(self, module: str) -> set[str]:
+            return self.edges.get(module, set())
+
+    assert _components(Graph()) == [{"a", "b", "c"}]  # type: ignore[arg-type]
