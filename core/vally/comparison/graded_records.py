@@ -18,17 +18,10 @@ from vally.comparison.graded import (
     RunIdentity,
 )
 from vally.comparison.rules import PromotionResult, RuleResult
-from vally.statistics.estimates import Interval
+from vally.statistics.estimates import interval_json
 
 RECORD_TYPE = "graded-comparison"
 SCHEMA_VERSION = 1
-
-
-def interval_json(interval: Interval | None) -> dict[str, float] | None:
-    """``{"low", "high", "level"}``, or None."""
-    if interval is None:
-        return None
-    return {"low": interval.low, "high": interval.high, "level": interval.level}
 
 
 def figure_json(figure: FigureDelta) -> dict[str, Any]:

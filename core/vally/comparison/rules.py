@@ -28,7 +28,7 @@ from vally.models.promotion import (
     WinRate,
 )
 from vally.statistics.decisions import Verdict, non_inferiority, oriented, superiority
-from vally.statistics.estimates import Interval
+from vally.statistics.estimates import Interval, interval_json
 
 
 @dataclass(frozen=True)
@@ -237,12 +237,6 @@ def _figure_of(
     return figure
 
 
-def _interval_json(interval: Interval | None) -> dict[str, float] | None:
-    if interval is None:
-        return None
-    return {"low": interval.low, "high": interval.high, "level": interval.level}
-
-
 def _margin_rule(
     number: int, rule: Improves | NonInferior, comparison: GradedComparison
 ) -> RuleResult:
@@ -253,7 +247,7 @@ def _margin_rule(
         "figure": figure.name,
         "better": figure.better,
         "delta": figure.delta,
-        "interval": _interval_json(figure.interval),
+        "interval": interval_json(figure.interval),
         "intervalMethod": figure.method,
         "margin": margin,
         "marginAsWritten": margin_spec.text(),
@@ -329,7 +323,7 @@ def _win_rate(rule: WinRate, evidence: WinRateEvidence | None, level: float) -> 
         )
     figures: dict[str, Any] = {
         "winRate": evidence.win_rate,
-        "interval": _interval_json(evidence.interval),
+        "interval": interval_json(evidence.interval),
         "atLeast": rule.at_least,
         "pairs": evidence.pairs,
         "basis": rule.basis,

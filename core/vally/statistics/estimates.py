@@ -57,6 +57,13 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
+def interval_json(interval: Interval | None) -> dict[str, float] | None:
+    """``{"low", "high", "level"}`` of an interval, or None: its form in every record."""
+    if interval is None:
+        return None
+    return {"low": interval.low, "high": interval.high, "level": interval.level}
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A mean over stimuli with its interval.
