@@ -102,7 +102,7 @@ def run_lines(folder: Path) -> None:
 def run_whole(folder: Path) -> None:
     """Read, pair and summarise both runs held in memory, a fixed verdict per pair."""
     from vally.comparison import judged as compare
-    from vally.engine.rundir import load_records
+    from vally.engine.records.run_folder import load_records
 
     baseline = load_records(folder / "baseline.jsonl")
     treatment = load_records(folder / "treatment.jsonl")

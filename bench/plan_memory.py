@@ -37,9 +37,11 @@ def main() -> None:
     total = args.runs * 4
     os.environ["VALLY_MAX_TRIALS"] = str(total)
 
-    from vally.engine.planner import PlanInput, PlanOptions, build_plan
+    from vally.engine.planning.plan import PlanInput, PlanOptions
+    from vally.engine.planning.planner import build_plan
     from vally.models.project import ProjectConfig
-    from vally.specs.loading import load_eval_file, resolve_environment
+    from vally.specs.environments import resolve_environment
+    from vally.specs.loading import load_eval_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "many.eval.yaml"

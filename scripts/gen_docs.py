@@ -621,8 +621,9 @@ def example_events() -> list[Any]:
 
 def example_records() -> tuple[Any, Any]:
     """A deterministic ``results.jsonl`` record and the ``run-summary.jsonl`` line of it."""
-    from vally.engine.experiment import content_hash
-    from vally.engine.scoring import summarize_eval, trial_verdict
+    from vally.engine.planning.variants import content_hash
+    from vally.engine.records.scoring import trial_verdict
+    from vally.engine.records.tally import summarize_eval
     from vally.models import GraderConfig, Stimulus
     from vally.models.cost import trial_cost
     from vally.models.fingerprint import case_fingerprint, suite_fingerprint
@@ -761,7 +762,7 @@ def _records_link(
 def render_records() -> str:
     """The on-disk formats: results.jsonl, run-summary.jsonl, trajectories and events."""
     from vally.contracts.protocols import TrialKey
-    from vally.engine import rundir
+    from vally.engine.records import run_folder as rundir
     from vally.models import records, trajectory as traj
 
     event_classes = list(typing.get_args(typing.get_args(traj.TrajectoryEvent)[0]))

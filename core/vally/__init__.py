@@ -67,12 +67,12 @@ _EXPORTS: dict[str, str] = {
     "Runner": "vally.contracts.protocols",
     "LLMGate": "vally.contracts.protocols",
     "TrialDispatch": "vally.contracts.protocols",
-    "LLMProvider": "vally.contracts.protocols",
-    "ChatMessage": "vally.contracts.protocols",
-    "ChatRequest": "vally.contracts.protocols",
-    "ChatResponse": "vally.contracts.protocols",
-    "ToolCall": "vally.contracts.protocols",
-    "ToolSpec": "vally.contracts.protocols",
+    "LLMProvider": "vally.contracts.llm",
+    "ChatMessage": "vally.contracts.llm",
+    "ChatRequest": "vally.contracts.llm",
+    "ChatResponse": "vally.contracts.llm",
+    "ToolCall": "vally.contracts.llm",
+    "ToolSpec": "vally.contracts.llm",
     "SkillRef": "vally.contracts.protocols",
     "TrialContext": "vally.contracts.protocols",
     "TrialKey": "vally.contracts.protocols",
@@ -92,20 +92,20 @@ _EXPORTS: dict[str, str] = {
     "format_duration": "vally.models.durations",
     # spec loading and scoring, for eval providers and reporters
     "load_eval_file": "vally.specs.loading",
-    "pass_at_k": "vally.engine.scoring",
-    "safe_name": "vally.engine.rundir",
-    "find_trial_dir": "vally.engine.rundir",
+    "pass_at_k": "vally.engine.records.scoring",
+    "safe_name": "vally.engine.records.run_folder",
+    "find_trial_dir": "vally.engine.records.run_folder",
     # the layout of a run folder, for readers of runs (the history store's ingest)
-    "trial_relpath": "vally.engine.rundir",
-    "METADATA_FILE": "vally.engine.rundir",
-    "EVENTS_FILE": "vally.engine.rundir",
-    "ARTIFACTS_DIR": "vally.engine.rundir",
+    "trial_relpath": "vally.engine.records.run_folder",
+    "METADATA_FILE": "vally.engine.records.run_folder",
+    "EVENTS_FILE": "vally.engine.records.run_folder",
+    "ARTIFACTS_DIR": "vally.engine.records.run_folder",
     # bounded parsing of untrusted JSON
     "loads_bounded": "vally.models.jsontext",
     "JsonTooDeepError": "vally.models.jsontext",
-    "order_records": "vally.engine.shards",
-    "is_errored": "vally.engine.scoring",
-    "is_graded": "vally.engine.scoring",
+    "order_records": "vally.engine.shards.validation",
+    "is_errored": "vally.engine.records.scoring",
+    "is_graded": "vally.engine.records.scoring",
     # stimulus-level comparison statistics, for reporters and the dashboard
     "Estimate": "vally.statistics.estimates",
     "metric_delta": "vally.statistics.estimates",
@@ -125,19 +125,19 @@ _EXPORTS: dict[str, str] = {
     "run_eval": "vally.engine.evals",
     "ExperimentRequest": "vally.engine.experiments",
     "run_experiment": "vally.engine.experiments",
-    "RunResult": "vally.engine.runner",
+    "RunResult": "vally.engine.trials.run_engine",
     "RunRequest": "vally.engine.run",
     "PreparedRun": "vally.engine.run",
     "prepare_run": "vally.engine.run",
-    "ReporterChoice": "vally.engine.run",
-    "BackendChoice": "vally.engine.run",
-    "RunnerChoice": "vally.engine.run",
-    "TrialJob": "vally.engine.remote",
-    "TrialOutcome": "vally.engine.remote",
-    "run_trial_job": "vally.engine.remote",
-    "SpecArchive": "vally.engine.spec_files",
-    "PlanInput": "vally.engine.planner",
-    "PlanOptions": "vally.engine.planner",
+    "ReporterChoice": "vally.engine.trials.components",
+    "BackendChoice": "vally.engine.trials.components",
+    "RunnerChoice": "vally.engine.trials.components",
+    "TrialJob": "vally.engine.trials.remote",
+    "TrialOutcome": "vally.engine.trials.remote",
+    "run_trial_job": "vally.engine.trials.remote",
+    "SpecArchive": "vally.engine.planning.spec_files",
+    "PlanInput": "vally.engine.planning.plan",
+    "PlanOptions": "vally.engine.planning.plan",
     "Session": "vally.plugins.session",
     # skills
     "SkillInfo": "vally.specs.skills",
@@ -219,6 +219,14 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.contracts.hookspecs import (
         hookimpl as hookimpl,
     )
+    from vally.contracts.llm import (
+        ChatMessage as ChatMessage,
+        ChatRequest as ChatRequest,
+        ChatResponse as ChatResponse,
+        LLMProvider as LLMProvider,
+        ToolCall as ToolCall,
+        ToolSpec as ToolSpec,
+    )
     from vally.contracts.metadata import (
         ExecutorMetadata as ExecutorMetadata,
         GraderBehavior as GraderBehavior,
@@ -228,9 +236,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     )
     from vally.contracts.protocols import (
         Backend as Backend,
-        ChatMessage as ChatMessage,
-        ChatRequest as ChatRequest,
-        ChatResponse as ChatResponse,
         EvalProvider as EvalProvider,
         ExecResult as ExecResult,
         Executor as Executor,
@@ -240,7 +245,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Grader as Grader,
         JudgeSettings as JudgeSettings,
         LLMGate as LLMGate,
-        LLMProvider as LLMProvider,
         LoadedEval as LoadedEval,
         PairwiseContext as PairwiseContext,
         PairwiseJudge as PairwiseJudge,
@@ -250,8 +254,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Sandbox as Sandbox,
         ShardStrategy as ShardStrategy,
         SkillRef as SkillRef,
-        ToolCall as ToolCall,
-        ToolSpec as ToolSpec,
         TrialContext as TrialContext,
         TrialDispatch as TrialDispatch,
         TrialKey as TrialKey,
@@ -264,24 +266,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ExperimentRequest as ExperimentRequest,
         run_experiment as run_experiment,
     )
-    from vally.engine.planner import (
-        PlanInput as PlanInput,
-        PlanOptions as PlanOptions,
-    )
-    from vally.engine.remote import (
-        TrialJob as TrialJob,
-        TrialOutcome as TrialOutcome,
-        run_trial_job as run_trial_job,
-    )
-    from vally.engine.run import (
-        BackendChoice as BackendChoice,
-        PreparedRun as PreparedRun,
-        ReporterChoice as ReporterChoice,
-        RunnerChoice as RunnerChoice,
-        RunRequest as RunRequest,
-        prepare_run as prepare_run,
-    )
-    from vally.engine.rundir import (
+    from vally.engine.planning.plan import PlanInput as PlanInput, PlanOptions as PlanOptions
+    from vally.engine.planning.spec_files import SpecArchive as SpecArchive
+    from vally.engine.records.run_folder import (
         ARTIFACTS_DIR as ARTIFACTS_DIR,
         EVENTS_FILE as EVENTS_FILE,
         METADATA_FILE as METADATA_FILE,
@@ -289,18 +276,30 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         safe_name as safe_name,
         trial_relpath as trial_relpath,
     )
-    from vally.engine.runner import (
-        RunResult as RunResult,
-    )
-    from vally.engine.scoring import (
+    from vally.engine.records.scoring import (
         is_errored as is_errored,
         is_graded as is_graded,
         pass_at_k as pass_at_k,
     )
-    from vally.engine.shards import (
-        order_records as order_records,
+    from vally.engine.run import (
+        PreparedRun as PreparedRun,
+        RunRequest as RunRequest,
+        prepare_run as prepare_run,
     )
-    from vally.engine.spec_files import SpecArchive as SpecArchive
+    from vally.engine.shards.validation import order_records as order_records
+    from vally.engine.trials.components import (
+        BackendChoice as BackendChoice,
+        ReporterChoice as ReporterChoice,
+        RunnerChoice as RunnerChoice,
+    )
+    from vally.engine.trials.remote import (
+        TrialJob as TrialJob,
+        TrialOutcome as TrialOutcome,
+        run_trial_job as run_trial_job,
+    )
+    from vally.engine.trials.run_engine import (
+        RunResult as RunResult,
+    )
     from vally.errors import (
         BackendError as BackendError,
         CleanupError as CleanupError,

@@ -20,7 +20,7 @@ import pytest
 from pydantic import ValidationError
 
 from vally.contracts.protocols import Sandbox, TrialContext, TrialKey
-from vally.engine.rundir import name_folder
+from vally.engine.records.run_folder import name_folder
 from vally.errors import BackendError, ConfigError, PathEscapeError
 from vally.models.spec import EnvironmentConfig, GitConfig
 from vally_backends.docker.backend import DockerBackend

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vally.contracts.protocols import TrialContext, TrialKey
-from vally.engine.workspace import prepare_workspace
+from vally.engine.trials.workspace import prepare_workspace
 from vally.errors import BackendError, PathEscapeError, SetupError
 from vally.models.spec import EnvironmentConfig, FileEntry, GitConfig
 from vally_backends import commands as commands_module, local as local_module

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.compare.records import record
 from tests.llm.chat_server import ChatServer, Received, Reply, completion
-from vally.contracts.protocols import ChatMessage, ChatRequest, ChatResponse, ToolCall
-from vally.engine.judge_cache import CachedJudge, JudgeCache, request_key
+from vally.contracts.llm import ChatMessage, ChatRequest, ChatResponse, ToolCall
+from vally.engine.trials.judge_cache import CachedJudge, JudgeCache, request_key
 from vally.models import TrialResultRecord
 
 
@@ -218,7 +218,7 @@ class _Counting(_Once):
 
 
 def test_rejudging_bypasses_the_cache(tmp_path: Path) -> None:
-    from vally.engine.judge_cache import bypass_cache
+    from vally.engine.trials.judge_cache import bypass_cache
 
     inner = _Counting()
     judge = CachedJudge(inner, JudgeCache(tmp_path), "openai")  # type: ignore[arg-type]

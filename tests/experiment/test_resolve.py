@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from vally.contracts.protocols import LoadedEval
-from vally.engine.experiment import (
+from vally.engine.planning.variants import (
     content_hash,
     diff_pointers,
     is_covered,

@@ -11,18 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.scoring.test_tally import mixed_records
-from vally.engine.shards import (
-    ShardValidationError,
-    TrialIndex,
-    read_run_shards,
-    validate_shards,
-)
-from vally.engine.summaries import VariantSummaries
-from vally.engine.tally import EvalTally
-from vally.engine.trialfacts import TrialFacts, facts_from_json
+from vally.engine.records.tally import EvalTally
+from vally.engine.records.trial_facts import TrialFacts, facts_from_json
+from vally.engine.shards.merge import stream_records
+from vally.engine.shards.partition import ShardValidationError
+from vally.engine.shards.validation import TrialIndex, read_run_shards, validate_shards
+from vally.engine.trials.summaries import VariantSummaries
 from vally.models.records import TrialResultRecord
 from vally.models.usage import TokenTotals, Usage
-from vally.tools.merge import stream_records
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

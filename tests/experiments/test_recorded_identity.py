@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vally.engine.experiment import content_hash
-from vally.engine.shard_seal import SEAL_FILE
+from vally.engine.planning.variants import content_hash
+from vally.engine.shards.seal import SEAL_FILE
 
 from .conftest import make_project, only_run_dir, read_jsonl, vally
 from .test_shards import RUN_ID, run_shard

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from vally.engine.rundir import name_folder
+from vally.engine.records.run_folder import name_folder
 
 from .conftest import make_project, only_run_dir, read_jsonl, vally, write
 

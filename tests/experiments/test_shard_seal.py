@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.scoring.test_tally import mixed_records
-from vally.engine import shard_seal
-from vally.engine.records import WrittenRecords
-from vally.engine.shard_seal import SEAL_FILE, place_ranges, read_sealed_shards
-from vally.engine.summaries import PlanTallies
-from vally.engine.trialfacts import TrialFacts
-from vally.tools import merge as merge_module
-from vally.tools.merge import MergeRequest, merge, read_shards
+from vally.engine.records.record_log import WrittenRecords
+from vally.engine.records.trial_facts import TrialFacts
+from vally.engine.shards import merge as merge_module, seal as shard_seal
+from vally.engine.shards.merge import MergeRequest, merge, read_shards
+from vally.engine.shards.seal import SEAL_FILE, place_ranges, read_sealed_shards
+from vally.engine.trials.summaries import PlanTallies
 
 from .conftest import read_jsonl, vally
 from .test_shards import RUN_ID, run_shard, sharded, without_render_line

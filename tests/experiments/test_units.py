@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from tests.compare.records import record
 from vally.contracts.protocols import TrialKey
-from vally.engine.shards import ShardSpec, parse_shard, select_keys
+from vally.engine.shards.partition import ShardSpec, parse_shard, select_keys
 from vally_builtin.reporters.experiment import compare_variants, comparison_table
 from vally_builtin.sharding import ByStimulusStrategy, RoundRobinStrategy
 
@@ -150,7 +150,8 @@ def test_real_plans_partition_into_shards(
     from pathlib import Path
 
     from vally.contracts.protocols import LoadedEval
-    from vally.engine.planner import PlanInput, PlanOptions, build_plan
+    from vally.engine.planning.plan import PlanInput, PlanOptions
+    from vally.engine.planning.planner import build_plan
     from vally.models.spec import EnvironmentConfig, EvalSpec
 
     inputs = []

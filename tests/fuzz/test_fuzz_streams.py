@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from vally.engine.rundir import load_records
+from vally.engine.records.run_folder import load_records
 from vally.errors import VallyError
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory, compute_metrics

@@ -1,4 +1,4 @@
-"""The grading kernel (vally.engine.grading) with the real built-in graders."""
+"""The grading kernel (vally.engine.trials.grading) with the real built-in graders."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from graders_support import call, say, skill, stimulus, tokens, trajectory, turn
 from vally.contracts.bases import BaseGrader, EmptyConfig
 from vally.contracts.metadata import GraderMetadata
 from vally.contracts.protocols import GradeContext
-from vally.engine.grading import check_constraints, grade_trial
+from vally.engine.trials.grading import check_constraints, grade_trial
 from vally.errors import ConfigError, GradingError
 from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig

@@ -13,8 +13,8 @@ import pytest
 
 from tests.backends.docker_helpers import busybox_image, docker_api  # noqa: F401
 from tests.integrity.conftest import agent_script, vally, write_eval
-from vally.engine.offload import INLINE_TEXT_LIMIT
-from vally.engine.rundir import name_folder
+from vally.engine.records.offload import INLINE_TEXT_LIMIT
+from vally.engine.records.run_folder import name_folder
 
 MB = 1024 * 1024
 
@@ -99,7 +99,7 @@ def test_big_outputs_live_in_the_trial_folder_and_grade_reads_them_back(project:
 
 
 def test_old_records_without_the_new_fields_stay_readable(tmp_path: Path) -> None:
-    from vally.engine.rundir import load_records
+    from vally.engine.records.run_folder import load_records
 
     line = json.loads(Path(__file__).with_name("old_record.json").read_text(encoding="utf-8"))
     results = tmp_path / "results.jsonl"
@@ -142,8 +142,8 @@ def test_truncation_is_flagged_in_docker_too(
 
 
 def test_merge_points_offloaded_texts_at_the_shard_folders(tmp_path: Path) -> None:
+    from vally.engine.shards.merge import _offloaded_from
     from vally.models.records import OffloadedText, TrialResultRecord
-    from vally.tools.merge import _offloaded_from
 
     line = Path(__file__).with_name("old_record.json").read_text(encoding="utf-8")
     entry = OffloadedText(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vally.engine.resume import _result_lines
+from vally.engine.planning.resume import _result_lines
 from vally_serve.runfiles import Problem, read_lines
 from vally_serve.trialdirs import read_events
 

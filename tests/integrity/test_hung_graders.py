@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integrity.conftest import VALLY, agent_script, read_records, vally, write_eval
-from vally.engine import isolation
+from vally.engine.trials import isolation
 from vally_builtin import graders
 from vally_builtin.graders import compile_pattern
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.experiments.conftest import make_project, vally as vally_experiment
 from tests.integrity.conftest import vally
-from vally.engine.rundir import load_records
+from vally.engine.records.run_folder import load_records
 from vally.errors import ConfigError
 
 RUN_ID = "4d2e7b63-1e9f-4c9f-8d2f-7a3b2c8d0e21"

@@ -31,7 +31,7 @@ from vally.contracts.metadata import (
     metadata_model,
 )
 from vally.contracts.protocols import GradeContext
-from vally.engine.grading import grade_trial
+from vally.engine.trials.grading import grade_trial
 from vally.errors import PluginValidationError
 from vally.models.records import GraderResult
 from vally.models.spec import GraderConfig

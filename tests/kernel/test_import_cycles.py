@@ -3,21 +3,12 @@
 The import graph of package ``vally`` is built with grimp (module-level and function-level
 imports; ``if TYPE_CHECKING:`` imports are left out, since they never run), and its
 strongly connected components between modules are found with Tarjan's algorithm. A
-component of more than one module is a cycle. The two cycles of the engine that remain are
-listed in :data:`KNOWN` so that the test fails on any new one, and on these two growing;
-breaking one means taking it off the list.
+component of more than one module is a cycle, and the test fails on any.
 """
 
 from __future__ import annotations
 
 import grimp
-
-KNOWN: set[frozenset[str]] = {
-    frozenset({"vally.engine.scoring", "vally.engine.tally"}),
-    frozenset({"vally.engine.components", "vally.engine.remote", "vally.engine.runner"}),
-}
-"""Cycles still to break: ``scoring`` and ``tally`` share the counts-to-metrics helpers;
-``runner``, ``remote`` and ``components`` share the run context and grader factory."""
 
 
 def _components(graph: grimp.ImportGraph) -> list[set[str]]:
@@ -69,12 +60,11 @@ def _components(graph: grimp.ImportGraph) -> list[set[str]]:
     return found
 
 
-def test_the_kernel_has_no_new_import_cycle() -> None:
+def test_the_kernel_has_no_import_cycle() -> None:
     graph = grimp.build_graph("vally", exclude_type_checking_imports=True)
-    cycles = {frozenset(c) for c in _components(graph)}
-    new = cycles - KNOWN
-    assert not new, "import cycles in the kernel:\n" + "\n".join(
-        " <-> ".join(sorted(c)) for c in new
+    cycles = _components(graph)
+    assert not cycles, "import cycles in the kernel:\n" + "\n".join(
+        " <-> ".join(sorted(c)) for c in cycles
     )
 
 

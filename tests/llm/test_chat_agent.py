@@ -13,7 +13,8 @@ import pytest
 
 from tests.llm.chat_server import ChatServer, Received, Reply, completion, error, tool_call
 from tests.llm.support import make_provider, open_sandbox, run
-from vally.contracts.protocols import ExecutorOptions, GradeContext, LLMProvider, Sandbox, SkillRef
+from vally.contracts.llm import LLMProvider
+from vally.contracts.protocols import ExecutorOptions, GradeContext, Sandbox, SkillRef
 from vally.errors import ExecutionError, LLMError
 from vally.models.spec import Constraints, GraderConfig, Stimulus, Turn
 from vally.models.trajectory import Trajectory

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from tests.llm.chat_server import ChatServer, Reply, completion, error, tool_call
 from tests.llm.support import TEST_KEY, make_provider, run
-from vally.contracts.protocols import ChatMessage, ChatRequest, ToolCall, ToolSpec
-from vally.engine.llm import provider_config_from_settings
+from vally.contracts.llm import ChatMessage, ChatRequest, ToolCall, ToolSpec
+from vally.engine.trials.llm_config import provider_config_from_settings
 from vally.errors import LLMError
 from vally.models.project import LLMSettings, ProjectConfig
 from vally.plugins.registry import Registry

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vally.contracts.protocols import ExecutorOptions, LLMProvider, Sandbox
+from vally.contracts.llm import LLMProvider
+from vally.contracts.protocols import ExecutorOptions, Sandbox
 from vally.models.spec import Constraints, McpServerConfig, Stimulus
 from vally.models.trajectory import Trajectory
 from vally_builtin.executors.chat_agent import ChatAgentExecutor

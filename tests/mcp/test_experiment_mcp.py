@@ -1,7 +1,8 @@
 """Experiments whose variants differ only in ``environment.mcpServers``.
 
 The example ``examples/mcp`` (the glossary server, with and without) is resolved with
-:func:`vally.engine.experiment.resolve_experiment` and each variant runs the chat-agent against the
+:func:`vally.engine.planning.variants.resolve_experiment` and each variant runs the chat-agent
+against the
 scripted model; then the same experiment runs through the real ``vally experiment run``.
 """
 
@@ -19,13 +20,14 @@ from tests.llm.chat_server import ChatServer, Received, Reply, completion, tool_
 from tests.llm.support import make_provider, open_sandbox, run
 from tests.mcp.test_chat_agent_mcp import _grade
 from vally.contracts.protocols import ExecutorOptions
-from vally.engine.experiment import resolve_experiment
-from vally.engine.workspace import prepare_workspace
+from vally.engine.planning.variants import resolve_experiment
+from vally.engine.trials.workspace import prepare_workspace
 from vally.errors import ConfigError
 from vally.models.experiment import ExperimentFile
 from vally.models.project import ProjectConfig
 from vally.models.trajectory import Trajectory
-from vally.specs.loading import load_eval_file, load_experiment_file, resolve_environment
+from vally.specs.environments import resolve_environment
+from vally.specs.loading import load_eval_file, load_experiment_file
 from vally_builtin.executors.chat_agent import ChatAgentExecutor
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mcp"

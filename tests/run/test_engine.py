@@ -11,14 +11,17 @@ from vally.contracts.bases import BaseExecutor
 from vally.contracts.events import RunInfo
 from vally.contracts.hookspecs import hookimpl
 from vally.contracts.metadata import PluginMetadata
-from vally.engine.planner import PlanInput, PlanOptions, PluginRef, build_plan
-from vally.engine.rundir import Scrubber, create_run_dir, name_folder
-from vally.engine.runner import RunContext, RunEngine
-from vally.engine.summaries import PlanSummaries
+from vally.engine.planning.plan import PlanInput, PlanOptions, PluginRef
+from vally.engine.planning.planner import build_plan
+from vally.engine.records.run_folder import Scrubber, create_run_dir, name_folder
+from vally.engine.trials.context import RunContext
+from vally.engine.trials.run_engine import RunEngine
+from vally.engine.trials.summaries import PlanSummaries
 from vally.models.project import ProjectConfig
 from vally.models.trajectory import AssistantMessageEvent, MessageData, Trajectory, utc_now
 from vally.plugins.session import Session
-from vally.specs.loading import load_eval_file, resolve_environment
+from vally.specs.environments import resolve_environment
+from vally.specs.loading import load_eval_file
 from vally.testing import RecordingReporter
 
 from .conftest import write_spec
@@ -209,8 +212,8 @@ def test_an_interrupt_while_a_finished_trial_writes_its_files_keeps_its_record(
 ) -> None:
     import threading
 
-    from vally.engine.runner import TrialRunner
-    from vally.engine.write_placement import WritePlacement
+    from vally.engine.trials.trial import TrialRunner
+    from vally.engine.trials.write_placement import WritePlacement
 
     executor = GateExecutor(others=0)
     engine, plan, _, run_dir = _engine(tmp_path, executor)

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from vally.engine.rundir import name_folder
+from vally.engine.records.run_folder import name_folder
 from vally.models.records import TrialResultRecord
 
 from .conftest import run_vally, write_spec

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from vally.engine.rundir import name_folder
+from vally.engine.records.run_folder import name_folder
 
 from .conftest import run_vally, write_spec
 
@@ -107,7 +107,7 @@ def test_skill_dir_loads_skills_for_every_trial(project: Path) -> None:
 
 
 GRADER_PLUGIN = """
-from vally.engine.rundir import name_folder
+from vally.engine.records.run_folder import name_folder
 from vally import BaseGrader, GraderMetadata
 
 

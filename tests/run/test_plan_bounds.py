@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from vally.engine.planner import PlanInput, PlannedTrials, PlanOptions, build_plan
+from vally.engine.planning.plan import PlanInput, PlannedTrials, PlanOptions
+from vally.engine.planning.planner import build_plan
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
-from vally.specs.loading import load_eval_file, resolve_environment
+from vally.specs.environments import resolve_environment
+from vally.specs.loading import load_eval_file
 
 from .conftest import write_spec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vally import EvalRequest, prepare_run
 from vally.engine.evals import eval_run_request
-from vally.engine.resume import PLAN_FILE, plan_document, stream_plan, write_plan
+from vally.engine.planning.resume import PLAN_FILE, plan_document, stream_plan, write_plan
 from vally.engine.run import PreparedRun
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,18 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from vally.engine.planner import (
-    DEFAULT_TIMEOUT,
-    PlanInput,
-    PlanOptions,
-    build_plan,
-    merge_constraints,
-    parse_models,
-)
-from vally.engine.rundir import name_folder
+from vally.engine.planning.plan import DEFAULT_TIMEOUT, PlanInput, PlanOptions
+from vally.engine.planning.planner import build_plan, merge_constraints, parse_models
+from vally.engine.records.run_folder import name_folder
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
-from vally.specs.loading import load_eval_file, resolve_environment
+from vally.specs.environments import resolve_environment
+from vally.specs.loading import load_eval_file
 
 from .conftest import write_spec
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from vally import EvalRequest, prepare_run, run_eval
 from vally.engine.evals import eval_run_request
-from vally.engine.experiment import content_hash
+from vally.engine.planning.variants import content_hash
 from vally.models.fingerprint import case_fingerprint, suite_fingerprint
 from vally.models.records import (
     GraderIdentity,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vally.contracts.protocols import TrialKey
-from vally.engine.rundir import (
+from vally.engine.records.run_folder import (
     REDACTED,
     SLUG_LENGTH,
     Scrubber,

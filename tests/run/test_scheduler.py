@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from vally.engine.scheduler import Scheduler
+from vally.engine.trials.scheduler import Scheduler
 
 FAILSAFE = 30  # seconds; only guards against a hang, never decides a result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vally.engine.write_placement import PROBE_EVERY, SLOW_WRITE_SECONDS, WritePlacement
+from vally.engine.trials.write_placement import PROBE_EVERY, SLOW_WRITE_SECONDS, WritePlacement
 
 
 class Clock:

@@ -73,7 +73,7 @@ def run(tmp_path: Path, runner: str | None, **kwargs: Any) -> tuple[Any, Path]:
         eval_specs=[str(spec)], output_dir=str(out), console=False, runner=runner, **kwargs
     )
     prepared, output_dir = prepare_eval(opts)
-    from vally.engine.rundir import create_run_dir
+    from vally.engine.records.run_folder import create_run_dir
 
     run_dir = create_run_dir(output_dir)
     return prepared.execute(run_dir), run_dir
@@ -105,7 +105,7 @@ def test_local_runner_and_a_remote_style_runner_write_what_no_runner_writes(
     _, local_dir = run(tmp_path, "local")
     # "inline" is no installed plugin: the run API builds it through a patched factory.
     monkeypatch.setattr(InlineRemoteRunner, "jobs", 0)
-    from vally.engine import components
+    from vally.engine.trials import components
 
     monkeypatch.setattr(components, "build_runner", lambda *a, **k: InlineRemoteRunner())
     remote, remote_dir = run(tmp_path, "inline")
@@ -177,7 +177,7 @@ def test_the_ray_runner_without_ray_says_how_to_install(monkeypatch: pytest.Monk
 
 def test_a_gated_llm_holds_a_permit_per_call_and_gives_it_back_on_errors() -> None:
     from vally import ChatRequest, LLMError
-    from vally.engine.llm_gate import GatedLLM
+    from vally.engine.trials.llm_gate import GatedLLM
 
     events: list[str] = []
 

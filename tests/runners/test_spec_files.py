@@ -25,9 +25,9 @@ from vally import (
     TrialDispatch,
     run_trial_job,
 )
-from vally.engine import spec_files
 from vally.engine.evals import prepare_eval
-from vally.engine.rundir import create_run_dir
+from vally.engine.planning import spec_files
+from vally.engine.records.run_folder import create_run_dir
 from vally.models.spec import GitConfig
 
 SPEC = """\
@@ -124,7 +124,7 @@ def run_hidden(
     monkeypatch.setattr(tempfile, "tempdir", str(node_tmp))
     monkeypatch.setattr(HidingRunner, "archives", [])
     monkeypatch.setattr(HidingRunner, "ship_files", ship)
-    from vally.engine import components
+    from vally.engine.trials import components
 
     monkeypatch.setattr(components, "build_runner", lambda *a, **k: HidingRunner(spec_dir))
     request = EvalRequest(

@@ -1,4 +1,4 @@
-"""Golden and property tests of vally.engine.scoring (reference §8.1, §8.2)."""
+"""Golden and property tests of vally.engine.records.scoring (reference §8.1, §8.2)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from vally.engine.scoring import (
+from vally.engine.records.scoring import (
     multi_trial_metrics,
     pass_at_k,
     pass_at_k_naive,
     pass_to_the_k,
     skill_score,
-    summarize_eval,
     summarize_stimulus,
     trial_verdict,
     weighted_score,
 )
+from vally.engine.records.tally import summarize_eval
 from vally.models.records import GradeResult, GraderResult, TrialResultRecord
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory, TrajectoryMetrics

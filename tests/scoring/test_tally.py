@@ -7,8 +7,8 @@ import gc
 import tracemalloc
 
 from tests.scoring.test_scoring import BARE, record
-from vally.engine.scoring import group_by_stimulus, summarize_eval, summarize_stimulus
-from vally.engine.tally import EvalTally
+from vally.engine.records.scoring import group_by_stimulus, summarize_stimulus
+from vally.engine.records.tally import EvalTally, summarize_eval
 from vally.models.records import TrialResultRecord
 
 

@@ -9,7 +9,8 @@ import pytest
 from vally.errors import ConfigError, PathEscapeError
 from vally.models.project import ProjectConfig
 from vally.models.spec import EnvironmentConfig
-from vally.specs.loading import check_paths, confine_dest, load_eval_file, resolve_environment
+from vally.specs.environments import check_paths, confine_dest, resolve_environment
+from vally.specs.loading import load_eval_file
 
 SPEC = """\
 environment:

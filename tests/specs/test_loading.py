@@ -10,7 +10,7 @@ from vally.errors import ConfigError, SchemaError, YamlSyntaxError
 from vally.models.project import ProjectConfig
 from vally.models.spec import EnvironmentConfig
 from vally.specs.loading import find_project, load_eval_file, load_experiment_file, load_project
-from vally.specs.yamlio import SpecSchemaError
+from vally.specs.schema_errors import SpecSchemaError
 
 NO_PROJECT = ProjectConfig()
 

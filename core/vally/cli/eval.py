@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from vally.engine.evals import EvalRequest
     from vally.engine.run import PreparedRun
-    from vally.engine.runner import RunResult
+    from vally.engine.trials.run_engine import RunResult
     from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
 

@@ -3,7 +3,7 @@
 ``run`` parses its flags into an :class:`~vally.engine.experiments.ExperimentRequest` and
 runs it through the run API (every variant x eval x stimulus x model x trial in one worker
 pool); ``merge`` reconciles the shard folders of a sharded run
-(:mod:`vally.tools.merge`).
+(:mod:`vally.engine.shards.merge`).
 
 Exit codes: 0 when the run completed (whatever the verdicts); 1 on a planning, execution,
 grading, configuration, cleanup or required-output error, with ``--require-pass`` when a

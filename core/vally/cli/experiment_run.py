@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from vally.engine.experiments import ExperimentRequest, ExperimentSetup
-    from vally.engine.runner import RunResult
+    from vally.engine.trials.run_engine import RunResult
     from vally.models.records import RunSummaryRecord
 
 
@@ -26,7 +26,7 @@ def _echo(message: str = "", *, err: bool = False) -> None:
 
 def print_dry_run(setup: ExperimentSetup) -> None:
     """Print the resolved plan (reference format) without executing anything."""
-    from vally.engine.planner import eval_name
+    from vally.engine.planning.planner import eval_name
     from vally.specs.selection import display_path
 
     resolved, plan = setup.resolved, setup.prepared.plan
@@ -223,7 +223,7 @@ def merge_command_main(
     Raises:
         VallyError: A shard-validation or required output-write error (exit 1).
     """
-    from vally.tools.merge import MergeRequest, merge, read_shards
+    from vally.engine.shards.merge import MergeRequest, merge, read_shards
 
     request = MergeRequest(shard_dirs, output_dir, otlp_endpoint=otlp_endpoint)
     shards = read_shards(request)

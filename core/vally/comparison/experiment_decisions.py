@@ -107,7 +107,7 @@ def decide_experiment(
         VallyError: The variants cannot be read or compared, or a file cannot be written.
     """
     from vally.comparison.junit import write_rules_junit
-    from vally.engine.rundir import output_errors, write_text_atomic
+    from vally.engine.records.run_folder import output_errors, write_text_atomic
 
     outcomes = decide_variants(run_dir, baseline, rules)
     for _name, outcome in outcomes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vally.engine.experiment import ResolvedExperiment
+from vally.engine.planning.variants import ResolvedExperiment
 
 JUDGE_SETTINGS = ("judge_model", "judge_reasoning_effort", "judge_provider", "judge_timeout")
 """The eval ``defaults`` that configure the judge."""

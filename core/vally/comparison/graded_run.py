@@ -30,7 +30,7 @@ class SuiteMismatchError(VallyError):
 
 
 def _summary_file(path: Path) -> Path:
-    from vally.engine.rundir import SUMMARY_FILE
+    from vally.engine.records.run_folder import SUMMARY_FILE
 
     return (path if path.is_dir() else path.parent) / SUMMARY_FILE
 
@@ -43,7 +43,7 @@ def load_tally(
     Raises:
         ConfigError: No results at ``path``, or no trial records in them.
     """
-    from vally.engine.rundir import iter_json_lines, iter_records, results_file
+    from vally.engine.records.run_folder import iter_json_lines, iter_records, results_file
     from vally.models.records import RunSummaryRecord
 
     tally = RunTally(label, by)
@@ -105,7 +105,8 @@ def load_rules(path: Path) -> PromotionRules:
             ``file:line:column``.
     """
     from vally.errors import SchemaError, SourceLocation
-    from vally.specs.yamlio import load_yaml, validate_model
+    from vally.specs.schema_errors import validate_model
+    from vally.specs.yamlio import load_yaml
 
     doc = load_yaml(path)
     if doc.data is None:

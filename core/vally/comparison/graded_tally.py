@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from vally.engine.scoring import is_errored, is_graded
+from vally.engine.records.scoring import is_errored, is_graded
 from vally.models.fingerprint import case_fingerprint, suite_fingerprint
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally.statistics.decisions import Direction

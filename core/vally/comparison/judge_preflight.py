@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vally.errors import ConfigError, LLMError
 
 if TYPE_CHECKING:
-    from vally.contracts.protocols import LLMProvider
+    from vally.contracts.llm import LLMProvider
     from vally.models.project import LLMSettings
 
 PREFLIGHT_MAX_TOKENS = 16
@@ -80,7 +80,7 @@ async def check_judge(
         LLMError: The request failed; the message names the URL and the model, the hint
             says what to do.
     """
-    from vally.contracts.protocols import ChatMessage, ChatRequest
+    from vally.contracts.llm import ChatMessage, ChatRequest
 
     messages = (
         ChatMessage(role="system", content="This is a connection check."),

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from vally.contracts.protocols import JudgeSettings, LLMProvider, PairwiseContext, PairwiseJudge
-from vally.engine.judge_cache import JudgeSpend, bypass_cache
+from vally.contracts.llm import LLMProvider
+from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseJudge
+from vally.engine.trials.judge_cache import JudgeSpend, bypass_cache
 from vally.errors import ConfigError, LLMError, VallyError
 from vally.models.records import TrialResultRecord
 from vally.statistics import estimates as stats

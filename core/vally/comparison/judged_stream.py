@@ -20,7 +20,7 @@ from typing import IO, Any
 from vally.comparison import judged as compare
 from vally.comparison.pair_index import PairIndex
 from vally.contracts.protocols import PairwiseJudge
-from vally.engine.judge_cache import bypass_cache
+from vally.engine.trials.judge_cache import bypass_cache
 from vally.statistics.agreement import SelfConsistency, self_consistency
 
 

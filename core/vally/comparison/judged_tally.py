@@ -124,7 +124,7 @@ class PairTally:
     def _add_grades(
         self, stimulus: _Stimulus, baseline: TrialResultRecord, treatment: TrialResultRecord
     ) -> None:
-        from vally.engine.scoring import is_graded
+        from vally.engine.records.scoring import is_graded
 
         if baseline.grade_result is None or treatment.grade_result is None:
             return

@@ -50,7 +50,7 @@ def write_rules_junit(path: Path, outcomes: Sequence[GradedOutcome]) -> None:
     Raises:
         OutputError: The file cannot be written.
     """
-    from vally.engine.rundir import output_errors, write_text_atomic
+    from vally.engine.records.run_folder import output_errors, write_text_atomic
 
     with output_errors(f"--junit {path}", hint="pass a writable --junit path"):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,7 @@ def write_output(
     Raises:
         OutputError: The file cannot be written.
     """
-    from vally.engine.rundir import output_errors, write_text_atomic
+    from vally.engine.records.run_folder import output_errors, write_text_atomic
 
     with output_errors(
         f"--output {path}",

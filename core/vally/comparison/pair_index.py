@@ -42,7 +42,7 @@ def _scan(path: Path, names: dict[tuple[str, str], int], warn: Callable[[str], N
     Raises:
         ConfigError: The file cannot be read, or a line is not a trial record.
     """
-    from vally.engine.rundir import results_file
+    from vally.engine.records.run_folder import results_file
 
     file = results_file(path)
     side = _Side(file, array("q"), array("q"), array("q"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from vally.engine.scoring import is_graded
+from vally.engine.records.scoring import is_graded
 from vally.models.records import TrialResultRecord
 from vally.statistics.estimates import SCORE_BOUNDS, Estimate, tested_mean
 from vally.statistics.multiplicity import holm

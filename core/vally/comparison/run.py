@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from vally.comparison.graded import GradedComparison
     from vally.comparison.judged import ComparisonResult
     from vally.contracts.protocols import JudgeSettings
-    from vally.engine.judge_cache import CachedJudge
+    from vally.engine.trials.judge_cache import CachedJudge
     from vally.models.project import LLMSettings
     from vally.models.promotion import PromotionRules
     from vally.models.records import TrialResultRecord
@@ -99,7 +99,7 @@ def _load_runs(request: CompareRequest) -> list[RunSource]:
     Raises:
         ConfigError: Fewer than two runs, or a run without records.
     """
-    from vally.engine.rundir import iter_records
+    from vally.engine.records.run_folder import iter_records
 
     if request.experiment_dir is not None:
         from vally.comparison.sources import experiment_sources
@@ -175,8 +175,8 @@ def _judge_and_llm(session: Session, request: CompareRequest) -> tuple[Any, Cach
     Raises:
         ConfigError: The installed ``prompt`` grader cannot judge pairs.
     """
-    from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
-    from vally.engine.llm import provider_config_from_settings
+    from vally.engine.trials.judge_cache import CachedJudge, JudgeCache, cache_root
+    from vally.engine.trials.llm_config import provider_config_from_settings
     from vally.plugins.capabilities import is_pairwise
     from vally.plugins.defaults import PAIRWISE_JUDGE
 
@@ -366,7 +366,7 @@ def _already_warned(text: str) -> None:
 
 
 def _records(path: Path) -> Iterator[TrialResultRecord]:
-    from vally.engine.rundir import iter_records
+    from vally.engine.records.run_folder import iter_records
 
     return iter_records(path)
 

@@ -19,7 +19,7 @@ def _variant_folder_paths(directory: Path) -> dict[str, Path]:
     Raises:
         ConfigError: ``directory`` is not a folder, or holds no variant results.
     """
-    from vally.engine.rundir import require_directory
+    from vally.engine.records.run_folder import require_directory
 
     require_directory(
         directory,
@@ -77,7 +77,7 @@ def _baseline_folder(
 def _experiment_blocks(file: Path) -> Iterator[dict[str, Any] | None]:
     """Each trial record's ``experiment`` object (None without one), read line by line
     without validating the records (the comparison validates the ones it judges)."""
-    from vally.engine.rundir import iter_raw_json_lines, reading_results
+    from vally.engine.records.run_folder import iter_raw_json_lines, reading_results
 
     with reading_results(file) as handle:
         for _number, _line, data in iter_raw_json_lines(handle, str(file)):
@@ -96,7 +96,7 @@ def experiment_sources(
     Raises:
         ConfigError: No variant folders, no recorded baseline, or an unknown baseline.
     """
-    from vally.engine.rundir import RESULTS_FILE
+    from vally.engine.records.run_folder import RESULTS_FILE
 
     folders = _variant_folder_paths(directory)
     recorded: set[str] = set()

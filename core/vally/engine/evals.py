@@ -21,16 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.metadata import PluginKind
-from vally.engine import components
-from vally.engine.options import RunOptions, absolute, check_folder_flag, plugin_paths
-from vally.engine.planner import PlanInput, PlanOptions, parse_models
-from vally.engine.run import BackendChoice, PreparedRun, ReporterChoice, RunRequest, prepare_run
-from vally.engine.runner import RunResult
+from vally.engine.options import RunOptions, check_folder_flag, plugin_paths
+from vally.engine.planning.plan import PlanInput, PlanOptions
+from vally.engine.planning.planner import parse_models
+from vally.engine.run import PreparedRun, RunRequest, prepare_run
+from vally.engine.trials import components
+from vally.engine.trials.components import BackendChoice, ReporterChoice
+from vally.engine.trials.run_engine import RunResult
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
 from vally.plugins import defaults
 from vally.plugins.session import Session
 from vally.specs.params import parse_key_values, parse_params
+from vally.specs.selection import absolute
 
 DEFAULT_OUTPUT_DIR = "vally-results"
 
@@ -322,7 +325,7 @@ def eval_run_dir(prepared: PreparedRun, opts: EvalRequest, output_dir: Path) -> 
     Raises:
         VallyError: The folder cannot be created, or cannot be resumed (why is said).
     """
-    from vally.engine.rundir import create_run_dir
+    from vally.engine.records.run_folder import create_run_dir
 
     if not opts.resume:
         return create_run_dir(output_dir)

@@ -21,26 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.metadata import PluginKind
-from vally.engine import components
-from vally.engine.experiment import ResolvedExperiment
-from vally.engine.options import RunOptions, absolute, check_folder_flag, plugin_paths
-from vally.engine.planner import PlanInput, PlanOptions
-from vally.engine.run import (
-    BackendChoice,
-    ExperimentMode,
-    PreparedRun,
-    ReporterChoice,
-    RunRequest,
-    prepare_run,
-)
-from vally.engine.runner import RunResult, new_run_id
-from vally.engine.shards import ShardSpec
+from vally.engine.options import RunOptions, check_folder_flag, plugin_paths
+from vally.engine.planning.plan import PlanInput, PlanOptions
+from vally.engine.planning.variants import ResolvedExperiment
+from vally.engine.run import ExperimentMode, PreparedRun, RunRequest, prepare_run
+from vally.engine.shards.partition import ShardSpec
+from vally.engine.trials import components
+from vally.engine.trials.components import BackendChoice, ReporterChoice
+from vally.engine.trials.context import new_run_id
+from vally.engine.trials.run_engine import RunResult
 from vally.errors import ConfigError, OutputError, VallyError
 from vally.models.experiment import ExperimentFile
 from vally.models.trajectory import utc_now
 from vally.plugins import defaults
 from vally.plugins.session import Session
 from vally.specs.params import parse_key_values, parse_params
+from vally.specs.selection import absolute
 
 DEFAULT_OUTPUT_DIR = "vally-experiment-results"
 
@@ -82,7 +78,7 @@ class ExperimentRequest(RunOptions):
                 hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
             )
         if self.run_id is not None:
-            from vally.engine.rundir import safe_name
+            from vally.engine.records.run_folder import safe_name
 
             if not self.run_id.strip() or safe_name(self.run_id) != self.run_id:
                 raise ConfigError(
@@ -161,7 +157,7 @@ def _experiment_path(opts: ExperimentRequest, cwd: Path) -> Path:
 def _load(
     opts: ExperimentRequest, cwd: Path, path: Path, params: dict[str, str]
 ) -> tuple[Session, ExperimentFile, ResolvedExperiment, Path | None]:
-    from vally.engine.experiment import resolve_experiment
+    from vally.engine.planning.variants import resolve_experiment
     from vally.specs import loading as specs
     from vally.specs.selection import apply_eval_filters, expand_evals
 
@@ -193,7 +189,7 @@ def _load(
 def _shard_selector(
     opts: ExperimentRequest, session: Session, base: Path
 ) -> tuple[ShardSpec | None, str, Any]:
-    from vally.engine.shards import parse_shard, select_keys
+    from vally.engine.shards.partition import parse_shard, select_keys
 
     spec = opts.shard_strategy
     if opts.shard is None and spec is None:
@@ -230,10 +226,10 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     Raises:
         VallyError: Any configuration, plugin or planning problem.
     """
-    from vally.engine.identity import plan_identities
+    from vally.engine.planning.identity import plan_identities
     from vally.engine.run import plan_request
-    from vally.engine.shards import plan_snapshot
-    from vally.engine.summaries import experiment_blocks
+    from vally.engine.shards.partition import plan_snapshot
+    from vally.engine.trials.summaries import experiment_blocks
 
     opts.check()
     cwd = Path.cwd()
@@ -296,8 +292,8 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
 
 
 def _shard_dir(output_dir: Path, run_id: str, shard: ShardSpec) -> Path:
-    from vally.engine.rundir import check_output_dir
-    from vally.engine.shards import MANIFEST_FILE
+    from vally.engine.records.run_folder import check_output_dir
+    from vally.engine.shards.partition import MANIFEST_FILE
 
     check_output_dir(output_dir)
     shard_dir = output_dir / run_id / shard.dir_name
@@ -320,7 +316,7 @@ def _shard_dir(output_dir: Path, run_id: str, shard: ShardSpec) -> Path:
 
 def _resumed_run_id(opts: ExperimentRequest, cwd: Path) -> str | None:
     """The run id of the folder ``--resume`` names (None without ``--resume``)."""
-    from vally.engine.resume import resumed_run_id
+    from vally.engine.planning.resume import resumed_run_id
 
     return resumed_run_id(absolute(cwd, opts.resume)) if opts.resume else None
 
@@ -334,7 +330,7 @@ def experiment_run_dir(opts: ExperimentRequest, setup: ExperimentSetup) -> Path:
         OutputError: The folder cannot be created, or a foreign folder is in the way.
         ConfigError: The folder cannot be resumed (the reason is said).
     """
-    from vally.engine.rundir import create_run_dir
+    from vally.engine.records.run_folder import create_run_dir
 
     if opts.resume:
         run_dir = absolute(setup.cwd, opts.resume)
@@ -357,7 +353,7 @@ class ShardBook:
 
     def _selected(self) -> list[str]:
         """The shard's trials in plan order: those to run and, when resumed, those kept."""
-        from vally.engine.shards import key_id, record_key_id
+        from vally.engine.shards.partition import key_id, record_key_id
 
         prepared = self.setup.prepared
         chosen = {key_id(t.key) for t in prepared.trials}
@@ -373,14 +369,14 @@ class ShardBook:
         Raises:
             OutputError: A file cannot be written.
         """
-        from vally.engine.shard_seal import discard_seal
-        from vally.engine.shards import (
+        from vally.engine.shards.partition import (
             MANIFEST_FILE,
             SNAPSHOT_FILE,
             plan_digest,
             shard_manifest,
             write_json_file,
         )
+        from vally.engine.shards.seal import discard_seal
 
         setup = self.setup
         mode = setup.prepared.request.experiment
@@ -405,13 +401,13 @@ class ShardBook:
 
     def close(self, result: RunResult) -> None:
         """Record which selected trials completed and whether the shard finished; seal a
-        finished shard (see :mod:`vally.engine.shard_seal`).
+        finished shard (see :mod:`vally.engine.shards.seal`).
 
         Raises:
             OutputError: The manifest or the seal cannot be written.
         """
-        from vally.engine.shard_seal import seal
-        from vally.engine.shards import record_key_id
+        from vally.engine.shards.partition import record_key_id
+        from vally.engine.shards.seal import seal
 
         done = {record_key_id(r) for r in result.records if r.status != "cancelled"}
         finished = not result.cancelled and result.error is None and not result.missing_outputs

@@ -13,8 +13,8 @@ from vally.errors import ConfigError
 from vally.specs.selection import absolute as absolute
 
 if TYPE_CHECKING:
-    from vally.engine.budget import Budget
-    from vally.engine.run import RunnerChoice
+    from vally.engine.trials.budget import Budget
+    from vally.engine.trials.components import RunnerChoice
 
 
 def looks_like_path(specifier: str) -> bool:
@@ -72,7 +72,7 @@ class RunOptions:
 
     Attributes:
         stimuli: ``--stimulus`` globs selecting stimuli by name (see
-            :attr:`~vally.engine.planner.PlanOptions.stimulus_patterns`).
+            :attr:`~vally.engine.planning.plan.PlanOptions.stimulus_patterns`).
         verbose: The console shows each stimulus in full (``-v``).
         quiet: The console shows only failed trials and the closing verdict (``-q``).
         console: Print progress and results on the terminal (off for library use).
@@ -115,7 +115,7 @@ class RunOptions:
         Raises:
             ConfigError: A limit is not above zero.
         """
-        from vally.engine.budget import Budget
+        from vally.engine.trials.budget import Budget
 
         return Budget.from_flags(self.max_cost, self.max_tokens)
 
@@ -126,7 +126,7 @@ class RunOptions:
         Raises:
             ConfigError: Runner arguments without a runner, or malformed.
         """
-        from vally.engine.run import RunnerChoice
+        from vally.engine.trials.components import RunnerChoice
         from vally.specs.params import parse_key_values
 
         if self.runner is None:

@@ -26,29 +26,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vally.contracts.events import RunInfo
-from vally.contracts.protocols import (
-    Backend,
-    Executor,
-    LLMProvider,
-    LoadedEval,
-    Runner,
-    TrialKey,
-)
-from vally.engine import components
-from vally.engine.budget import Budget, BudgetGate
-from vally.engine.planner import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef, build_plan
-from vally.engine.remote import REPLAYED_KINDS, RemoteRun
-from vally.engine.runner import (
-    GraderFactory,
-    RunContext,
-    RunEngine,
-    RunResult,
-    TrialGate,
-    new_run_id,
-)
-from vally.engine.scheduler import DEFAULT_WORKERS, stop_on_signals
-from vally.engine.spec_files import SpecFiles, spec_roots
-from vally.engine.summaries import PlanSummaries, RunSummaries, VariantSummaries
+from vally.contracts.llm import LLMProvider
+from vally.contracts.protocols import Backend, Executor, LoadedEval, Runner, TrialKey
+from vally.engine.planning.plan import Plan, PlanInput, PlannedTrial, PlanOptions, PluginRef
+from vally.engine.planning.planner import build_plan
+from vally.engine.planning.spec_files import SpecFiles, spec_roots
+from vally.engine.trials import components
+from vally.engine.trials.budget import Budget, BudgetGate
+from vally.engine.trials.components import BackendChoice, ReporterChoice, RunnerChoice
+from vally.engine.trials.context import GraderFactory, RunContext, TrialGate, new_run_id
+from vally.engine.trials.remote import REPLAYED_KINDS, RemoteRun
+from vally.engine.trials.run_engine import RunEngine, RunResult
+from vally.engine.trials.scheduler import DEFAULT_WORKERS, stop_on_signals
+from vally.engine.trials.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
 from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
@@ -58,8 +48,8 @@ from vally.models.trajectory import utc_now
 from vally.plugins.session import Session
 
 if TYPE_CHECKING:
-    from vally.engine.judge_cache import CachedJudge
-    from vally.engine.resume import ResumePlan
+    from vally.engine.planning.resume import ResumePlan
+    from vally.engine.trials.judge_cache import CachedJudge
 
 StimulusFilter = Callable[[LoadedEval, Stimulus], bool]
 """Selects stimuli beyond the plan options' tag filter (e.g. a suite's filter)."""
@@ -79,50 +69,6 @@ def run_coroutine(main: Callable[[], Coroutine[Any, Any, RunResult]]) -> RunResu
         return asyncio.run(main())
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, main()).result()
-
-
-@dataclass(frozen=True)
-class BackendChoice:
-    """Which backend runs the trials.
-
-    Attributes:
-        specifier: A backend name or plugin specifier (``--backend``); None for the
-            project's ``defaults.backend``, else the default backend.
-        args: Its config (``--backend-args``).
-        base_dir: Where a relative specifier resolves.
-    """
-
-    specifier: str | None = None
-    args: Mapping[str, Any] = field(default_factory=dict)
-    base_dir: Path | None = None
-
-
-@dataclass(frozen=True)
-class RunnerChoice:
-    """Where the trials execute (``--runner``).
-
-    Attributes:
-        specifier: A runner name (``local``, ``ray``) or plugin specifier.
-        args: Its config (``--runner-args``, ``--ray-address``).
-    """
-
-    specifier: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReporterChoice:
-    """One reporter the run delivers its events to.
-
-    Attributes:
-        name: The reporter's plugin name.
-        config: Its config.
-        where: Where it was chosen (a flag), for error messages.
-    """
-
-    name: str
-    config: Mapping[str, Any] = field(default_factory=dict)
-    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -212,7 +158,7 @@ def plan_request(request: RunRequest) -> Plan:
         ConfigError: A spec is invalid for planning; a missing executor names the
             installed ones.
     """
-    from vally.specs.loading import resolve_environment
+    from vally.specs.environments import resolve_environment
 
     session = request.session
     project = request.project
@@ -336,8 +282,8 @@ class PreparedRun:
                 or option changed since.
             OutputError: The run folder cannot be written.
         """
-        from vally.engine.resume import apply_resume, plan_resume
-        from vally.engine.rundir import RESULTS_FILE, safe_name
+        from vally.engine.planning.resume import apply_resume, plan_resume
+        from vally.engine.records.run_folder import RESULTS_FILE, safe_name
 
         request = self.request
         experiment = request.experiment
@@ -356,7 +302,7 @@ class PreparedRun:
 
     def write_plan(self, run_dir: Path, run_id: str) -> None:
         """Write ``run-plan.json`` (what ``--resume`` compares against) into ``run_dir``."""
-        from vally.engine.resume import stream_plan
+        from vally.engine.planning.resume import stream_plan
 
         request = self.request
         stream_plan(
@@ -403,7 +349,7 @@ class PreparedRun:
         plugins = self.request.session.provenance()
         experiment = self.request.experiment
         if experiment is None:
-            from vally.engine.identity import plan_identities
+            from vally.engine.planning.identity import plan_identities
 
             return PlanSummaries(
                 self.plan.evals,
@@ -431,7 +377,7 @@ class PreparedRun:
         folder for experiments), so the engine can read them back instead of holding them;
         None when the run writes no results file there (no run folder, no results writer,
         or one configured to write elsewhere)."""
-        from vally.engine.rundir import RESULTS_FILE, safe_name
+        from vally.engine.records.run_folder import RESULTS_FILE, safe_name
         from vally.plugins.defaults import RESULTS_REPORTER
 
         if run_dir is None or RESULTS_REPORTER not in dict(self.reporters):
@@ -516,7 +462,7 @@ class PreparedRun:
         if self.llm is None:
             return None
         if self.judge is None:
-            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+            from vally.engine.trials.judge_cache import CachedJudge, JudgeCache, cache_root
 
             request = self.request
             cache = None

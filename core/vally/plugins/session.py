@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import pluggy
 
     from vally.contracts.events import EventEmitter
+    from vally.contracts.llm import LLMProvider
     from vally.contracts.metadata import PluginKind
     from vally.contracts.protocols import (
         Backend,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
         Executor,
         Exporter,
         Grader,
-        LLMProvider,
         Runner,
         ShardStrategy,
     )

@@ -22,7 +22,8 @@ from vally.errors import VallyError
 from vally.models.project import ProjectConfig
 from vally.models.spec import EvalSpec
 from vally.specs.loading import finish_eval, read_eval_data
-from vally.specs.yamlio import NodePosition, PathKey, Positions, data_path
+from vally.specs.schema_errors import data_path
+from vally.specs.yamlio import NodePosition, PathKey, Positions
 
 MAX_REMOVALS = 100
 """Invalid parts removed from one document at most before giving up."""

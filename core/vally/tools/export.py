@@ -64,7 +64,7 @@ def export(request: ExportRequest, *, cwd: Path | None = None) -> ExportResult:
             config is rejected or the exporter cannot express the spec.
         PluginError: The exporter is not installed or fails to load.
     """
-    from vally.engine.components import load_evals
+    from vally.engine.trials.components import load_evals
     from vally.plugins.session import Session
     from vally.specs.loading import find_project
 

@@ -48,17 +48,17 @@ from vally.errors import ConfigError, VallyError
 from vally.models.project import ProjectConfig
 from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig, Stimulus
 from vally.plugins.capabilities import needs_llm
+from vally.specs.environments import check_paths, source_root
 from vally.specs.loading import (
-    check_paths,
     discover_eval_files,
     eval_files_in,
     find_project,
     load_eval_with_positions,
-    source_root,
 )
 from vally.specs.partial import load_valid_parts
+from vally.specs.schema_errors import SpecSchemaError, did_you_mean, schema_issues
 from vally.specs.skills import SKILL_FILE, find_skills, read_skill
-from vally.specs.yamlio import Positions, SpecSchemaError, did_you_mean, format_path, schema_issues
+from vally.specs.yamlio import Positions, format_path
 
 if TYPE_CHECKING:
     from vally.plugins.session import Session

@@ -4,7 +4,7 @@ Every input trial (see :mod:`vally.tools.ingest` for the accepted shapes) is mat
 stimulus in the spec by name; ATIF trajectories, which carry no stimulus name, are matched
 by ``--stimulus`` or by their first user prompt. That stimulus's graders (eval-level ones
 first), constraints, weights and threshold are applied through
-:func:`vally.engine.grading.grade_trial`, and the run events go to the reporters the
+:func:`vally.engine.trials.grading.grade_trial`, and the run events go to the reporters the
 session has (console, and jsonl for ``--output jsonl``).
 
 Without a workspace graders get no sandbox, so graders that read files or run commands
@@ -278,14 +278,14 @@ def _plugin_paths(specifiers: Sequence[str], cwd: Path) -> list[str]:
 def _llm_provider(session: Session, configs: Sequence[GraderConfig], *, no_cache: bool) -> Any:
     """The project's LLM provider, behind the judge cache unless ``no_cache``, when one of
     ``configs`` is a judge grader, else None."""
-    from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+    from vally.engine.trials.judge_cache import CachedJudge, JudgeCache, cache_root
     from vally.plugins.capabilities import needs_llm
 
     if session.project is None:
         return None
     for config in configs:
         if needs_llm(session.plugin_class("grader", config.type)):
-            from vally.engine.llm import provider_config_from_settings
+            from vally.engine.trials.llm_config import provider_config_from_settings
 
             settings = session.project.llm
             provider = session.create(
@@ -342,7 +342,7 @@ class _Regrader:
         run: RunInfo,
         project_root: Path | None,
     ) -> None:
-        from vally.engine.planner import judge_settings
+        from vally.engine.planning.planner import judge_settings
 
         self.session = session
         self.loaded = loaded
@@ -366,7 +366,7 @@ class _Regrader:
 
     def create_grader(self, config: GraderConfig) -> Any:
         """One grader instance per distinct (type, config), validated on first use."""
-        from vally.engine.planner import PluginRef
+        from vally.engine.planning.plan import PluginRef
 
         key = PluginRef.of(config.type, config.config)
         if key not in self.graders:
@@ -444,7 +444,7 @@ class _Regrader:
         trajectory = item.trajectory
         if original is not None and original.offloaded:
             # Grade the whole texts; the record written keeps them cut, with its pointers.
-            from vally.engine.offload import restore_texts
+            from vally.engine.records.offload import restore_texts
 
             trajectory = restore_texts(original, self.text_folders, self.warn).trajectory
         case_hash = self.case_hash(stimulus)
@@ -495,8 +495,8 @@ class _Regrader:
 
     async def _grade(self, trajectory: Trajectory, stimulus: Stimulus, key: TrialKey) -> Any:
         """Run the stimulus's graders, in a workspace sandbox when there is one."""
-        from vally.engine.grading import grade_trial
-        from vally.engine.planner import merge_constraints
+        from vally.engine.planning.planner import merge_constraints
+        from vally.engine.trials.grading import grade_trial
 
         def on_result(result: Any) -> None:
             self.session.emitter.emit("vally_grader_result", run=self.run, key=key, result=result)
@@ -528,7 +528,7 @@ class _Regrader:
             return None
         from vally.contracts.protocols import TrialContext
         from vally.models.spec import EnvironmentConfig
-        from vally.specs.loading import resolve_environment
+        from vally.specs.environments import resolve_environment
 
         project = self.session.project
         env: dict[str, str] = {}
@@ -555,7 +555,7 @@ def _new_record(
 ) -> TrialResultRecord:
     """The record of a graded trajectory that came without one (``case_hash``: its
     stimulus's case fingerprint)."""
-    from vally.engine.planner import eval_name
+    from vally.engine.planning.planner import eval_name
     from vally.models.records import TrialResultRecord
     from vally.models.trajectory import utc_now
 

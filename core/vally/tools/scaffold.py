@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vally.engine.rundir import output_errors
+from vally.engine.records.run_folder import output_errors
 from vally.errors import ConfigError, OutputError
 
 EXAMPLES: dict[str, str] = {

@@ -17,8 +17,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vally.engine.planner import PlannedTrial, model_label
-from vally.engine.scoring import is_graded
+from vally.engine.planning.plan import PlannedTrial
+from vally.engine.records.run_folder import model_label
+from vally.engine.records.scoring import is_graded
 from vally.models.records import TrialResultRecord
 from vally.statistics.sequential import ALPHA, SequentialState, observe
 
@@ -36,7 +37,7 @@ class _Variant:
 
 
 class SequentialGate:
-    """The :class:`vally.engine.runner.TrialGate` of ``--until-decided``."""
+    """The :class:`vally.engine.trials.context.TrialGate` of ``--until-decided``."""
 
     def __init__(self, baseline: str, trials: Sequence[PlannedTrial], alpha: float = ALPHA) -> None:
         self.baseline = baseline

@@ -2,7 +2,7 @@
 
 Works with OpenAI itself and with OpenAI-compatible servers (vLLM, Ollama, LM Studio,
 llama.cpp, LiteLLM, ...). Settings come from ``.vally.yaml`` ``llm:`` (see
-:func:`vally.engine.llm.provider_config_from_settings`) or the environment:
+:func:`vally.engine.trials.llm_config.provider_config_from_settings`) or the environment:
 
 * base URL: ``base_url``, else ``OPENAI_BASE_URL``, else ``https://api.openai.com/v1``;
 * API key: the variable named by ``api_key_env`` (default ``OPENAI_API_KEY``); without one no

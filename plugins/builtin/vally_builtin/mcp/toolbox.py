@@ -76,7 +76,7 @@ class McpTool:
     parameters: Mapping[str, Any]
 
     def spec(self) -> ToolSpec:
-        """The tool as a :class:`vally.contracts.protocols.ToolSpec`."""
+        """The tool as a :class:`vally.contracts.llm.ToolSpec`."""
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
 
 

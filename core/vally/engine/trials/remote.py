@@ -2,10 +2,10 @@
 
 The driver turns each attempt into a :class:`TrialJob` (picklable: the planned trial, the
 run's identity, the backend choice, the secrets to hide) and the run's spec files into one
-:class:`~vally.engine.spec_files.SpecArchive` (shipped once per run). The worker runs the
+:class:`~vally.engine.planning.spec_files.SpecArchive` (shipped once per run). The worker runs the
 job with :func:`run_trial_job`, which unpacks the archive once per node, rebuilds the run's
 plugins once per worker process and run, runs the trial with the ordinary
-:class:`~vally.engine.runner.TrialRunner` into a scratch folder, and returns a
+:class:`~vally.engine.trials.trial.TrialRunner` into a scratch folder, and returns a
 :class:`TrialOutcome`: the record, the trial's files and the grader events. The driver's
 :class:`Dispatch` writes those files into the run folder and delivers the events, so
 records and reports are the same as a local run's.
@@ -23,11 +23,18 @@ from typing import Any
 
 from vally.contracts.events import RunInfo
 from vally.contracts.protocols import LLMGate
-from vally.engine.llm_gate import GatedLLM
-from vally.engine.planner import PlannedTrial, PluginRef
-from vally.engine.rundir import Scrubber, trial_relpath
-from vally.engine.runner import ATTEMPT, NODE, RunContext, TrialRunner
-from vally.engine.spec_files import SpecArchive, SpecFiles, relocate, relocated_path, unpack
+from vally.engine.planning.plan import PlannedTrial, PluginRef
+from vally.engine.planning.spec_files import (
+    SpecArchive,
+    SpecFiles,
+    relocate,
+    relocated_path,
+    unpack,
+)
+from vally.engine.records.run_folder import Scrubber, trial_relpath
+from vally.engine.trials.context import ATTEMPT, NODE, RunContext
+from vally.engine.trials.llm_gate import GatedLLM
+from vally.engine.trials.trial import TrialRunner
 from vally.errors import OutputError
 from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
@@ -147,7 +154,7 @@ def _worker_run(
     llm_gate: LLMGate | None = None,
     root: Path | None = None,
 ) -> _WorkerRun:
-    from vally.engine import components
+    from vally.engine.trials import components
     from vally.plugins.session import Session
 
     state = _RUNS.get(remote.run.run_id)
@@ -180,7 +187,7 @@ def _worker_run(
             llm = GatedLLM(llm, llm_gate, remote.project.llm.max_concurrency)
         state.llm = llm
         if llm is not None:
-            from vally.engine.judge_cache import CachedJudge, JudgeCache, cache_root
+            from vally.engine.trials.judge_cache import CachedJudge, JudgeCache, cache_root
 
             root = cache_root(remote.project, remote.project_root)
             cache = None if remote.no_cache else JudgeCache(root)

@@ -44,20 +44,15 @@ Summaries:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vally._version import __version__
 from vally.models.records import (
-    ExperimentBlock,
     GradeResult,
-    GraderIdentity,
     GraderResult,
     MultiTrialMetrics,
-    RunSummaryRecord,
     StimulusSummary,
-    TargetIdentity,
     TrialResultRecord,
 )
 
@@ -318,56 +313,6 @@ def eval_verdict(records: Sequence[TrialResultRecord]) -> Literal["pass", "fail"
     if not graded:
         return "none"
     return "pass" if all(r.grade_result and r.grade_result.passed for r in graded) else "fail"
-
-
-def summarize_eval(
-    records: Sequence[TrialResultRecord],
-    *,
-    run_id: str,
-    eval_name: str,
-    eval_file: str | None = None,
-    variant: str | None = None,
-    eval_hash: str | None = None,
-    config_hash: str | None = None,
-    suite_hash: str | None = None,
-    graders: Sequence[GraderIdentity] = (),
-    target: TargetIdentity | None = None,
-    threshold: float | None = None,
-    started_at: str | None = None,
-    completed_at: str | None = None,
-    vally_version: str = __version__,
-    plugins: Sequence[Mapping[str, Any]] = (),
-    experiment: ExperimentBlock | None = None,
-) -> RunSummaryRecord:
-    """Build the ``run-summary.jsonl`` line of one eval (and variant) of a run.
-
-    ``started_at``/``completed_at`` default to the earliest start and latest completion of
-    the records (now, when there are none). See the module docstring for the verdict. The
-    stimuli and models are listed in the order they first appear in ``records``; the same
-    counters, fed one record at a time, are :class:`vally.engine.tally.EvalTally`.
-    """
-    from vally.engine.tally import EvalTally
-
-    tally = EvalTally()
-    for record in records:
-        tally.add(record)
-    return tally.summary(
-        run_id=run_id,
-        eval_name=eval_name,
-        eval_file=eval_file,
-        variant=variant,
-        eval_hash=eval_hash,
-        config_hash=config_hash,
-        suite_hash=suite_hash,
-        graders=graders,
-        target=target,
-        threshold=threshold,
-        started_at=started_at,
-        completed_at=completed_at,
-        vally_version=vally_version,
-        plugins=plugins,
-        experiment=experiment,
-    )
 
 
 @dataclass(frozen=True)

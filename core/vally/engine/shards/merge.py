@@ -3,7 +3,7 @@
 The shards are validated (one run, one plan, finished, partitioning the plan), then the
 merged folder gets every variant's ``results.jsonl`` and ``run-summary.jsonl``, the plan
 snapshot and ``experiment-manifest.json``, written here. When every shard is sealed
-(:mod:`vally.engine.shard_seal`), the results files are copied and checked against their
+(:mod:`vally.engine.shards.seal`), the results files are copied and checked against their
 seals and the summaries are the sum of the sealed tallies; otherwise every record is read,
 checked and counted; the report, the spans (linked to
 each shard's root span) and the console comparison come from the reporters, through the
@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from vally.contracts.events import RunOutcome
-from vally.engine.options import absolute
-from vally.engine.records import WrittenRecords
-from vally.engine.rundir import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name
-from vally.engine.shard_seal import (
+from vally.engine.records.record_log import WrittenRecords
+from vally.engine.records.run_folder import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name
+from vally.engine.records.trial_facts import TrialFacts
+from vally.engine.shards.partition import EXPERIMENT_MANIFEST_FILE, SNAPSHOT_FILE, write_json_file
+from vally.engine.shards.seal import (
     copy_sealed_results,
     merge_reporters,
     merge_run_info,
@@ -34,24 +35,21 @@ from vally.engine.shard_seal import (
     sealed_reporter_states,
     sealed_tallies,
 )
-from vally.engine.shards import (
-    EXPERIMENT_MANIFEST_FILE,
-    SNAPSHOT_FILE,
+from vally.engine.shards.validation import (
     ShardInput,
     TrialIndex,
     read_run_shards,
     stream_shard_records,
     validate_shards,
-    write_json_file,
 )
-from vally.engine.summaries import PlanTallies, VariantSummaries
-from vally.engine.trialfacts import TrialFacts
+from vally.engine.trials.summaries import PlanTallies, VariantSummaries
 from vally.errors import OutputError
 from vally.models.jsontext import loads_bounded
 from vally.models.limits import record_depth
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
 from vally.plugins.session import Session
+from vally.specs.selection import absolute
 
 
 @dataclass
@@ -80,7 +78,7 @@ class MergeResult:
         target: The merged folder.
         shards: How many shards were merged.
         records: Every trial record, in the merged files' order, read back from those
-            files on each pass (:class:`~vally.engine.records.WrittenRecords`), never all
+            files on each pass (:class:`~vally.engine.records.record_log.WrittenRecords`), never all
             held at once.
         summaries: The merged summaries (every variant).
         warnings: Torn last lines skipped in the shards' results, and failures of

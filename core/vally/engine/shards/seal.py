@@ -29,21 +29,19 @@ from pathlib import Path
 from typing import IO, Any
 
 from vally.contracts.events import RunInfo
-from vally.engine import components
-from vally.engine.records import WrittenRecords
-from vally.engine.run import ReporterChoice
-from vally.engine.rundir import RESULTS_FILE, safe_name
-from vally.engine.shards import (
-    MANIFEST_FILE,
-    SNAPSHOT_FILE,
+from vally.engine.records.record_log import WrittenRecords
+from vally.engine.records.run_folder import RESULTS_FILE, safe_name
+from vally.engine.shards.partition import MANIFEST_FILE, SNAPSHOT_FILE, write_json_file
+from vally.engine.shards.validation import (
     PlanKeys,
     ShardInput,
     TrialIndex,
     share_keys,
     stream_shard_records,
-    write_json_file,
 )
-from vally.engine.summaries import PlanTallies
+from vally.engine.trials import components
+from vally.engine.trials.components import ReporterChoice
+from vally.engine.trials.summaries import PlanTallies
 from vally.errors import VallyError
 from vally.models.jsontext import loads, loads_bounded
 from vally.models.limits import record_depth
@@ -332,7 +330,7 @@ def read_sealed_shards(paths: Sequence[Path]) -> list[ShardInput] | None:
     """The shards of one run read from their seals, in shard order, when every shard is
     sealed, its manifest unchanged since, and the seals make one finished run whose
     selections partition the plan; else None (read the shards in full with
-    :func:`vally.engine.shards.read_run_shards`, which names what is wrong). The results
+    :func:`vally.engine.shards.validation.read_run_shards`, which names what is wrong). The results
     files are checked against their pins later, while they are copied
     (:func:`copy_sealed_results`).
     """

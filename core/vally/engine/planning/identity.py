@@ -4,7 +4,7 @@ Two runs can be compared only when they measured the same thing. Each run summar
 what its eval measured:
 
 * ``evalHash``: the eval document as written (params resolved), the hash experiments
-  already give every variant (:func:`vally.engine.experiment.content_hash`);
+  already give every variant (:func:`vally.engine.planning.variants.content_hash`);
 * ``suiteHash``: the suite fingerprint of the eval's planned cases, the ``(eval, stimulus,
   case fingerprint)`` of every planned stimulus (:mod:`vally.models.fingerprint`); it leaves
   out the target, so the variants of an experiment and two models share it;
@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pydantic_core
 
 from vally.contracts.protocols import LoadedEval
-from vally.engine.experiment import content_hash, normalise_document
-from vally.engine.planner import PlannedEval, judge_settings
+from vally.engine.planning.plan import PlannedEval
+from vally.engine.planning.planner import judge_settings
+from vally.engine.planning.variants import content_hash, normalise_document
 from vally.errors import VallyError
 from vally.models.fingerprint import case_fingerprint, suite_fingerprint
 from vally.models.records import GraderIdentity, TargetIdentity
@@ -36,7 +37,7 @@ from vally.models.spec import ExecutorRef, GraderConfig, Stimulus
 from vally.plugins.capabilities import is_judged
 
 if TYPE_CHECKING:
-    from vally.engine.planner import Plan
+    from vally.engine.planning.plan import Plan
     from vally.plugins.session import Session
 
 JUDGE_MODEL_KEYS = ("model", "judge_model")
@@ -158,7 +159,7 @@ def target_identity(
 ) -> TargetIdentity:
     """What ``planned``'s cases were put to.
 
-    The config digest is :func:`~vally.engine.experiment.content_hash` of the executor's
+    The config digest is :func:`~vally.engine.planning.variants.content_hash` of the executor's
     config as the run creates it (the eval's over the project's ``plugin_config``). The
     model is the eval's one model, None when it ran several or the executor's default.
     """

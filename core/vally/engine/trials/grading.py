@@ -8,7 +8,7 @@ config against its plugin and builds it). For each grader entry, in spec order:
    turn beyond the stimulus's turns is an errored result;
 2. the grader is built and run; one whose metadata declares ``needs_llm`` without an LLM
    provider, or ``needs_workspace`` without a sandbox, is not run but errored. It runs off
-   the run's event loop (:mod:`vally.engine.isolation`), bounded by the entry's ``timeout``
+   the run's event loop (:mod:`vally.engine.trials.isolation`), bounded by the entry's ``timeout``
    (:data:`DEFAULT_GRADER_TIMEOUT` by default), so a grader that blocks or never returns
    cannot stop other trials or Ctrl-C. A timeout, a :class:`~vally.errors.GradingError`,
    or any other exception, becomes a result with ``status: error``, ``passed: false``,
@@ -20,7 +20,8 @@ config against its plugin and builds it). For each grader entry, in spec order:
 Constraints (``expect_tools``/``reject_tools``/``expect_skills``/``reject_skills`` as name
 regexes searched, with a time bound, in tool-call and skill-activation names; ``max_*``
 limits checked against the end reason and the metrics of the whole trajectory) become
-``constraint_violations``, which fail the trial. Scoring rules are in :mod:`vally.engine.scoring`.
+``constraint_violations``, which fail the trial. Scoring rules are in
+:mod:`vally.engine.records.scoring`.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from pathlib import Path
 
 import regex
 
-from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, LLMProvider, Sandbox
-from vally.engine.isolation import IsolatedTimeout, bridge, run_isolated
-from vally.engine.scoring import trial_verdict
-from vally.engine.tracebacks import format_traceback, plugin_location
+from vally.contracts.llm import LLMProvider
+from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, Sandbox
+from vally.engine.records.scoring import trial_verdict
+from vally.engine.trials.isolation import IsolatedTimeout, bridge, run_isolated
+from vally.engine.trials.tracebacks import format_traceback, plugin_location
 from vally.errors import ConfigError, GradingError, VallyError
 from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig, Stimulus
@@ -326,7 +328,7 @@ async def _run_one(
 
 async def _isolated_grade(grader: Grader, context: GradeContext, timeout: float) -> GraderResult:
     """``grader.grade(context)`` off the run's event loop, bounded by ``timeout`` seconds
-    (see :mod:`vally.engine.isolation`); the sandbox and LLM provider are bridged back."""
+    (see :mod:`vally.engine.trials.isolation`); the sandbox and LLM provider are bridged back."""
 
     async def grade(home: asyncio.AbstractEventLoop) -> GraderResult:
         bridged = dataclasses.replace(

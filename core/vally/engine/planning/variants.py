@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vally.contracts.protocols import LoadedEval
-from vally.engine.rundir import safe_name
+from vally.engine.records.run_folder import safe_name
 from vally.errors import ConfigError
 from vally.models.experiment import ExperimentFile, VariantOverride
 from vally.models.spec import EvalSpec, check_name

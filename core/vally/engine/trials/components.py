@@ -8,22 +8,66 @@ from __future__ import annotations
 import contextlib
 import typing
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally.engine.planner import PluginRef
-from vally.engine.runner import GraderFactory
+from vally.engine.planning.plan import PluginRef
+from vally.engine.trials.context import GraderFactory
 from vally.errors import PluginNotFoundError, UnsupportedError
 from vally.plugins.defaults import DEFAULT_BACKEND, DEFAULT_EVAL_PROVIDER
 
 if TYPE_CHECKING:
     from vally.contracts.protocols import Executor, LoadedEval, Runner
-    from vally.engine.planner import Plan, PlannedTrial
-    from vally.engine.run import ReporterChoice
-    from vally.engine.rundir import Scrubber
+    from vally.engine.planning.plan import Plan, PlannedTrial
+    from vally.engine.records.run_folder import Scrubber
     from vally.models.project import ProjectConfig
     from vally.models.spec import GraderConfig
     from vally.plugins.session import Session
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Which backend runs the trials.
+
+    Attributes:
+        specifier: A backend name or plugin specifier (``--backend``); None for the
+            project's ``defaults.backend``, else the default backend.
+        args: Its config (``--backend-args``).
+        base_dir: Where a relative specifier resolves.
+    """
+
+    specifier: str | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where the trials execute (``--runner``).
+
+    Attributes:
+        specifier: A runner name (``local``, ``ray``) or plugin specifier.
+        args: Its config (``--runner-args``, ``--ray-address``).
+    """
+
+    specifier: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReporterChoice:
+    """One reporter the run delivers its events to.
+
+    Attributes:
+        name: The reporter's plugin name.
+        config: Its config.
+        where: Where it was chosen (a flag), for error messages.
+    """
+
+    name: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    where: str = ""
 
 
 @contextlib.contextmanager
@@ -166,7 +210,7 @@ def llm_provider_for(
     """The project's LLM provider (``.vally.yaml`` ``llm:``) when the plan needs one."""
     if not needs_llm(session, trials):
         return None
-    from vally.engine.llm import provider_config_from_settings
+    from vally.engine.trials.llm_config import provider_config_from_settings
 
     settings = project.llm
     return session.create(
@@ -258,12 +302,13 @@ def validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> Non
 
 
 def scrubber_for(trials: Sequence[PlannedTrial], backend: Any = None) -> Scrubber:
-    """A scrubber for the run (see :meth:`~vally.engine.rundir.Scrubber.for_run`): secret
+    """A scrubber for the run
+    (see :meth:`~vally.engine.records.run_folder.Scrubber.for_run`): secret
     values of the host environment, and the values of every variable passed into the
     sandboxes (the trials' environment ``env``, the executors' ``env`` config, and the host
     variables the backend passes through, from its optional ``passed_env()``), except
     those the environments name in ``public_env``."""
-    from vally.engine.rundir import Scrubber
+    from vally.engine.records.run_folder import Scrubber
 
     executor_envs = (trial.executor.config.get("env") for trial in trials)
     passed: list[Mapping[str, str]] = [trial.environment.env for trial in trials]

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
-from vally.engine.rundir import iter_records
+from vally.engine.records.run_folder import iter_records
 from vally.models.records import TrialResultRecord
 
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from vally._version import __version__
-from vally.engine.trialfacts import USAGE_FIELDS, TrialFacts, usage_of
+from vally.engine.records.scoring import metrics_from_counts
+from vally.engine.records.trial_facts import USAGE_FIELDS, TrialFacts, usage_of
 from vally.models.cost import Cost
 from vally.models.records import (
     ExperimentBlock,
@@ -155,8 +156,8 @@ class StimulusTally:
         return tally
 
     def summary(self) -> StimulusSummary:
-        """The stimulus's summary, as :func:`vally.engine.scoring.summarize_stimulus` gives."""
-        from vally.engine.scoring import metrics_from_counts
+        """The stimulus's summary, as
+        :func:`vally.engine.records.scoring.summarize_stimulus` gives."""
 
         count = self.trajectories
         return StimulusSummary(
@@ -199,7 +200,7 @@ class EvalTally:
 
     def add_facts(self, record: TrialFacts, rank: Any = None) -> None:
         """Count one trial from its facts (see :meth:`add`), e.g. read from a results line
-        without building the record (:func:`vally.engine.trialfacts.facts_from_json`)."""
+        without building the record (:func:`vally.engine.records.trial_facts.facts_from_json`)."""
         if rank is None:
             rank = self.trials
         key = (record.stimulus_name, record.model)
@@ -305,7 +306,7 @@ class EvalTally:
         experiment: ExperimentBlock | None = None,
     ) -> RunSummaryRecord:
         """The eval's ``run-summary.jsonl`` line (see
-        :func:`vally.engine.scoring.summarize_eval` for the arguments)."""
+        :func:`vally.engine.records.tally.summarize_eval` for the arguments)."""
         now = utc_now()
         groups = sorted(self.groups.values(), key=lambda g: g.rank)
         models = sorted(self.model_ranks, key=lambda m: self.model_ranks[m])
@@ -339,3 +340,51 @@ class EvalTally:
             usage=usage_of(self.usage).model_copy(update={"judge_cache": self.judge_cache}),
             cost=self.cost,
         )
+
+
+def summarize_eval(
+    records: Sequence[TrialResultRecord],
+    *,
+    run_id: str,
+    eval_name: str,
+    eval_file: str | None = None,
+    variant: str | None = None,
+    eval_hash: str | None = None,
+    config_hash: str | None = None,
+    suite_hash: str | None = None,
+    graders: Sequence[GraderIdentity] = (),
+    target: TargetIdentity | None = None,
+    threshold: float | None = None,
+    started_at: str | None = None,
+    completed_at: str | None = None,
+    vally_version: str = __version__,
+    plugins: Sequence[Mapping[str, Any]] = (),
+    experiment: ExperimentBlock | None = None,
+) -> RunSummaryRecord:
+    """Build the ``run-summary.jsonl`` line of one eval (and variant) of a run.
+
+    ``started_at``/``completed_at`` default to the earliest start and latest completion of
+    the records (now, when there are none). See the module docstring for the verdict. The
+    stimuli and models are listed in the order they first appear in ``records``; the same
+    counters, fed one record at a time, are :class:`vally.engine.records.tally.EvalTally`.
+    """
+    tally = EvalTally()
+    for record in records:
+        tally.add(record)
+    return tally.summary(
+        run_id=run_id,
+        eval_name=eval_name,
+        eval_file=eval_file,
+        variant=variant,
+        eval_hash=eval_hash,
+        config_hash=config_hash,
+        suite_hash=suite_hash,
+        graders=graders,
+        target=target,
+        threshold=threshold,
+        started_at=started_at,
+        completed_at=completed_at,
+        vally_version=vally_version,
+        plugins=plugins,
+        experiment=experiment,
+    )

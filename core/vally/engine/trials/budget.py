@@ -1,7 +1,8 @@
 """Budgets: ``--max-cost`` and ``--max-tokens`` stop a run from starting new trials once
 what its finished trials spent reaches the limit.
 
-A :class:`BudgetGate` is a :class:`~vally.engine.runner.TrialGate`: before a trial starts it
+A :class:`BudgetGate` is a :class:`~vally.engine.trials.context.TrialGate`: before a trial
+starts it
 compares the spending of the finished trials (agent and judge; the records' ``cost.totalUsd``
 and ``usage``) with the limit. Trials already running when the limit is reached finish and
 are recorded; the trials never started leave no record, and a later ``--resume`` runs them.
@@ -14,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from vally.engine.planner import PlannedTrial
-from vally.engine.runner import TrialGate
+from vally.engine.planning.plan import PlannedTrial
+from vally.engine.trials.context import TrialGate
 from vally.errors import ConfigError
 from vally.models.records import TrialResultRecord
 

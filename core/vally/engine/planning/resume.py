@@ -20,7 +20,7 @@ again are renamed ``trial-<n>.superseded-<k>``, so nothing written before is los
 Memory does not grow with the kept trials: deciding what is reused and rewriting the files
 read them one line at a time (holding the numbers of the dropped lines), and the kept
 records are read back from the rewritten files whenever the run needs them
-(:class:`~vally.engine.records.ReusedRecords`).
+(:class:`~vally.engine.records.record_log.ReusedRecords`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,14 @@ from typing import Any
 
 import pydantic_core
 
-from vally.engine.planner import PlannedTrial, PlannedTrials, trial_keys
-from vally.engine.records import ReusedRecords
-from vally.engine.rundir import RESULTS_FILE, output_errors, trial_relpath, write_text_atomic
+from vally.engine.planning.plan import PlannedTrial, PlannedTrials, trial_keys
+from vally.engine.records.record_log import ReusedRecords
+from vally.engine.records.run_folder import (
+    RESULTS_FILE,
+    output_errors,
+    trial_relpath,
+    write_text_atomic,
+)
 from vally.errors import ConfigError
 from vally.models.jsontext import loads_bounded
 from vally.models.records import TrialResultRecord

@@ -6,7 +6,7 @@ line is its trial key (to check it against the shard's manifest) and what the ru
 counts (verdict, status, metrics, usage, times). :func:`facts_from_json` validates only
 those fields of a parsed line, about ten times cheaper than validating the whole record
 with pydantic; :meth:`TrialFacts.of_record` gives the same facts from a record already
-built, so both feed one :class:`~vally.engine.tally.EvalTally`.
+built, so both feed one :class:`~vally.engine.records.tally.EvalTally`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from vally.engine.planner import model_label
+from vally.engine.records.run_folder import model_label
 from vally.errors import ConfigError
 from vally.models.cost import Cost
 from vally.models.records import TrialResultRecord
@@ -33,7 +33,7 @@ USAGE_FIELDS = ("calls", "inputTokens", "outputTokens", "cacheReadTokens", "tota
 :attr:`TrialFacts.usage` holds them."""
 
 if TYPE_CHECKING:
-    from vally.engine.rundir import Warn
+    from vally.engine.records.run_folder import Warn
 
 _TOTALS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "total_tokens")
 
@@ -404,7 +404,7 @@ def iter_fact_lines(
         ConfigError: A line is not JSON, not an object, or a field the facts come from is
             missing or of the wrong type; the message gives ``file:line`` and the field.
     """
-    from vally.engine.rundir import iter_raw_json_lines
+    from vally.engine.records.run_folder import iter_raw_json_lines
 
     for number, line, data in iter_raw_json_lines(handle, where, warn):
         if not isinstance(data, dict):
@@ -430,7 +430,7 @@ def read_fact_lines(path: Path, warn: Warn | None = None) -> Iterator[tuple[int,
         ConfigError: The file is unreadable or not UTF-8, or a line is bad (see
             :func:`iter_fact_lines`).
     """
-    from vally.engine.rundir import reading_results
+    from vally.engine.records.run_folder import reading_results
 
     with reading_results(path) as handle:
         yield from iter_fact_lines(handle, str(path), warn)

@@ -9,7 +9,7 @@ Two layouts share one interface (:class:`RunSummaries`):
   the ``experiment`` provenance block; a shard summarises its own trials only.
 
 Every summary says what its eval measured (``evalHash``, ``suiteHash``, ``graders``,
-``target``, see :mod:`vally.engine.identity`): a plain run from its planned evals, an
+``target``, see :mod:`vally.engine.planning.identity`): a plain run from its planned evals, an
 experiment from its plan snapshot, which keeps them so a merge writes them unchanged.
 """
 
@@ -19,11 +19,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from vally.engine.identity import EvalIdentity, eval_hash, eval_identity, identity_from_snapshot
-from vally.engine.planner import PlannedEval
-from vally.engine.rundir import SUMMARY_FILE, Scrubber, output_errors, safe_name, write_jsonl
-from vally.engine.tally import EvalTally
-from vally.engine.trialfacts import TrialFacts
+from vally.engine.planning.identity import (
+    EvalIdentity,
+    eval_hash,
+    eval_identity,
+    identity_from_snapshot,
+)
+from vally.engine.planning.plan import PlannedEval
+from vally.engine.records.run_folder import (
+    SUMMARY_FILE,
+    Scrubber,
+    output_errors,
+    safe_name,
+    write_jsonl,
+)
+from vally.engine.records.tally import EvalTally
+from vally.engine.records.trial_facts import TrialFacts
 from vally.errors import OutputError
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
@@ -80,7 +91,7 @@ class PlanSummaries:
         scrubber: Hides secrets in what is written.
         plugins: Provenance of the loaded plugins.
         identities: What each (variant, eval name) measured
-            (:func:`vally.engine.identity.plan_identities`); an eval missing from it gets
+            (:func:`vally.engine.planning.identity.plan_identities`); an eval missing from it gets
             the identity computed without a plugin session.
     """
 

@@ -530,3 +530,11 @@ def require_directory(
     if not path.is_dir():
         problem = "is a file, not a directory" if path.exists() else "does not exist"
         raise error(f"{what} {path} {problem}", hint=hint)
+
+
+DEFAULT_MODEL_LABEL = "default"
+"""The model part of a trial key (and its folder) when no model is chosen."""
+
+def model_label(model: str | None) -> str:
+    """The model as it appears in keys and folders (``default`` for None)."""
+    return model if model else DEFAULT_MODEL_LABEL

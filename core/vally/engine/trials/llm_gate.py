@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from vally.contracts.protocols import ChatRequest, ChatResponse, LLMGate, LLMProvider
+from vally.contracts.llm import ChatRequest, ChatResponse, LLMProvider
+from vally.contracts.protocols import LLMGate
 
 
 class GatedLLM:

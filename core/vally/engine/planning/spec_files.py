@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from vally.engine.planner import PlannedTrial
+from vally.engine.planning.plan import PlannedTrial
 from vally.errors import ConfigError, SetupError
 from vally.models.spec import EnvironmentConfig, FileEntry
 

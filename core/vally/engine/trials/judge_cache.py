@@ -29,15 +29,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from vally.contracts.llm import ChatMessage, ChatRequest, ChatResponse, LLMProvider, ToolCall
 from vally.contracts.metadata import PluginMetadata
-from vally.contracts.protocols import (
-    ChatMessage,
-    ChatRequest,
-    ChatResponse,
-    LLMProvider,
-    ToolCall,
-)
-from vally.engine.rundir import write_text_atomic
+from vally.engine.records.run_folder import write_text_atomic
 from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.usage import JudgeCacheCounts
@@ -237,7 +231,7 @@ class JudgeSpend:
 
 
 class CachedJudge:
-    """An :class:`~vally.contracts.protocols.LLMProvider` answering from a
+    """An :class:`~vally.contracts.llm.LLMProvider` answering from a
     :class:`JudgeCache` when it can and from ``inner`` otherwise, metering every answer.
 
     Args:
