@@ -139,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "PlanInput": "vally.engine.planning.plan",
     "PlanOptions": "vally.engine.planning.plan",
     "Session": "vally.plugins.session",
+    # the judge cache: what a judge reading evidence through tools keys its answers on
+    "judging_evidence": "vally.engine.trials.judge_cache",
     # skills
     "SkillInfo": "vally.specs.skills",
     "read_skill": "vally.specs.skills",
@@ -292,6 +294,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ReporterChoice as ReporterChoice,
         RunnerChoice as RunnerChoice,
     )
+    from vally.engine.trials.judge_cache import judging_evidence as judging_evidence
     from vally.engine.trials.remote import (
         TrialJob as TrialJob,
         TrialOutcome as TrialOutcome,

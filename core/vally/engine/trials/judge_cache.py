@@ -1,17 +1,23 @@
 """The judge cache: LLM-judge answers kept on disk, so judging the same evidence again
 costs nothing.
 
-Each judge request is keyed by the sha256 of what decides its answer: the provider's name,
-the model, every message (the prompt, and with tool delivery the evidence each read
-returned), the tools offered, the reasoning effort, the response format, the temperature
-and the token limit. Nothing else enters the key: no timestamps, no temp-folder paths (the
-judges name evidence by paths relative to their evidence folder), not the timeout. A hit
-returns the stored answer exactly as the provider gave it (content, tool calls, finish
-reason, token counts), so a cached verdict is byte-identical to the original one.
+Each judge request is keyed by the sha256 of what decides its answer: the provider's name
+and where it is (its endpoint URL), the model, every message (the prompt, and with tool
+delivery the evidence each read returned), the tools offered, the reasoning effort, the
+response format, the temperature and the token limit, and the digest of the evidence the
+judge may read (:func:`judging_evidence`): with tool delivery the first request names only
+the task, the rubric and file paths, so a judge that answers without reading must not get
+the verdict it gave on other content. Nothing else enters the key: no timestamps, no
+temp-folder paths (the judges name evidence by paths relative to their evidence folder),
+not the timeout. A hit returns the stored answer exactly as the provider gave it (content,
+tool calls, finish reason, token counts), so a cached verdict is byte-identical to the
+original one.
 
 Entries are files ``<cache>/judge/<key[:2]>/<key>.json`` written to a temp file and renamed
-into place, so processes sharing the folder never read half an entry; an unreadable entry
-is a miss and is written again. The folder is ``.vally.yaml`` ``paths.cache`` (relative to
+into place, so processes sharing the folder never read half an entry. An entry is
+validated like an answer (:func:`read_entry`): one that is unreadable, of the wrong shape,
+too deep, or with token counts that are not whole non-negative numbers is a miss, and the
+provider's new answer is written over it. The folder is ``.vally.yaml`` ``paths.cache`` (relative to
 the project), else ``$XDG_CACHE_HOME/vally``, else ``~/.cache/vally``.
 """
 
@@ -32,11 +38,12 @@ from pydantic import BaseModel
 from vally.contracts.llm import ChatMessage, ChatRequest, ChatResponse, LLMProvider, ToolCall
 from vally.contracts.metadata import PluginMetadata
 from vally.engine.records.run_folder import write_text_atomic
+from vally.models.jsontext import JsonTooDeepError, loads_bounded
 from vally.models.pricing import PriceTable
 from vally.models.project import ProjectConfig
 from vally.models.usage import JudgeCacheCounts
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Version of the key and entry format; a change starts a new cache."""
 
 JUDGE_FOLDER = "judge"
@@ -45,6 +52,10 @@ _BYPASS: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "vally_judge_cache_bypass", default=False
 )
 
+
+_EVIDENCE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "vally_judge_cache_evidence", default=None
+)
 
 _COUNTS: contextvars.ContextVar[JudgeCacheCounts | None] = contextvars.ContextVar(
     "vally_judge_cache_counts", default=None
@@ -74,6 +85,18 @@ def bypass_cache() -> Iterator[None]:
         _BYPASS.reset(token)
 
 
+@contextlib.contextmanager
+def judging_evidence(digest: str) -> Iterator[None]:
+    """Within this block (and the tasks started in it), key judge requests on ``digest`` too:
+    a digest of all the evidence the judge may read (every file offered and its content).
+    A judge that gets its evidence through tools calls this around its requests."""
+    token = _EVIDENCE.set(digest)
+    try:
+        yield
+    finally:
+        _EVIDENCE.reset(token)
+
+
 def cache_root(project: ProjectConfig | None, project_root: Path | None) -> Path:
     """The cache folder: ``paths.cache`` of ``.vally.yaml``, else the user's (XDG)."""
     configured = project.paths.cache if project is not None else None
@@ -85,11 +108,20 @@ def cache_root(project: ProjectConfig | None, project_root: Path | None) -> Path
     return base / "vally"
 
 
-def request_key(provider: str, request: ChatRequest) -> str:
-    """The cache key of ``request`` sent to ``provider`` (hex sha256)."""
+def request_key(
+    provider: str,
+    request: ChatRequest,
+    *,
+    endpoint: str | None = None,
+    evidence: str | None = None,
+) -> str:
+    """The cache key of ``request`` sent to ``provider`` at ``endpoint`` with the evidence of
+    digest ``evidence`` readable (hex sha256)."""
     document = {
         "format": CACHE_FORMAT,
         "provider": provider,
+        "endpoint": endpoint,
+        "evidence": evidence,
         "model": request.model,
         "messages": [asdict(m) for m in request.messages],
         "tools": [asdict(t) for t in request.tools],
@@ -106,17 +138,77 @@ def _response_json(response: ChatResponse) -> dict[str, Any]:
     return asdict(response)
 
 
-def _response_from(data: dict[str, Any]) -> ChatResponse:
-    message = dict(data["message"])
-    calls = tuple(ToolCall(**call) for call in message.pop("tool_calls", ()))
+ENTRY_BYTES = 16 * 1024 * 1024
+"""An entry larger than this is not read (a miss)."""
+
+_MESSAGE_TEXT = ("content", "tool_call_id", "name")
+
+
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"a token count must be a whole number >= 0, got {value!r}")
+    return value
+
+
+def _tool_call(data: Any) -> ToolCall:
+    if not isinstance(data, dict) or set(data) != {"id", "name", "arguments"}:
+        raise ValueError("a tool call must have id, name and arguments")
+    if not all(isinstance(data[k], str) for k in ("id", "name", "arguments")):
+        raise ValueError("a tool call's id, name and arguments must be text")
+    return ToolCall(id=data["id"], name=data["name"], arguments=data["arguments"])
+
+
+def _response_from(data: Any) -> ChatResponse:
+    """The answer stored in an entry, validated like a provider's answer.
+
+    Raises:
+        ValueError: The entry is not an answer (wrong shape, type or token count).
+    """
+    message = data.get("message") if isinstance(data, dict) else None
+    if not isinstance(message, dict) or message.get("role") not in {
+        "system",
+        "user",
+        "assistant",
+        "tool",
+    }:
+        raise ValueError("the entry holds no message with a known role")
+    if not all(_text_or_none(message.get(k)) for k in _MESSAGE_TEXT):
+        raise ValueError("a message's content, tool_call_id and name must be text or null")
+    calls = message.get("tool_calls", [])
+    if not isinstance(calls, list):
+        raise ValueError("tool_calls must be a list")
+    if not _text_or_none(data.get("finish_reason")) or not _text_or_none(data.get("model")):
+        raise ValueError("finish_reason and model must be text or null")
     return ChatResponse(
-        message=ChatMessage(**message, tool_calls=calls),
+        message=ChatMessage(
+            role=message["role"],
+            content=message.get("content"),
+            tool_calls=tuple(_tool_call(call) for call in calls),
+            tool_call_id=message.get("tool_call_id"),
+            name=message.get("name"),
+        ),
         finish_reason=data.get("finish_reason"),
-        input_tokens=int(data.get("input_tokens", 0)),
-        output_tokens=int(data.get("output_tokens", 0)),
-        cache_read_tokens=int(data.get("cache_read_tokens", 0)),
+        input_tokens=_count(data.get("input_tokens", 0)),
+        output_tokens=_count(data.get("output_tokens", 0)),
+        cache_read_tokens=_count(data.get("cache_read_tokens", 0)),
         model=data.get("model"),
     )
+
+
+def read_entry(text: str, key: str) -> ChatResponse | None:
+    """The answer of the entry ``text`` stored under ``key``, or None when it is not one:
+    not JSON, nested too deep, another key's entry, or an answer of the wrong shape."""
+    try:
+        data = loads_bounded(text)
+        if not isinstance(data, dict) or data.get("key") != key:
+            return None
+        return _response_from(data.get("response"))
+    except (ValueError, TypeError, RecursionError, JsonTooDeepError):
+        return None
 
 
 @dataclass
@@ -142,14 +234,16 @@ class JudgeCache:
         return self.folder / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> ChatResponse | None:
-        """The stored answer of ``key``, or None (missing or unreadable)."""
+        """The stored answer of ``key``, or None (missing, unreadable, too large or not a
+        valid answer: see :func:`read_entry`)."""
+        path = self._path(key)
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            if data.get("key") != key:
+            if path.stat().st_size > ENTRY_BYTES:
                 return None
-            return _response_from(data["response"])
-        except (OSError, ValueError, KeyError, TypeError):
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
             return None
+        return read_entry(text, key)
 
     def put(self, key: str, response: ChatResponse) -> None:
         """Store ``response`` under ``key`` (atomically; a failed write is only a miss
@@ -261,7 +355,15 @@ class CachedJudge:
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """The cached answer of ``request``, else the inner provider's (then stored)."""
         cache = None if _BYPASS.get() else self.cache
-        key = request_key(self.provider, request) if cache is not None else ""
+        key = ""
+        if cache is not None:
+            endpoint = self.base_url
+            key = request_key(
+                self.provider,
+                request,
+                endpoint=None if endpoint is None else str(endpoint),
+                evidence=_EVIDENCE.get(),
+            )
         response = cache.get(key) if cache is not None else None
         counts = _COUNTS.get()
         if cache is not None and response is not None:

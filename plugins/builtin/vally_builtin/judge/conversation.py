@@ -9,6 +9,7 @@ provider's :class:`LLMError` unchanged, so retry decisions see its ``retryable``
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from vally import (
     LLMProvider,
     ToolCall,
     ToolSpec,
+    judging_evidence,
     loads_bounded,
 )
 from vally_builtin.judge.evidence import TOOLS, EvidenceReader
@@ -129,6 +131,35 @@ def _tool_reply(call: ToolCall, reader: EvidenceReader | None) -> ChatMessage:
 
 
 async def converse(
+    llm: LLMProvider | None,
+    judge: JudgeSettings,
+    *,
+    system: str,
+    prompt: str,
+    schema: Mapping[str, Any],
+    validate: Callable[[dict[str, Any]], str | None],
+    reader: EvidenceReader | None,
+) -> JudgeAnswer:
+    """Run the judge until it gives a valid answer (see :func:`_converse` for the arguments).
+
+    With tool delivery its requests are keyed in the judge cache on the digest of the
+    evidence it may read as well (``vally.judging_evidence``): the first request names only
+    file paths, so two runs' evidence must not share an answer.
+    """
+    scope = judging_evidence(reader.digest()) if reader is not None else contextlib.nullcontext()
+    with scope:
+        return await _converse(
+            llm,
+            judge,
+            system=system,
+            prompt=prompt,
+            schema=schema,
+            validate=validate,
+            reader=reader,
+        )
+
+
+async def _converse(
     llm: LLMProvider | None,
     judge: JudgeSettings,
     *,

@@ -4,6 +4,7 @@ read budget per pass."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,30 @@ def write_trajectory_evidence(folder: Path, trajectory: Trajectory, status: str 
     (folder / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
 
 
+TIMES = frozenset({"timestamp", "wallTimeMs"})
+"""Keys of the evidence's JSON objects that say when, not what: left out of its digest."""
+
+
+def _timeless(name: str, content: bytes) -> bytes:
+    """``content`` of a ``.json`` or ``.jsonl`` evidence file without the :data:`TIMES` keys
+    of its objects (as canonical JSON); any other file, or one that does not parse, as it is."""
+    if not name.endswith((".json", ".jsonl")):
+        return content
+    try:
+        text = content.decode("utf-8")
+        if name.endswith(".json"):
+            documents = [json.loads(text)]
+        else:
+            documents = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return content
+    kept = [
+        {k: v for k, v in doc.items() if k not in TIMES} if isinstance(doc, dict) else doc
+        for doc in documents
+    ]
+    return json.dumps(kept, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 @dataclass
 class EvidenceReader:
     """Executes the judge's read-only tools over ``root``, counting reads against a budget."""
@@ -73,6 +98,17 @@ class EvidenceReader:
             if path.is_file() and not path.is_symlink():
                 out.append(path.relative_to(self.root).as_posix())
         return out
+
+    def digest(self) -> str:
+        """A digest of all the evidence the judge may read: every file's path and content,
+        with the times left out of the JSON files (:func:`_timeless`), so that two runs that
+        differ only in when they ran share a judge's answer."""
+        whole = hashlib.sha256()
+        for name in self.files():
+            content = _timeless(name, (self.root / name).read_bytes())
+            digest = hashlib.sha256(content).hexdigest()
+            whole.update(f"{name}\0{digest}\n".encode("utf-8", "surrogatepass"))
+        return "sha256:" + whole.hexdigest()
 
     def call(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
         """Run one tool call; returns (success, text for the model)."""
