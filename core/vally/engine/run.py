@@ -37,6 +37,7 @@ from vally.engine.trials.components import BackendChoice, ReporterChoice, Runner
 from vally.engine.trials.context import GraderFactory, RunContext, TrialGate, new_run_id
 from vally.engine.trials.remote import REPLAYED_KINDS, RemoteRun
 from vally.engine.trials.run_engine import RunEngine, RunResult
+from vally.engine.trials.run_plugins import create_run_plugins
 from vally.engine.trials.scheduler import DEFAULT_WORKERS, stop_on_signals
 from vally.engine.trials.summaries import PlanSummaries, RunSummaries, VariantSummaries
 from vally.errors import MissingExecutorError
@@ -183,7 +184,8 @@ def plan_request(request: RunRequest) -> Plan:
 def prepare_run(
     request: RunRequest, *, dry_run: bool = False, plan: Plan | None = None
 ) -> PreparedRun:
-    """Plan the request and create every plugin it needs, before anything is written.
+    """Plan the request and create every plugin it needs in one pass
+    (:func:`~vally.engine.trials.run_plugins.create_run_plugins`), before anything is written.
 
     Args:
         request: The run.
@@ -193,44 +195,15 @@ def prepare_run(
     Raises:
         VallyError: A spec, plugin, config or selection problem (nothing was written).
     """
-    session = request.session
     plan = plan if plan is not None else plan_request(request)
     trials: Sequence[PlannedTrial] = plan.trials
     if request.select is not None:
         wanted = set(request.select(plan.keys))
         trials = [t for t in plan.trials if t.key in wanted]
-    distinct = plan.distinct_trials
-    executors = components.build_executors(session, distinct)
-    create_grader = components.build_grader_factory(
-        session, distinct, validate=not request.skip_grade
-    )
-    if plan.lint_only:
-        components.validate_unplanned(plan, session, skip_grade=request.skip_grade)
-    prepared = PreparedRun(request, plan, trials, executors, create_grader)
-    if plan.lint_only:
-        return prepared
-    # Reporters are created (their configs checked) even for a dry run; they open nothing
-    # until the run starts.
-    prepared.reporters = components.create_reporters(
-        session, request.reporters, request.reporter_plugins, base_dir=request.plugin_base
-    )
-    if dry_run:
-        return prepared
-    project = request.project
-    choice = request.backend
-    prepared.backend = components.build_backend(
-        session,
-        project,
-        flag_spec=choice.specifier,
-        flag_args=choice.args,
-        flag_base=choice.base_dir or request.plugin_base,
-        project_root=request.project_root,
-    )
-    prepared.llm = components.llm_provider_for(session, project, distinct)
-    if request.runner is not None:
-        prepared.runner = components.build_runner(
-            session, request.runner.specifier, request.runner.args, base_dir=request.plugin_base
-        )
+    plugins = create_run_plugins(request, plan, dry_run=dry_run)
+    prepared = PreparedRun(request, plan, trials, plugins.executors, plugins.create_grader)
+    prepared.reporters = plugins.reporters
+    prepared.backend, prepared.llm, prepared.runner = plugins.backend, plugins.llm, plugins.runner
     return prepared
 
 

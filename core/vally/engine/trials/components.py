@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,7 +79,14 @@ def located(where: str) -> Iterator[None]:
         raise PluginNotFoundError(f"{where}: {exc.message}", hint=exc.hint) from None
 
 
-def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[PluginRef, Executor]:
+Collect = Callable[[], contextlib.AbstractContextManager[None]]
+"""Wraps the creation of one plugin: :func:`contextlib.nullcontext` lets its error propagate;
+:meth:`~vally.engine.trials.run_plugins.PluginProblems.collect` keeps it and goes on."""
+
+
+def build_executors(
+    session: Session, trials: Sequence[PlannedTrial], *, collect: Collect = contextlib.nullcontext
+) -> dict[PluginRef, Executor]:
     """One executor per distinct reference (name and config), checked for multi-turn support.
 
     Raises:
@@ -94,22 +101,34 @@ def build_executors(session: Session, trials: Sequence[PlannedTrial]) -> dict[Pl
         ref = trial.executor_ref
         if ref not in executors:
             where = f"{trial.loaded.source}: defaults.executor"
-            with located(where):
+            with collect(), located(where):
                 executors[ref] = session.create(
                     "executor", ref.name, trial.executor.config, where=where
                 )
-        if trial.stimulus.is_multi_turn and not supports_turns(executors[ref]):
-            raise UnsupportedError(
-                f"executor {ref.name!r} does not support turns, but stimulus "
-                f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
-                hint="use an executor that supports multi-turn sessions, or write the "
-                "stimulus as one prompt",
-            )
+        if ref not in executors:
+            continue
+        with collect():
+            _check_turns(executors[ref], trial, supports_turns)
     return executors
 
 
+def _check_turns(executor: Executor, trial: PlannedTrial, supports_turns: Any) -> None:
+    """A multi-turn stimulus needs an executor that supports turns."""
+    if trial.stimulus.is_multi_turn and not supports_turns(executor):
+        raise UnsupportedError(
+            f"executor {trial.executor_ref.name!r} does not support turns, but stimulus "
+            f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
+            hint="use an executor that supports multi-turn sessions, or write the "
+            "stimulus as one prompt",
+        )
+
+
 def build_grader_factory(
-    session: Session, trials: Sequence[PlannedTrial], *, validate: bool = True
+    session: Session,
+    trials: Sequence[PlannedTrial],
+    *,
+    validate: bool = True,
+    collect: Collect = contextlib.nullcontext,
 ) -> GraderFactory:
     """Validate every planned grader once (when ``validate``) and return a factory that
     hands out one shared instance per distinct reference (type and config)."""
@@ -120,7 +139,7 @@ def build_grader_factory(
                 ref = PluginRef.of(config.type, config.config)
                 if ref not in graders:
                     where = f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}"
-                    with located(where):
+                    with collect(), located(where):
                         graders[ref] = session.create(
                             "grader", config.type, config.config, where=where
                         )
@@ -281,7 +300,9 @@ def create_reporters(
     return list(created.items())
 
 
-def validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> None:
+def validate_unplanned(
+    plan: Plan, session: Session, *, skip_grade: bool, collect: Collect = contextlib.nullcontext
+) -> None:
     """With nothing to run (``runs: 0``), still check that every executor and grader the
     specs name exists and accepts its config (the lint-only contract)."""
     for planned in plan.evals:
@@ -290,14 +311,14 @@ def validate_unplanned(plan: Plan, session: Session, *, skip_grade: bool) -> Non
         ref = spec.defaults.executor
         if ref is not None:
             where = f"{source}: defaults.executor"
-            with located(where):
+            with collect(), located(where):
                 session.create("executor", ref.name, ref.config, where=where)
         if skip_grade:
             continue
         for stimulus in spec.stimuli:
             for config in [*spec.graders, *stimulus.graders]:
                 where = f"{source}: stimulus {stimulus.name!r}"
-                with located(where):
+                with collect(), located(where):
                     session.create("grader", config.type, config.config, where=where)
 
 
