@@ -105,3 +105,25 @@ def test_missing_files_src_fails_before_any_trial(project: Path) -> None:
     assert "files[].src" in result.stderr and "nope.txt" in result.stderr
     assert "does not exist" in result.stderr and "missing.yaml" in result.stderr
     assert not (project / "out").exists()
+
+
+def test_an_empty_resume_is_refused_instead_of_starting_a_fresh_run(project: Path) -> None:
+    result = vally("eval", "-e", "eval.yaml", "--resume", "", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "--resume needs the run folder to continue, got an empty value" in result.stderr
+    assert "unset" in result.stderr
+    assert not (project / "out").exists()
+
+
+def test_an_errored_trial_is_not_said_to_leave_the_exit_code_at_0(project: Path) -> None:
+    spec = (project / "eval.yaml").read_text(encoding="utf-8")
+    errored = spec.replace('      output: "Done: {prompt}"\n', '      error: "agent crashed"\n')
+    failing = spec.replace("substring: Done", "substring: never")
+    assert errored != spec and failing != spec
+    (project / "errored.yaml").write_text(errored.replace("name: demo", "name: crash"))
+    (project / "failing.yaml").write_text(failing.replace("name: demo", "name: wrong"))
+    result = vally("eval", "-e", "errored.yaml", "-e", "failing.yaml", cwd=project)
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert "1 failed, 1 errored" in out and "verdict: FAIL" in out
+    assert "exit code is still 0" not in out

@@ -165,6 +165,12 @@ class RunOptions:
             )
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}")
+        if self.resume is not None and not self.resume.strip():
+            raise ConfigError(
+                "--resume needs the run folder to continue, got an empty value",
+                hint="is the variable passed to --resume unset? Pass the run folder, or leave "
+                "--resume out to start a new run",
+            )
         if self.retry_errors and not self.resume:
             raise ConfigError(
                 "--retry-errors needs --resume: it re-runs the errored trials of a run folder",

@@ -328,7 +328,7 @@ def closing_lines(
     lines = [*_per_eval_lines(outcome), line]
     if aggregate.cost.spent:
         lines.append(f"  cost: {aggregate.cost.line()}")
-    if verdict == "FAIL" and run.options.get("require_pass") is False:
+    if verdict == "FAIL" and run.options.get("require_pass") is False and not counts["errored"]:
         lines.append(
             "  The exit code is still 0 because --require-pass was not given; "
             "with --require-pass a failed verdict exits 1."
