@@ -17,7 +17,7 @@ import os
 import signal
 from collections.abc import Mapping, Sequence
 
-from vally_backends.keeper_host import Keeper, pool, spawn
+from vally_backends.keeper_host import Keeper, KeeperRequest, pool, spawn
 
 KILL_GRACE_SECONDS = 2.0
 """How long a command's processes get between SIGTERM and SIGKILL."""
@@ -279,7 +279,9 @@ async def start_kept(
     ours, theirs = _pipes(stdin, stderr)
     try:
         keeper = spawn(
-            argv=argv, cwd=cwd, env=env, grace=KILL_GRACE_SECONDS, status=status_w, stdio=theirs
+            KeeperRequest(
+                argv=argv, cwd=cwd, env=env, grace=KILL_GRACE_SECONDS, status=status_w, stdio=theirs
+            )
         )
     except BaseException:
         for mine in (status_r, *ours):

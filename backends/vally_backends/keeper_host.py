@@ -20,10 +20,32 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 REAPER = Path(__file__).with_name("reaper.py")
 """The script every keeper runs."""
+
+
+@dataclass(frozen=True)
+class KeeperRequest:
+    """A command for a keeper to run.
+
+    Attributes:
+        argv: The command.
+        cwd: Its working directory.
+        env: Its whole environment.
+        grace: Seconds its processes get between SIGTERM and SIGKILL when it is stopped.
+        status: The write end of the pipe the keeper reports the command's start and end on.
+        stdio: Its standard input, output and error (None: ``/dev/null``).
+    """
+
+    argv: Sequence[str]
+    cwd: str
+    env: Mapping[str, str]
+    grace: float
+    status: int
+    stdio: Sequence[int | None]
 
 
 class Keeper:
@@ -57,32 +79,23 @@ class Keeper:
         """Whether the keeper still runs."""
         return self.process.poll() is None
 
-    def send(
-        self,
-        *,
-        argv: Sequence[str],
-        cwd: str,
-        env: Mapping[str, str],
-        grace: float,
-        status: int,
-        stdio: Sequence[int | None],
-    ) -> None:
-        """Ask the keeper to run ``argv`` in ``cwd`` with ``env``, reporting on the pipe
-        ``status`` and using ``stdio`` as its standard streams (None: ``/dev/null``).
+    def send(self, request: KeeperRequest) -> None:
+        """Ask the keeper to run ``request``'s command, passing it the status pipe and the
+        command's standard streams.
 
         Raises:
             OSError: The keeper is gone (its socket is closed).
         """
         body = json.dumps(
             {
-                "argv": list(argv),
-                "cwd": cwd,
-                "env": dict(env),
-                "grace": grace,
-                "stdio": [fd is not None for fd in stdio],
+                "argv": list(request.argv),
+                "cwd": request.cwd,
+                "env": dict(request.env),
+                "grace": request.grace,
+                "stdio": [fd is not None for fd in request.stdio],
             }
         ).encode("utf-8")
-        fds = [status, *(fd for fd in stdio if fd is not None)]
+        fds = [request.status, *(fd for fd in request.stdio if fd is not None)]
         message = len(body).to_bytes(4, "big") + body
         rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())
         # One call for the length, the body and the descriptors (which travel with the
@@ -144,15 +157,7 @@ def pool() -> KeeperPool:
         return found
 
 
-def spawn(
-    *,
-    argv: Sequence[str],
-    cwd: str,
-    env: Mapping[str, str],
-    grace: float,
-    status: int,
-    stdio: Sequence[int | None],
-) -> Keeper:
+def spawn(request: KeeperRequest) -> Keeper:
     """Send one command to an idle keeper of this thread (see :meth:`Keeper.send`), or to a
     new one when the one taken turns out to be gone; the keeper now serving it. Give it
     back with :meth:`KeeperPool.give_back` once the status pipe closed."""
@@ -160,7 +165,7 @@ def spawn(
     for attempt in (1, 2):
         keeper = keepers.take()
         try:
-            keeper.send(argv=argv, cwd=cwd, env=env, grace=grace, status=status, stdio=stdio)
+            keeper.send(request)
             return keeper
         except OSError:
             keeper.discard()

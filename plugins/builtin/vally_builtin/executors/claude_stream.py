@@ -44,27 +44,33 @@ _MODEL_USAGE_KEYS = (
     "cacheCreationInputTokens",
     "costUSD",
 )
+"""The counts of a model's entry in the result line's per-run usage, kept in ``extra``;
+the first four are its input, output, cache-read and cache-write tokens."""
+
+_API_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+"""The token counts of an API ``usage`` object (``assistant`` lines, the run's ``usage``):
+input, output, cache read and cache write."""
 
 
-def _claude_usage(usage: dict[str, Any], model: str | None) -> TokenUsageData:
-    cache_read = as_int(usage.get("cache_read_input_tokens"))
-    cache_write = as_int(usage.get("cache_creation_input_tokens"))
-    # Claude's input_tokens excludes cached tokens; ours includes them.
+def _token_usage(
+    usage: dict[str, Any],
+    model: str | None,
+    keys: tuple[str, str, str, str] = _API_USAGE_KEYS,
+) -> TokenUsageData:
+    """The token usage of ``usage``, whose input, output, cache-read and cache-write counts
+    are under ``keys`` (by default the API's spelling)."""
+    input_key, output_key, cache_read_key, cache_write_key = keys
+    cache_read = as_int(usage.get(cache_read_key))
+    cache_write = as_int(usage.get(cache_write_key))
+    # Claude's input tokens exclude cached tokens; ours include them.
     return TokenUsageData(
-        input_tokens=as_int(usage.get("input_tokens")) + cache_read + cache_write,
-        output_tokens=as_int(usage.get("output_tokens")),
-        cache_read_tokens=cache_read,
-        cache_write_tokens=cache_write,
-        model=model,
-    )
-
-
-def _model_usage(model: str, usage: dict[str, Any]) -> TokenUsageData:
-    cache_read = as_int(usage.get("cacheReadInputTokens"))
-    cache_write = as_int(usage.get("cacheCreationInputTokens"))
-    return TokenUsageData(
-        input_tokens=as_int(usage.get("inputTokens")) + cache_read + cache_write,
-        output_tokens=as_int(usage.get("outputTokens")),
+        input_tokens=as_int(usage.get(input_key)) + cache_read + cache_write,
+        output_tokens=as_int(usage.get(output_key)),
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         model=model,
@@ -123,7 +129,7 @@ class _ClaudeStream:
         usage = message.get("usage")
         model = message.get("model") or self.model
         if isinstance(usage, dict) and model != SYNTHETIC_MODEL:
-            data = _claude_usage(usage, model)
+            data = _token_usage(usage, model)
             if msg_id in self.usage_by_message:
                 self.usage_by_message[msg_id].data = data
             else:
@@ -217,9 +223,13 @@ class _ClaudeStream:
         per_run = obj.get("model_usage_since_last_result")
         targets: list[TokenUsageData] = []
         if isinstance(per_run, dict):
-            targets = [_model_usage(str(m), u) for m, u in per_run.items() if isinstance(u, dict)]
+            targets = [
+                _token_usage(u, str(m), _MODEL_USAGE_KEYS[:4])
+                for m, u in per_run.items()
+                if isinstance(u, dict)
+            ]
         elif isinstance(obj.get("usage"), dict):
-            targets = [_claude_usage(obj["usage"], self.model)]
+            targets = [_token_usage(obj["usage"], self.model)]
         calls = list(self.usage_by_message.values())
         named = {t.model for t in targets}
         # Calls whose model name the CLI's totals spell differently go to an unmatched total.

@@ -26,7 +26,15 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from vally import ConfigError, EvalSpec, LoadedEval, PluginMetadata, Stimulus, StrictConfig
+from vally import (
+    ConfigError,
+    EvalSpec,
+    LoadedEval,
+    Plugin,
+    PluginMetadata,
+    Stimulus,
+    StrictConfig,
+)
 
 SUPPORTED_GRADERS = ("run-command", "file-exists", "file-not-exists")
 """Grader types the exported verifier script can run."""
@@ -60,7 +68,7 @@ class _Task:
     files: dict[str, str]
 
 
-class HarborExporter:
+class HarborExporter(Plugin[HarborExportConfig]):
     """Writes each stimulus of an eval spec as a Harbor task folder."""
 
     metadata: ClassVar[PluginMetadata] = PluginMetadata(
@@ -69,10 +77,6 @@ class HarborExporter:
         description="Harbor / Terminal-Bench 2 task folders (task.toml, instruction.md, "
         "environment/Dockerfile, tests/test.sh)",
     )
-    Config: ClassVar[type[HarborExportConfig]] = HarborExportConfig
-
-    def __init__(self, config: HarborExportConfig | None = None) -> None:
-        self.config = config if config is not None else HarborExportConfig()
 
     def export(self, loaded: LoadedEval, output_dir: Path) -> list[Path]:
         """Write one task folder per stimulus under ``output_dir``; every stimulus is checked

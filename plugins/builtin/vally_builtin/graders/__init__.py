@@ -27,6 +27,7 @@ __all__ = [
     "TimedPattern",
     "compile_pattern",
     "confined_relative",
+    "copy_folder_in",
     "describe_list",
     "find_text",
     "require_sandbox",
@@ -267,6 +268,16 @@ def resolve_host_source(spec_dir: Path, src: str, *, what: str) -> Path:
             "file's folder)"
         )
     return candidate
+
+
+async def copy_folder_in(sandbox: Sandbox, source: Path, dest: str) -> None:
+    """Write every file below the host folder ``source`` to ``dest/<relative path>`` in
+    the sandbox, in sorted order; symbolic links are skipped."""
+    for item in sorted(source.rglob("*")):
+        if item.is_symlink() or not item.is_file():
+            continue
+        rel = item.relative_to(source).as_posix()
+        await sandbox.write_file(f"{dest}/{rel}", item.read_bytes())
 
 
 def shorten(text: str, limit: int = 200) -> str:

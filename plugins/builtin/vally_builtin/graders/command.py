@@ -30,6 +30,7 @@ from vally import (
 from vally_builtin.graders import (
     compile_pattern,
     confined_relative,
+    copy_folder_in,
     require_sandbox,
     resolve_host_source,
 )
@@ -81,11 +82,7 @@ async def stage_files(context: GradeContext, sandbox: Sandbox, files: list[Verif
         source = resolve_host_source(context.spec_dir, entry.src, what="files[].src")
         dest = entry.destination()
         if source.is_dir():
-            for item in sorted(source.rglob("*")):
-                if item.is_symlink() or not item.is_file():
-                    continue
-                rel = item.relative_to(source).as_posix()
-                await sandbox.write_file(f"{dest}/{rel}", item.read_bytes())
+            await copy_folder_in(sandbox, source, dest)
         else:
             await sandbox.write_file(dest, source.read_bytes())
 

@@ -29,7 +29,7 @@ from vally import (
     StrictConfig,
     loads_bounded,
 )
-from vally_builtin.graders import require_sandbox, resolve_host_source
+from vally_builtin.graders import copy_folder_in, require_sandbox, resolve_host_source
 from vally_builtin.graders.process import GraderCommand, output_tail
 
 STAGING = ".vally-harbor-tests"
@@ -91,10 +91,7 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
         tests = resolve_host_source(context.spec_dir, self.config.tests, what="tests")
         if not (tests / "test.sh").is_file():
             raise GradingError(f"the Harbor task has no tests/test.sh (looked in {tests})")
-        for item in sorted(tests.rglob("*")):
-            if item.is_file() and not item.is_symlink():
-                rel = item.relative_to(tests).as_posix()
-                await sandbox.write_file(f"{STAGING}/{rel}", item.read_bytes())
+        await copy_folder_in(sandbox, tests, STAGING)
         command = GraderCommand(
             ["sh", "-c", _RUN], shown="tests/test.sh", timeout=self.config.timeout
         )

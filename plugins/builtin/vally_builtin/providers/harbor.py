@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError
 
-from vally import ConfigError, EvalSpec, LoadedEval, PluginMetadata, StrictConfig
+from vally import ConfigError, EvalSpec, LoadedEval, Plugin, PluginMetadata, StrictConfig
 
 TASK_FILE = "task.toml"
 """The file that marks a Harbor task folder."""
@@ -48,7 +48,7 @@ class HarborProviderConfig(StrictConfig):
     defaults: dict[str, Any] = Field(default_factory=dict)
 
 
-class HarborEvalProvider:
+class HarborEvalProvider(Plugin[HarborProviderConfig]):
     """Reads one Harbor task folder (``task.toml``, ``instruction.md``, ``tests/``)."""
 
     metadata: ClassVar[PluginMetadata] = PluginMetadata(
@@ -56,10 +56,6 @@ class HarborEvalProvider:
         kind="eval_provider",
         description="Harbor / Terminal-Bench 2 task folders (point --eval-spec at task.toml)",
     )
-    Config: ClassVar[type[HarborProviderConfig]] = HarborProviderConfig
-
-    def __init__(self, config: HarborProviderConfig | None = None) -> None:
-        self.config = config if config is not None else HarborProviderConfig()
 
     def load(self, path: Path, params: Mapping[str, str]) -> list[LoadedEval]:
         """Load the task whose ``task.toml`` (or folder) is ``path``.

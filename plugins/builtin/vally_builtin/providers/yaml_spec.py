@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from vally import EmptyConfig, LoadedEval, PluginMetadata, load_eval_file
+from vally import EmptyConfig, LoadedEval, Plugin, PluginMetadata, load_eval_file
 
 
-class YamlEvalProvider:
+class YamlEvalProvider(Plugin[EmptyConfig]):
     """Reads one ``eval.yaml`` (params resolved, validated, named environment resolved)."""
 
     metadata: ClassVar[PluginMetadata] = PluginMetadata(
@@ -17,10 +17,6 @@ class YamlEvalProvider:
         kind="eval_provider",
         description="vally eval specs written in YAML (eval.yaml)",
     )
-    Config: ClassVar[type[EmptyConfig]] = EmptyConfig
-
-    def __init__(self, config: EmptyConfig | None = None) -> None:
-        self.config = config if config is not None else EmptyConfig()
 
     def load(self, path: Path, params: Mapping[str, str]) -> list[LoadedEval]:
         """Load ``path`` as one eval spec; ``.vally.yaml`` is found by walking up from it.
