@@ -10,6 +10,7 @@ grader reports (``metadata.judgeUsage``) priced at the judge model's price
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
@@ -78,7 +79,7 @@ class Cost(RecordModel):
 
 def _reported_cost(trajectory: Trajectory) -> float | None:
     value = trajectory.metadata.extra.get(REPORTED_COST_KEY)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
         return float(value)
     return None
 

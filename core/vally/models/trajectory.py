@@ -8,13 +8,14 @@ executor only has to record what happened.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, NonNegativeInt
 
 from vally.models.base import RecordModel
 from vally.models.spec import Stimulus
@@ -69,13 +70,30 @@ class ToolResultEvent(_EventBase):
 
 
 class TokenUsageData(RecordModel):
-    """Usage of one model call. ``cache_read_tokens`` is a subset of ``input_tokens``."""
+    """Usage of one model call. ``cache_read_tokens`` is a subset of ``input_tokens``.
+    Every count is a whole number >= 0: an event stream's ``token_usage`` line with another
+    count is an invalid event (recorded as an error, never counted)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
     model: str | None = None
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    cache_read_tokens: NonNegativeInt = 0
+    cache_write_tokens: NonNegativeInt = 0
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as an agent reported it: 0 when missing, the count when it is a whole
+    number >= 0 (``12`` or ``12.0``), None when it is anything else (negative, NaN,
+    infinite, fractional, a boolean, text): a count that must be reported, never counted."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and value >= 0:
+        return int(value)
+    return None
 
 
 class TokenUsageEvent(_EventBase):
@@ -427,23 +445,47 @@ class TrajectoryRecorder:
 
     def token_usage(
         self,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
+        input_tokens: Any = 0,
+        output_tokens: Any = 0,
         *,
         model: str | None = None,
-        cache_read_tokens: int = 0,
-        cache_write_tokens: int = 0,
+        cache_read_tokens: Any = 0,
+        cache_write_tokens: Any = 0,
     ) -> TokenUsageEvent:
         """Record the token usage of one model call (cached tokens are part of
-        ``input_tokens``)."""
-        data = TokenUsageData(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            model=model,
-            cache_read_tokens=cache_read_tokens,
-            cache_write_tokens=cache_write_tokens,
+        ``input_tokens``), with the counts as the agent reported them: see
+        :meth:`checked_token_counts`."""
+        counts = self.checked_token_counts(
+            {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cache_read_tokens": cache_read_tokens,
+                "cache_write_tokens": cache_write_tokens,
+            },
+            source=f"the usage of model {model}" if model else "a model call's usage",
         )
+        data = TokenUsageData(model=model, **counts)
         return self.add(TokenUsageEvent(data=data))
+
+    def checked_token_counts(self, counts: Mapping[str, Any], *, source: str) -> dict[str, int]:
+        """``counts`` as whole numbers >= 0: a missing one is 0, and one that is not a whole
+        number >= 0 (negative, NaN, infinite, fractional) is counted as 0 and recorded as an
+        ``invalid_token_count`` error naming it, so a lying agent can neither lower what a
+        trial spent nor hide that it reported nonsense."""
+        checked: dict[str, int] = {}
+        bad: list[str] = []
+        for name, value in counts.items():
+            count = token_count(value)
+            if count is None:
+                bad.append(f"{name}={value!r}")
+            checked[name] = count or 0
+        if bad:
+            self.error(
+                f"{source} has token counts that are not whole numbers >= 0, counted as 0: "
+                + ", ".join(bad),
+                code="invalid_token_count",
+            )
+        return checked
 
     def error(self, message: str, *, code: str | None = None, fatal: bool = False) -> ErrorEvent:
         """Record an error during the run (``fatal`` when it ended the run)."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from vally import TokenUsageData, TokenUsageEvent, TrajectoryRecorder, last_assistant_text
 
-from .stream_base import StreamResult, as_int, objects, text_of
+from .stream_base import StreamResult, objects, text_of
 
 SYNTHETIC_MODEL = "<synthetic>"
 """The model name Claude Code gives the messages it writes itself."""
@@ -60,17 +60,22 @@ input, output, cache read and cache write."""
 def _token_usage(
     usage: dict[str, Any],
     model: str | None,
+    recorder: TrajectoryRecorder,
     keys: tuple[str, str, str, str] = _API_USAGE_KEYS,
 ) -> TokenUsageData:
     """The token usage of ``usage``, whose input, output, cache-read and cache-write counts
-    are under ``keys`` (by default the API's spelling)."""
+    are under ``keys`` (by default the API's spelling); a count that is not a whole number
+    >= 0 is recorded as an error of the trajectory and counted as 0."""
     input_key, output_key, cache_read_key, cache_write_key = keys
-    cache_read = as_int(usage.get(cache_read_key))
-    cache_write = as_int(usage.get(cache_write_key))
+    counts = recorder.checked_token_counts(
+        {key: usage.get(key) for key in keys},
+        source=f"the usage of model {model}" if model else "the usage",
+    )
+    cache_read, cache_write = counts[cache_read_key], counts[cache_write_key]
     # Claude's input tokens exclude cached tokens; ours include them.
     return TokenUsageData(
-        input_tokens=as_int(usage.get(input_key)) + cache_read + cache_write,
-        output_tokens=as_int(usage.get(output_key)),
+        input_tokens=counts[input_key] + cache_read + cache_write,
+        output_tokens=counts[output_key],
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         model=model,
@@ -129,7 +134,7 @@ class _ClaudeStream:
         usage = message.get("usage")
         model = message.get("model") or self.model
         if isinstance(usage, dict) and model != SYNTHETIC_MODEL:
-            data = _token_usage(usage, model)
+            data = _token_usage(usage, model, self.recorder)
             if msg_id in self.usage_by_message:
                 self.usage_by_message[msg_id].data = data
             else:
@@ -224,12 +229,12 @@ class _ClaudeStream:
         targets: list[TokenUsageData] = []
         if isinstance(per_run, dict):
             targets = [
-                _token_usage(u, str(m), _MODEL_USAGE_KEYS[:4])
+                _token_usage(u, str(m), self.recorder, _MODEL_USAGE_KEYS[:4])
                 for m, u in per_run.items()
                 if isinstance(u, dict)
             ]
         elif isinstance(obj.get("usage"), dict):
-            targets = [_token_usage(obj["usage"], self.model)]
+            targets = [_token_usage(obj["usage"], self.model, self.recorder)]
         calls = list(self.usage_by_message.values())
         named = {t.model for t in targets}
         # Calls whose model name the CLI's totals spell differently go to an unmatched total.

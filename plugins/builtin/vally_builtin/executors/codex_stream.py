@@ -30,7 +30,7 @@ from typing import Any
 
 from vally import ToolCallEvent, TrajectoryRecorder, last_assistant_text
 
-from .stream_base import SNIPPET, StreamResult, as_int, objects
+from .stream_base import SNIPPET, StreamResult, objects
 
 _TOOL_ITEMS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 _SKILL_FILE = re.compile(r"([^/\s'\"`]+)/SKILL\.md\b")
@@ -149,7 +149,9 @@ class _CodexStream:
     def usage(self, usage: dict[str, Any]) -> None:
         """The run's usage, less what earlier runs of the same session already counted."""
         seen = self.session.get("codexUsage") or {}
-        now = {k: as_int(usage.get(k)) for k in _USAGE_KEYS}
+        now = self.recorder.checked_token_counts(
+            {k: usage.get(k) for k in _USAGE_KEYS}, source="the run's usage"
+        )
         if any(now[k] < seen.get(k, 0) for k in _USAGE_KEYS):
             seen = {}  # a new session: the totals started again
         self.session["codexUsage"] = now

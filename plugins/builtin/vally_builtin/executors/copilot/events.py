@@ -222,15 +222,14 @@ class CopilotEventMapper:
             self.recorder.reasoning(content)
 
     def _usage(self, data: dict[str, Any]) -> None:
-        inputs, outputs = _int(data.get("inputTokens")), _int(data.get("outputTokens"))
-        self.recorder.token_usage(
-            inputs,
-            outputs,
+        event = self.recorder.token_usage(
+            data.get("inputTokens"),
+            data.get("outputTokens"),
             model=_str(data.get("model")),
-            cache_read_tokens=_int(data.get("cacheReadTokens")),
-            cache_write_tokens=_int(data.get("cacheWriteTokens")),
+            cache_read_tokens=data.get("cacheReadTokens"),
+            cache_write_tokens=data.get("cacheWriteTokens"),
         )
-        self.facts.tokens += inputs + outputs
+        self.facts.tokens += event.data.input_tokens + event.data.output_tokens
         self._changed()
 
     # ------------------------------------------------------------------ tools
