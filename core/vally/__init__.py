@@ -104,6 +104,9 @@ _EXPORTS: dict[str, str] = {
     "loads_bounded": "vally.models.jsontext",
     "JsonTooDeepError": "vally.models.jsontext",
     "order_records": "vally.engine.shards.validation",
+    # reading a finished run back, for scripts and notebooks
+    "read_run": "vally.engine.records.reading",
+    "RunRecords": "vally.engine.records.reading",
     "is_errored": "vally.engine.records.scoring",
     "is_graded": "vally.engine.records.scoring",
     # stimulus-level comparison statistics, for reporters and the dashboard
@@ -270,6 +273,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     )
     from vally.engine.planning.plan import PlanInput as PlanInput, PlanOptions as PlanOptions
     from vally.engine.planning.spec_files import SpecArchive as SpecArchive
+    from vally.engine.records.reading import RunRecords as RunRecords, read_run as read_run
     from vally.engine.records.run_folder import (
         ARTIFACTS_DIR as ARTIFACTS_DIR,
         EVENTS_FILE as EVENTS_FILE,

@@ -39,8 +39,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _copy_docs_tree(tmp_path_factory.mktemp("python-api"))
 
 
-def test_page_has_the_four_examples() -> None:
-    assert len(python_blocks(PAGE.read_text(encoding="utf-8"))) == 4
+def test_page_has_the_five_examples() -> None:
+    assert len(python_blocks(PAGE.read_text(encoding="utf-8"))) == 5
 
 
 def test_eval_example_returns_records_and_writes_the_run_folder(tree: Path) -> None:
@@ -71,3 +71,11 @@ def test_export_example_writes_a_harbor_task(tree: Path) -> None:
     files = ["environment/Dockerfile", "instruction.md", "task.toml", "tests/test.sh"]
     assert out.strip() == str(files)
     assert (tree / "harbor-tasks" / "hello-file" / "tests" / "test.sh").is_file()
+
+
+def test_reading_a_run_example_reads_the_records_and_summaries(tree: Path) -> None:
+    pytest.importorskip("pandas")
+    out = run_block(python_blocks(PAGE.read_text(encoding="utf-8"))[4], tree)
+    lines = out.strip().splitlines()
+    assert lines[0] == "9 records, 1 summary"  # three stimuli, three runs each
+    assert lines[1] == "{'add-numbers': 1.0, 'create-file': 1.0, 'nested-file': 1.0}"
