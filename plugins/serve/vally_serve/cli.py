@@ -81,8 +81,8 @@ def serve_command(
         session = prepare_serve(directory, store, host=host, port=port, cors=cors)
     report = session.report
     if report is not None:
-        for problem in report.problems[:SHOWN_PROBLEMS]:
-            typer.echo(f"warning: skipped {problem}", err=True)
+        _warn([str(p) for p in report.problems], "skipped ")
+        _warn([str(p) for p in report.left_out], "")
         typer.echo(f"Ingested {report.added} new outcomes ({report.duplicates} already stored)")
     typer.echo(
         f"Serving {session.runs} run{'s' if session.runs != 1 else ''} "
@@ -124,6 +124,7 @@ def ingest_command(
     with user_errors():
         report = ingest_runs(run_dirs, store)
     problems = [str(p) for p in report.problems]
+    left_out = [str(p) for p in report.left_out]
     if as_json:
         typer.echo(
             json.dumps(
@@ -134,21 +135,29 @@ def ingest_command(
                     "added": report.added,
                     "duplicates": report.duplicates,
                     "problems": problems,
+                    "leftOut": left_out,
                 }
             )
         )
         raise typer.Exit(EXIT_OK)
-    for problem in problems[:SHOWN_PROBLEMS]:
-        typer.echo(f"warning: skipped {problem}", err=True)
-    if len(problems) > SHOWN_PROBLEMS:
-        typer.echo(f"warning: ... and {len(problems) - SHOWN_PROBLEMS} more", err=True)
+    _warn(problems, "skipped ")
+    _warn(left_out, "")
     runs = len(report.runs)
+    values = f", {len(left_out)} values left out" if left_out else ""
     typer.echo(
         f"Ingested {runs} run{'s' if runs != 1 else ''} from {report.folders} folder"
         f"{'s' if report.folders != 1 else ''}: {report.added} outcomes added, "
-        f"{report.duplicates} already in the store, {len(problems)} lines skipped"
+        f"{report.duplicates} already in the store, {len(problems)} lines skipped{values}"
     )
     raise typer.Exit(EXIT_OK)
+
+
+def _warn(messages: list[str], prefix: str) -> None:
+    """Print the first :data:`SHOWN_PROBLEMS` of ``messages`` as warnings, then a count."""
+    for message in messages[:SHOWN_PROBLEMS]:
+        typer.echo(f"warning: {prefix}{message}", err=True)
+    if len(messages) > SHOWN_PROBLEMS:
+        typer.echo(f"warning: ... and {len(messages) - SHOWN_PROBLEMS} more", err=True)
 
 
 def register_serve(app: typer.Typer) -> None:
