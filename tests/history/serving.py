@@ -12,6 +12,9 @@ from pathlib import Path
 from types import TracebackType
 
 URL_LINE = re.compile(r"^Serving (\d+) runs? \((\d+) outcomes\) at (http://\S+)")
+LOCAL = "http://127.0.0.1"
+"""The base URL of in-process test clients: a Host the app answers to (the test client's
+own default, ``testserver``, is refused like any foreign name)."""
 
 
 class Served:
@@ -29,6 +32,7 @@ class Served:
         self.url = ""
         self.runs = self.outcomes = 0
         self.output: list[str] = []
+        self.errors = ""
         assert self.process.stdout is not None
         for line in self.process.stdout:  # blocks until the server prints, or exits
             self.output.append(line)
@@ -44,6 +48,7 @@ class Served:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
         _out, err = self.process.communicate(timeout=60)
+        self.errors = err
         assert "Traceback" not in err, err
         return self.process.returncode
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.history.conftest import postgres_database
+from tests.history.serving import LOCAL
 
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient
@@ -42,7 +43,7 @@ def store(
 
 @pytest.fixture(scope="module")
 def client(store: Store) -> TestClient:
-    return TestClient(create_app(store))
+    return TestClient(create_app(store), base_url=LOCAL)
 
 
 def get(client: TestClient, path: str, expect: int = 200, **params: Any) -> Any:
@@ -306,7 +307,9 @@ def test_dashboard_is_served_from_the_package(client: TestClient) -> None:
 
 def test_cors_is_off_unless_asked(store: Store) -> None:
     origin = {"Origin": "http://example.test"}
-    plain = TestClient(create_app(store)).get("/api/metrics", headers=origin)
+    plain = TestClient(create_app(store), base_url=LOCAL).get("/api/metrics", headers=origin)
     assert "access-control-allow-origin" not in plain.headers
-    cors = TestClient(create_app(store, cors=True)).get("/api/metrics", headers=origin)
+    cors = TestClient(create_app(store, cors=True), base_url=LOCAL).get(
+        "/api/metrics", headers=origin
+    )
     assert cors.headers["access-control-allow-origin"] == "*"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.history.graded_runs import BASELINE, CANDIDATE, EVAL, records, write_graded_runs
+from tests.history.serving import LOCAL
 from tests.history.synth import RunSpec, _summary
 
 pytest.importorskip("starlette")
@@ -37,7 +38,7 @@ def client(store_target: str, tmp_path: Path) -> Iterator[TestClient]:
     report = ingest(store, [write_graded_runs(tmp_path / "runs")])
     assert not report.problems
     assert report.read == len(records(BASELINE)) + len(records(CANDIDATE))
-    yield TestClient(create_app(store))
+    yield TestClient(create_app(store), base_url=LOCAL)
     store.close()
 
 

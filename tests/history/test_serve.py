@@ -86,3 +86,58 @@ def test_a_taken_port_is_an_error(synthetic_runs: Path, tmp_path: Path) -> None:
         "serve", str(synthetic_runs / "run-a"), "--port", "70000", cwd=tmp_path, check=False
     )
     assert bad.returncode == 1 and "--port 70000 is not a TCP port" in bad.stderr
+
+
+def _port(url: str) -> str:
+    return url.rstrip("/").rsplit(":", 1)[1]
+
+
+def test_a_request_for_a_foreign_host_is_refused(synthetic_runs: Path, tmp_path: Path) -> None:
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 sends
+    its own name in the Host header (sent here to 127.0.0.1 only)."""
+    with Served(str(synthetic_runs / "run-a"), cwd=tmp_path) as served:
+        refused = httpx.get(served.url + "api/runs", headers={"Host": "evil.example"}, timeout=30)
+        assert refused.status_code == 421
+        assert "run-a" not in refused.text
+        local = f"http://localhost:{_port(served.url)}/api/runs"
+        assert httpx.get(local, timeout=30).status_code == 200
+        assert served.stop() == INTERRUPTED
+    assert "warning" not in served.errors  # loopback: nothing to warn about
+
+
+def test_beyond_loopback_a_warning_is_printed(synthetic_runs: Path, tmp_path: Path) -> None:
+    with Served(str(synthetic_runs / "run-a"), "--host", "0.0.0.0", cwd=tmp_path) as served:
+        local = f"http://127.0.0.1:{_port(served.url)}/"
+        assert httpx.get(local + "api/runs", timeout=30).status_code == 200
+        refused = httpx.get(local + "api/runs", headers={"Host": "evil.example"}, timeout=30)
+        assert refused.status_code == 421
+        assert served.stop() == INTERRUPTED
+    assert "warning: vally serve listens beyond this machine" in served.errors
+    assert "--token or VALLY_SERVE_TOKEN" in served.errors
+
+
+def test_the_access_token_comes_from_the_environment(
+    synthetic_runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = "an-access-token-for-the-test"
+    monkeypatch.setenv("VALLY_SERVE_TOKEN", token)
+    with Served(str(synthetic_runs / "run-a"), cwd=tmp_path) as served:
+        assert httpx.get(served.url + "api/runs", timeout=30).status_code == 401
+        assert httpx.get(served.url, timeout=30).status_code == 401
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(served.url + "api/runs", headers=bearer, timeout=30).status_code == 200
+        with httpx.Client(base_url=served.url, timeout=30, follow_redirects=True) as browser:
+            assert browser.get("/", params={"token": token}).status_code == 200  # redirected
+            assert browser.get("/api/runs").status_code == 200  # the cookie carries it
+        assert served.stop() == INTERRUPTED
+    assert token not in "".join(served.output) + served.errors  # never printed
+
+
+def test_a_short_token_is_refused(
+    synthetic_runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VALLY_SERVE_TOKEN", "short")
+    run = str(synthetic_runs / "run-a")
+    result = vally("serve", run, "--port", "0", cwd=tmp_path, check=False)
+    assert result.returncode == 1
+    assert "the access token must be 16 to 512 printable ASCII characters" in result.stderr

@@ -11,7 +11,11 @@ API, and its two commands (``vally ingest``, ``vally serve``) are ``vally.cli`` 
 * :mod:`~vally_serve.runfiles`: finding run folders and reading their JSONL files
   tolerantly (a torn or invalid line is reported with ``file:line`` and skipped);
 * :mod:`~vally_serve.trialdirs`: a trial's folder and what the store keeps from it;
+* :mod:`~vally_serve.storable`: which values of a record the columns can hold, and what
+  to tell the user of those they cannot;
 * :mod:`~vally_serve.rows`: one trial record as the rows of the store;
+* :mod:`~vally_serve.writes`: transactions that insert each outcome exactly once, tried
+  again on conflicts, with the records the store refuses set aside;
 * :mod:`~vally_serve.ingest`: loading run folders into a store, idempotently;
 * :mod:`~vally_serve.pagination` and :mod:`~vally_serve.metrics`: cursor pages and the
   metrics every list can aggregate;
@@ -21,9 +25,12 @@ API, and its two commands (``vally ingest``, ``vally serve``) are ``vally.cli`` 
   history across runs);
 * :mod:`~vally_serve.graded`: two runs' stored records streamed into vally's judge-free
   comparison of graded runs (``/api/compare/graded``);
+* :mod:`~vally_serve.access`: the ``Host`` check (DNS rebinding) and the access token;
 * :mod:`~vally_serve.api` and :mod:`~vally_serve.openapi`: the REST API (one table of
   endpoints), its OpenAPI document and the dashboard (a Starlette app; the dashboard's
   files are in ``dashboard/``);
+* :mod:`~vally_serve.deadlines`: deadlines on the phases of a connection (half-sent
+  requests);
 * :mod:`~vally_serve.server`: binding a socket and serving the app;
 * :mod:`~vally_serve.service`: ``ingest`` and ``serve`` as library calls;
 * :mod:`~vally_serve.cli`: the two commands.

@@ -4,34 +4,38 @@ Every run folder found at or below the given paths is read (:mod:`.runfiles`): i
 ``results.jsonl`` gives one outcome per trial, its ``run-summary.jsonl`` the run's summaries
 and experiment provenance, its trial folders the events and artifacts a record does not
 carry. Outcomes are inserted in batches, each batch one transaction, with "insert unless
-present" on the outcome id: re-ingesting a run adds nothing, and concurrent ingests of the
-same or different runs (several processes, several CI shards on one PostgreSQL server)
-neither lose nor duplicate a trial. Bad lines are reported and skipped.
+present" on the outcome id (:mod:`.writes`): re-ingesting a run adds nothing, and
+concurrent ingests of the same or different runs (several processes, several CI shards on
+one PostgreSQL server) neither lose nor duplicate a trial.
+
+Nothing one line holds stops the ingest: a line that cannot be read, a record without the
+fields that identify a trial or with identifying values the store cannot hold (a NUL, a
+lone surrogate, an over-long name), and a record the database refuses are reported with
+their ``file:line`` and skipped; a descriptive value the store cannot hold (a ``NaN``
+duration) is left out of its column and reported, and the record is stored.
 """
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Table, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Connection, select
 
 from vally import safe_name
 from vally_serve import schema
-from vally_serve.rows import OutcomeRows, RecordError, Row, outcome_rows, sums_of
+from vally_serve.rows import OutcomeRows, RecordError, Row, outcome_rows
 from vally_serve.runfiles import Line, Problem, RunFolder, find_run_folders, read_lines
+from vally_serve.storable import is_storable_text, key_text, limit_of, path_text
 from vally_serve.store import Store
 from vally_serve.trialdirs import TrialFolders, list_artifacts, read_events
+from vally_serve.writes import dialect_insert, in_transaction, write_outcomes
 
 BATCH = 1000
 """Outcomes per transaction."""
-RETRIES = 5
-"""Attempts of one batch that collides with a concurrent ingest."""
 
 
 @dataclass
@@ -44,6 +48,8 @@ class IngestReport:
         read: Trial records read.
         added: Outcomes that were new to the store.
         problems: Lines and paths skipped, with why.
+        left_out: Values of stored records that the store cannot hold and left out of
+            their columns (the record's line is kept whole), with where and why.
     """
 
     runs: list[str] = field(default_factory=list)
@@ -51,6 +57,7 @@ class IngestReport:
     read: int = 0
     added: int = 0
     problems: list[Problem] = field(default_factory=list)
+    left_out: list[Problem] = field(default_factory=list)
 
     @property
     def duplicates(self) -> int:
@@ -72,21 +79,25 @@ class RunInfo:
     vally_version: str | None = None
 
     def see(self, data: Mapping[str, Any]) -> None:
-        """Take the eval, times, version and experiment block of a record or summary."""
-        name = data.get("evalName")
-        if isinstance(name, str) and name not in self.evals:
+        """Take the eval, times, version and experiment block of a record or summary
+        (values the ``runs`` table cannot hold are passed over)."""
+        r = schema.runs.c
+        name = _storable(data.get("evalName"), limit_of(schema.outcomes.c.eval_name))
+        if name is not None and name not in self.evals:
             self.evals.append(name)
-        self.started_at = _earliest(self.started_at, data.get("startedAt"))
-        self.completed_at = _latest(self.completed_at, data.get("completedAt"))
-        if isinstance(data.get("vallyVersion"), str):
-            self.vally_version = data["vallyVersion"]
+        times = limit_of(r.started_at)
+        self.started_at = _earliest(self.started_at, _storable(data.get("startedAt"), times))
+        self.completed_at = _latest(self.completed_at, _storable(data.get("completedAt"), times))
+        version = _storable(data.get("vallyVersion"), limit_of(r.vally_version))
+        if version is not None:
+            self.vally_version = version
         block = data.get("experiment")
-        if isinstance(block, dict) and isinstance(block.get("experiment"), str):
+        if isinstance(block, dict) and is_storable_text(block.get("experiment")):
             self.experiment = block["experiment"]
             folder = Path(self.source)
             if isinstance(block.get("variant"), str) and folder.name == safe_name(block["variant"]):
                 self.source = str(folder.parent)  # the experiment's folder, not a variant's
-            if isinstance(block.get("baseline"), str):
+            if is_storable_text(block.get("baseline")):
                 self.baseline = block["baseline"]
 
     def row(self) -> Row:
@@ -103,6 +114,10 @@ class RunInfo:
             "source": self.source,
             "ingested_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
+
+
+def _storable(value: Any, limit: int | None) -> str | None:
+    return value if is_storable_text(value, limit) else None
 
 
 def _earliest(current: str | None, value: Any) -> str | None:
@@ -182,7 +197,7 @@ def _ingest_folder(
 def _run(folder: RunFolder, runs: dict[str, RunInfo], run_id: str, report: IngestReport) -> RunInfo:
     info = runs.get(run_id)
     if info is None:
-        info = runs[run_id] = RunInfo(run_id, str(folder.path.resolve()))
+        info = runs[run_id] = RunInfo(run_id, path_text(folder.path.resolve()))
         if run_id not in report.runs:
             report.runs.append(run_id)
     return info
@@ -202,19 +217,27 @@ def _take_summary(
             Problem(str(file), line.number, "not a run-summary record (no type or runId)")
         )
         return
-    info = _run(folder, runs, data["runId"], report)
-    info.see(data)
     raw_block = data.get("experiment")
     block: dict[str, Any] = raw_block if isinstance(raw_block, dict) else {}
-    summaries.append(
-        {
-            "run_id": data["runId"],
-            "eval_name": str(data.get("evalName") or ""),
-            "variant": str(data.get("variant") or ""),
-            "shard": str(block.get("shard") or ""),
+    c = schema.run_summaries.c
+    try:
+        row = {
+            "run_id": key_text(data["runId"], "runId", limit_of(c.run_id)),
+            "eval_name": _summary_key(data.get("evalName"), "evalName", limit_of(c.eval_name)),
+            "variant": _summary_key(data.get("variant"), "variant", limit_of(c.variant)),
+            "shard": _summary_key(block.get("shard"), "experiment.shard", limit_of(c.shard)),
             "record": line.raw,
         }
-    )
+    except RecordError as exc:
+        report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
+        return
+    _run(folder, runs, row["run_id"], report).see(data)
+    summaries.append(row)
+
+
+def _summary_key(value: Any, name: str, limit: int | None) -> str:
+    """A key column of ``run_summaries`` ("" when absent)."""
+    return key_text("" if not value else str(value), name, limit, required=False)
 
 
 def _trial_rows(
@@ -222,7 +245,7 @@ def _trial_rows(
 ) -> OutcomeRows | None:
     kind = line.data.get("type")
     if kind != "trial-result":
-        shown = "no type" if kind is None else f"type {kind!r}"
+        shown = "no type" if kind is None else f"type {repr(kind)[:60]}"
         report.problems.append(
             Problem(str(file), line.number, f"not a trial-result record ({shown}); skipped")
         )
@@ -232,6 +255,8 @@ def _trial_rows(
     except RecordError as exc:
         report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
         return None
+    rows.origin = (str(file), line.number)
+    report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
     _run(folder, runs, rows.outcome["run_id"], report).see(line.data)
     report.read += 1
     return rows
@@ -244,123 +269,64 @@ def _write_batch(
     trials: TrialFolders,
     report: IngestReport,
 ) -> None:
-    """Insert the outcomes of ``batch`` not yet in the store, and add them to the sums, in
-    one transaction. Another ingest may insert the same outcomes at the same moment (a
-    PostgreSQL store shared by CI shards): the loser's transaction fails on the unique id
-    (or is chosen as a deadlock victim), is rolled back whole and retried, and then finds
-    them present."""
-    unique = list({b.outcome["id"]: b for b in batch}.values())
-    if not unique:
-        return
-    for attempt in range(RETRIES):
-        try:
-            with store.engine.begin() as connection:
-                report.added += _insert_batch(connection, store, unique, runs, trials)
-            return
-        except (IntegrityError, OperationalError):
-            if attempt == RETRIES - 1:
-                raise
-
-
-def _insert_batch(
-    connection: Connection,
-    store: Store,
-    batch: list[OutcomeRows],
-    runs: dict[str, RunInfo],
-    trials: TrialFolders,
-) -> int:
-    _ensure_runs(connection, store, [runs[r] for r in sorted({b.outcome["run_id"] for b in batch})])
-    ids = [b.outcome["id"] for b in batch]
-    present = set(
-        connection.execute(
-            select(schema.outcomes.c.id).where(schema.outcomes.c.id.in_(ids))
-        ).scalars()
+    """Insert the outcomes of ``batch`` not yet in the store (:mod:`.writes`); a record the
+    store refuses is reported with its ``file:line`` and skipped."""
+    run_rows = {b.outcome["run_id"]: runs[b.outcome["run_id"]].row() for b in batch}
+    added, refused = write_outcomes(
+        store, batch, run_rows, lambda rows: _attach_folder(rows, trials)
     )
-    fresh = [b for b in batch if b.outcome["id"] not in present]
-    if not fresh:
-        return 0
-    for rows in fresh:
-        _attach_folder(rows, trials)
-        rows.detail["record"] = zlib.compress(rows.detail["record"].encode(), 1)
-    connection.execute(schema.outcomes.insert(), [b.outcome for b in fresh])
-    connection.execute(schema.outcome_details.insert(), [b.detail for b in fresh])
-    for table, sums, additions in sums_of(fresh):
-        _add_sums(connection, store, table, sums, additions)
-    return len(fresh)
-
-
-def _add_sums(
-    connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
-) -> None:
-    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row)."""
-    if not rows:
-        return
-    statement = _insert(store)(table)
-    keys = [c.name for c in table.primary_key.columns]
-    statement = statement.on_conflict_do_update(
-        index_elements=keys,
-        set_={name: table.c[name] + statement.excluded[name] for name in sums},
-    )
-    connection.execute(statement, rows)
+    report.added += added
+    for refusal in refused:
+        report.read -= 1  # not an outcome of the store after all
+        file, line = refusal.rows.origin
+        report.problems.append(
+            Problem(file, line, f"the store refused the record ({refusal.reason}); skipped")
+        )
 
 
 def _attach_folder(rows: OutcomeRows, trials: TrialFolders) -> None:
     trial_dir = trials.find(rows.outcome)
     if trial_dir is None:
         return
-    rows.detail["trial_dir"] = str(trial_dir)
+    rows.detail["trial_dir"] = path_text(trial_dir)
     rows.detail["artifacts"] = list_artifacts(trial_dir)
     if rows.needs_folder_events:
-        events = read_events(trial_dir)
-        rows.detail["events"] = None if events is None else zlib.compress(events.encode(), 1)
-
-
-def _insert(store: Store) -> Any:
-    if store.dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert
-
-
-def _ensure_runs(connection: Connection, store: Store, infos: list[RunInfo]) -> None:
-    rows = [info.row() for info in infos]
-    connection.execute(_insert(store)(schema.runs).on_conflict_do_nothing(), rows)
+        rows.detail["events"] = read_events(trial_dir)
 
 
 def _write_runs(store: Store, runs: dict[str, RunInfo], summaries: list[Row]) -> None:
     """Add the runs (or merge what this folder tells into the stored ones) and their
-    summaries."""
-    if not runs:
-        return
-    with store.engine.begin() as connection:
-        _ensure_runs(connection, store, list(runs.values()))
-        table = schema.runs
-        for info in runs.values():
-            stored = (
-                connection.execute(
-                    select(table).where(table.c.run_id == info.run_id).with_for_update()
-                )
-                .one()
-                ._mapping
-            )
-            merged = RunInfo(info.run_id, stored["source"], list(info.evals))
-            merged.experiment = stored["experiment"] or info.experiment
-            merged.baseline = stored["baseline"] or info.baseline
-            merged.started_at = _earliest(stored["started_at"], info.started_at)
-            merged.completed_at = _latest(stored["completed_at"], info.completed_at)
-            merged.vally_version = info.vally_version or stored["vally_version"]
-            known = [] if merged.experiment else _split(stored["name"], info.run_id)
-            merged.evals = known + [e for e in info.evals if e not in known]
-            values = merged.row()
-            del values["ingested_at"], values["source"]
-            connection.execute(table.update().where(table.c.run_id == info.run_id).values(**values))
-        if summaries:
-            connection.execute(
-                _insert(store)(schema.run_summaries).on_conflict_do_nothing(), summaries
-            )
+    summaries, in one transaction (tried again when a concurrent ingest made it fail)."""
+    if runs:
+        in_transaction(store, lambda connection: _merge_runs(connection, store, runs, summaries))
+
+
+def _merge_runs(
+    connection: Connection, store: Store, runs: dict[str, RunInfo], summaries: list[Row]
+) -> None:
+    insert = dialect_insert(store)
+    infos = [runs[run_id] for run_id in sorted(runs)]  # rows are locked in one order
+    connection.execute(insert(schema.runs).on_conflict_do_nothing(), [i.row() for i in infos])
+    table = schema.runs
+    for info in infos:
+        stored = (
+            connection.execute(select(table).where(table.c.run_id == info.run_id).with_for_update())
+            .one()
+            ._mapping
+        )
+        merged = RunInfo(info.run_id, stored["source"], list(info.evals))
+        merged.experiment = stored["experiment"] or info.experiment
+        merged.baseline = stored["baseline"] or info.baseline
+        merged.started_at = _earliest(stored["started_at"], info.started_at)
+        merged.completed_at = _latest(stored["completed_at"], info.completed_at)
+        merged.vally_version = info.vally_version or stored["vally_version"]
+        known = [] if merged.experiment else _split(stored["name"], info.run_id)
+        merged.evals = known + [e for e in info.evals if e not in known]
+        values = merged.row()
+        del values["ingested_at"], values["source"]
+        connection.execute(table.update().where(table.c.run_id == info.run_id).values(**values))
+    if summaries:
+        connection.execute(insert(schema.run_summaries).on_conflict_do_nothing(), summaries)
 
 
 def _split(name: str, run_id: str) -> list[str]:

@@ -2,8 +2,11 @@
 
 Records are read as plain JSON, not validated against the current models: a record written
 by an older or newer vally (a new field, a trajectory moved to its trial folder) still
-ingests, and the full line is kept verbatim. Only the fields the tables index are checked;
-a record without a run id, trial id, eval or stimulus name is a :class:`RecordError`.
+ingests, and the full line is kept verbatim. Only the fields the tables index are checked
+(:mod:`.storable`): a record without a run id, trial id, eval or stimulus name, or whose
+identifying fields the store cannot hold, is a :class:`RecordError`; a descriptive field
+the store cannot hold (a ``NaN`` duration, an object as end reason) is left out of its
+column, with a note.
 """
 
 from __future__ import annotations
@@ -28,43 +31,42 @@ from vally_serve.schema import (
     durations,
     grader_stats,
     outcome_id,
+    outcomes,
     tool_stats,
 )
+from vally_serve.storable import (
+    RecordError,
+    count,
+    is_storable_text,
+    key_text,
+    limit_of,
+    optional_text,
+    real,
+)
+
+__all__ = ["OutcomeRows", "RecordError", "Row", "outcome_rows", "sums_of", "verdict"]
 
 Row = dict[str, Any]
 
 _FAILED = re.compile(r'"success"\s*:\s*false')
 
 
-class RecordError(ValueError):
-    """A record lacks a field the store needs (the message names it)."""
-
-
 @dataclass
 class OutcomeRows:
-    """The rows of one trial: its outcome and details, and what it adds to the running sums
-    (its grader verdicts and its tools)."""
+    """The rows of one trial: its outcome and details, what it adds to the running sums
+    (its grader verdicts and its tools), and the notes on values left out of its columns.
+
+    ``detail["record"]`` is the record's line as text; it is compressed when written.
+    """
 
     outcome: Row
     detail: Row
     graders: list[Row] = field(default_factory=list)
     tools: list[Row] = field(default_factory=list)
     needs_folder_events: bool = False
-
-
-def _text(data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value:
-        raise RecordError(f"the record has no {key!r} string")
-    return value
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    notes: list[str] = field(default_factory=list)
+    origin: tuple[str, int] = ("", 0)
+    """The file and line the record was read from."""
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -88,11 +90,19 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
     """The rows of the trial record ``data`` (whose line is ``raw``).
 
     Raises:
-        RecordError: A field the store indexes is missing.
+        RecordError: A field the store indexes is missing, or holds a value the store
+            cannot keep (the message says which and why).
     """
-    run_id, trial_id = _text(data, "runId"), _text(data, "trialId")
+    c = outcomes.c
+    run_id = key_text(data.get("runId"), "runId", limit_of(c.run_id))
+    trial_id = key_text(data.get("trialId"), "trialId", limit_of(c.trial_id))
+    eval_name = key_text(data.get("evalName"), "evalName", limit_of(c.eval_name))
+    stimulus = key_text(data.get("stimulusName"), "stimulusName", limit_of(c.stimulus))
+    model = key_text(data.get("model"), "model", limit_of(c.model), required=False)
+    variant = key_text(data.get("variant"), "variant", limit_of(c.variant), required=False)
+    notes: list[str] = []
     oid = outcome_id(run_id, trial_id)
-    status = data.get("status") if isinstance(data.get("status"), str) else "error"
+    status = optional_text(data.get("status"), "status", limit_of(c.status), notes) or "error"
     grade = data.get("gradeResult") if isinstance(data.get("gradeResult"), dict) else None
     trajectory = _dict(data.get("trajectory"))
     metrics = _dict(trajectory.get("metrics"))
@@ -101,22 +111,32 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "id": oid,
         "run_id": run_id,
         "trial_id": trial_id,
-        "eval_name": _text(data, "evalName"),
-        "stimulus": _text(data, "stimulusName"),
-        "model": data.get("model") if isinstance(data.get("model"), str) else "",
-        "variant": data.get("variant") if isinstance(data.get("variant"), str) else "",
-        "trial_index": _int(data.get("trialIndex")) or 0,
-        "status": str(status),
-        "verdict": verdict(str(status), grade),
-        "score": _float(grade.get("score")) if grade else None,
-        "started_at": data.get("startedAt") if isinstance(data.get("startedAt"), str) else None,
-        "duration_ms": _int(data.get("durationMs")),
-        "tokens": _int(_dict(metrics.get("tokenUsage")).get("totalTokens")) if metrics else None,
-        "tool_calls": _int(metrics.get("toolCallCount")) if metrics else None,
-        "turns": _int(metrics.get("turnCount")) if metrics else None,
-        "error_events": _int(metrics.get("errorCount")) if metrics else None,
-        "end_reason": trajectory.get("endReason") if trajectory else None,
-        "error_code": error.get("code") if isinstance(error.get("code"), str) else None,
+        "eval_name": eval_name,
+        "stimulus": stimulus,
+        "model": model,
+        "variant": variant,
+        "trial_index": count(data.get("trialIndex"), "trialIndex", notes) or 0,
+        "status": status,
+        "verdict": verdict(status, grade),
+        "score": real(grade.get("score"), "gradeResult.score", notes) if grade else None,
+        "started_at": optional_text(
+            data.get("startedAt"), "startedAt", limit_of(c.started_at), notes
+        ),
+        "duration_ms": count(data.get("durationMs"), "durationMs", notes),
+        "tokens": count(
+            _dict(metrics.get("tokenUsage")).get("totalTokens"),
+            "trajectory.metrics.tokenUsage.totalTokens",
+            notes,
+        ),
+        "tool_calls": count(
+            metrics.get("toolCallCount"), "trajectory.metrics.toolCallCount", notes
+        ),
+        "turns": count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
+        "error_events": count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
+        "end_reason": optional_text(
+            trajectory.get("endReason"), "trajectory.endReason", limit_of(c.end_reason), notes
+        ),
+        "error_code": optional_text(error.get("code"), "error.code", limit_of(c.error_code), notes),
         "tags": json.dumps(_dict(data.get("tags"))),
     }
     detail: Row = {
@@ -127,32 +147,42 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "trial_dir": None,
     }
     events = trajectory.get("events")
-    rows = OutcomeRows(
+    return OutcomeRows(
         outcome,
         detail,
-        _grader_rows(grade),
-        _tool_rows(metrics, events, raw),
+        _grader_rows(grade, notes),
+        _tool_rows(metrics, events, raw, notes),
         needs_folder_events=not events
         or bool(data.get("truncated") or trajectory.get("truncated")),
+        notes=notes,
     )
-    return rows
 
 
-def _grader_rows(grade: Mapping[str, Any] | None) -> list[Row]:
+def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]:
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
         return []
+    name_limit, type_limit = limit_of(grader_stats.c.name), limit_of(grader_stats.c.type)
     rows: list[Row] = []
     for position, item in enumerate(details):
         if not isinstance(item, dict):
             continue
-        name = item.get("name") or item.get("type") or f"grader-{position}"
+        where = f"gradeResult.details[{position}]"
+        name = str(item.get("name") or item.get("type") or f"grader-{position}")
+        kind = str(item.get("type") or name)
+        if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
+            notes.append(
+                f"{where} has a name or type the store cannot keep (a NUL, a lone surrogate, "
+                f"or over {name_limit} characters); left out of the grader statistics"
+            )
+            continue
+        score = real(item.get("score"), f"{where}.score", notes)
         rows.append(
             {
-                "name": str(name),
-                "type": str(item.get("type") or name),
+                "name": name,
+                "type": kind,
                 "passed": bool(item.get("passed")),
-                "score": _float(item.get("score")) or 0.0,
+                "score": score or 0.0,
                 "status": "error" if item.get("status") == "error" else "success",
                 "required": bool(item.get("required")),
             }
@@ -160,13 +190,14 @@ def _grader_rows(grade: Mapping[str, Any] | None) -> list[Row]:
     return rows
 
 
-def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str) -> list[Row]:
+def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str, notes: list[str]) -> list[Row]:
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     breakdown = metrics.get("toolCallBreakdown")
     if isinstance(breakdown, dict):
-        for tool, count in breakdown.items():
-            calls[str(tool)] += _int(count) or 0
+        where = "a count of trajectory.metrics.toolCallBreakdown"
+        for tool, calls_of_tool in breakdown.items():
+            calls[str(tool)] += count(calls_of_tool, where, notes) or 0
     # Failed tool results are counted from the events; a line without any failure (the
     # common case) is not walked event by event.
     if isinstance(events, list) and _FAILED.search(raw):
@@ -175,14 +206,15 @@ def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str) -> list[Row]:
                 data = _dict(event.get("data"))
                 if data.get("success") is False:
                     failures[str(data.get("toolName") or "unknown")] += 1
-    return [
-        {
-            "tool": tool,
-            "calls": calls[tool],
-            "failures": failures[tool],
-        }
-        for tool in sorted(set(calls) | set(failures))
-    ]
+    limit = limit_of(tool_stats.c.tool)
+    tools = sorted(set(calls) | set(failures))
+    kept = [tool for tool in tools if is_storable_text(tool, limit)]
+    if len(kept) < len(tools):
+        notes.append(
+            f"{len(tools) - len(kept)} tool name(s) the store cannot keep (a NUL, a lone "
+            f"surrogate, or over {limit} characters); left out of the tool statistics"
+        )
+    return [{"tool": tool, "calls": calls[tool], "failures": failures[tool]} for tool in kept]
 
 
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")

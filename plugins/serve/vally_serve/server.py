@@ -1,5 +1,6 @@
 """Serving the app: bind the socket first (so a taken or invalid port is a clear error
-before anything starts), then run uvicorn on it until interrupted."""
+before anything starts), then run uvicorn on it until interrupted, with deadlines on every
+phase of a connection (:mod:`.deadlines`) and a bound on the size of a request head."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import socket
 from typing import Any
 
 from vally import ConfigError
+from vally_serve.deadlines import MAX_HEAD_BYTES, Deadlines
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 3200
@@ -42,9 +44,26 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def run(app: Any, sock: socket.socket) -> None:
-    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM."""
+def server_for(app: Any, deadlines: Deadlines | None = None) -> Any:
+    """The uvicorn server of ``app`` (its ``run(sockets=[sock])`` serves until stopped)."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    from vally_serve.deadlines import protocol_with
+
+    limits = deadlines or Deadlines()
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        http=protocol_with(limits),
+        timeout_keep_alive=limits.keep_alive,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        server_header=False,
+    )
+    return uvicorn.Server(config)
+
+
+def run(app: Any, sock: socket.socket, deadlines: Deadlines | None = None) -> None:
+    """Serve ``app`` on ``sock`` until Ctrl-C or SIGTERM."""
+    server_for(app, deadlines).run(sockets=[sock])

@@ -7,7 +7,7 @@ clear error naming the extra, not an ImportError.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,30 @@ def _no_runs_message(paths: list[Path]) -> str:
     return f"no vally run found in {shown}"
 
 
+MIN_TOKEN_CHARS = 16
+"""The shortest access token accepted (a guessable one protects nothing)."""
+MAX_TOKEN_CHARS = 512
+
+
+def check_token(token: str | None) -> str | None:
+    """The access token to require (None when none was given).
+
+    Raises:
+        ConfigError: The token is too short or long, or holds a character that is not
+            printable ASCII or is a space (it travels in headers and cookies).
+    """
+    if token is None or token == "":
+        return None
+    printable = all(33 <= ord(char) <= 126 for char in token)
+    if not printable or not MIN_TOKEN_CHARS <= len(token) <= MAX_TOKEN_CHARS:
+        raise ConfigError(
+            f"the access token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_CHARS} printable "
+            "ASCII characters without spaces",
+            hint='make one with: python -c "import secrets; print(secrets.token_urlsafe())"',
+        )
+    return token
+
+
 @dataclass
 class ServeSession:
     """Everything ``vally serve`` prepared: the bound socket, the store, the app."""
@@ -86,6 +110,9 @@ class ServeSession:
     runs: int
     outcomes: int
     report: IngestReport | None
+    exposed: bool = False
+    """The server listens beyond this machine's loopback interface."""
+    token_required: bool = False
 
     @property
     def url(self) -> str:
@@ -105,13 +132,29 @@ class ServeSession:
 
 
 def prepare_serve(
-    directory: Path | None, store_target: str | None, *, host: str, port: int, cors: bool
+    directory: Path | None,
+    store_target: str | None,
+    *,
+    host: str,
+    port: int,
+    cors: bool,
+    allowed_hosts: Sequence[str] = (),
+    token: str | None = None,
 ) -> ServeSession:
     """Bind ``host:port``, open the store (in memory when ``store_target`` is None), ingest
     ``directory`` into it when given, and build the app.
 
+    Args:
+        directory: A results folder to serve (or ingest into the store first).
+        store_target: A store to serve (a SQLite path or a PostgreSQL URL).
+        host: The address to listen on.
+        port: The port (0: any free one).
+        cors: Allow cross-origin ``GET`` requests.
+        allowed_hosts: Host names to answer to besides loopback and ``host``.
+        token: An access token every request must carry, or None.
+
     Raises:
-        ConfigError: Neither a directory nor a store, a bad port, a missing extra.
+        ConfigError: Neither a directory nor a store, a bad port or token, a missing extra.
         NoRunsError: Nothing to serve.
         StoreError: The store cannot be opened.
     """
@@ -122,9 +165,11 @@ def prepare_serve(
         )
     if directory is not None:
         _check_paths([directory])
+    token = check_token(token)
     _require_store(store_target)
     require("starlette", "vally serve")
     require("uvicorn", "vally serve")
+    from vally_serve.access import AccessPolicy, is_loopback
     from vally_serve.api import create_app
     from vally_serve.ingest import ingest
     from vally_serve.runqueries import totals
@@ -144,7 +189,10 @@ def prepare_serve(
         if runs == 0:
             where = [directory] if directory is not None else [Path(store.target)]
             raise NoRunsError(_no_runs_message(where), hint=_NO_RUNS_HINT)
-        return ServeSession(sock, store, create_app(store, cors=cors), runs, outcomes, report)
+        policy = AccessPolicy.for_bind(host, allowed_hosts=allowed_hosts, token=token)
+        app = create_app(store, cors=cors, access=policy)
+        exposed = not is_loopback(str(sock.getsockname()[0]))
+        return ServeSession(sock, store, app, runs, outcomes, report, exposed, token is not None)
     except BaseException:
         sock.close()
         if store is not None:

@@ -1,0 +1,228 @@
+"""Writing outcomes into the store: each batch is one transaction that inserts every
+outcome exactly once, however many ingests write the same run at the same moment, and a
+record the store refuses is set aside without losing the rest of its batch.
+
+* **Exactly once.** Outcomes are inserted with "insert unless present" on their id
+  (``ON CONFLICT DO NOTHING ... RETURNING id``), in the order of the file (the order the
+  store keeps): an outcome another ingest inserted first, committed or not, is waited for
+  and then left alone, and only the outcomes this transaction inserted get their details
+  and add to the running sums, in the same transaction. When the database picks a
+  deadlock victim (two ingests of copies that list the same trials in different orders)
+  or a SQLite writer gives up waiting for the lock, the whole transaction is rolled back
+  and tried again (:func:`in_transaction`).
+* **One record never sinks a batch.** :mod:`.storable` keeps out what the columns cannot
+  hold, so the store refuses a record only for a reason no check foresaw (PostgreSQL's
+  limit on the size of an index entry, say). Then the batch is written record by record
+  and each refused record is returned with the database's reason, to be reported with
+  its ``file:line``. An error of the store itself (it is down, full, read-only) is not a
+  record's fault and is raised.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Table, select
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
+
+from vally_serve import schema
+from vally_serve.rows import OutcomeRows, Row, sums_of
+from vally_serve.store import Store
+
+RETRIES = 12
+"""Attempts of one transaction that a concurrent writer made fail (a deadlock victim)."""
+BACKOFF_S = 0.02
+"""The first pause before trying again; it doubles (with jitter) up to a second."""
+
+_CONFLICT_STATES = frozenset({"40001", "40P01", "55P03", "23505"})
+"""PostgreSQL errors caused by another transaction: serialization failure, deadlock, lock
+not available, unique violation (a race the statements are built to avoid)."""
+_RECORD_STATES = frozenset({"23502", "23514", "54000"})
+"""PostgreSQL errors caused by one record's values (besides every data exception, class
+22): a null or check violation, a value too large for an index entry."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A record the store refused, and the database's reason."""
+
+    rows: OutcomeRows
+    reason: str
+
+
+def dialect_insert(store: Store) -> Any:
+    """The ``insert`` of the store's dialect (it has ``on_conflict_do_*``)."""
+    if store.dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+def in_transaction(store: Store, work: Callable[[Connection], T]) -> T:
+    """``work`` in one write transaction, rolled back and run again (up to
+    :data:`RETRIES` times) when a concurrent writer made it fail.
+
+    Raises:
+        SQLAlchemyError: Any other failure, or the last conflict.
+    """
+    for attempt in range(RETRIES):
+        try:
+            with store.engine.begin() as connection:
+                return work(connection)
+        except DBAPIError as exc:
+            if not is_conflict(exc) or attempt == RETRIES - 1:
+                raise
+        pause = min(BACKOFF_S * 2**attempt, 1.0)
+        time.sleep(pause * random.uniform(0.5, 1.5))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def is_conflict(exc: DBAPIError) -> bool:
+    """True when ``exc`` came from another transaction (trying again can succeed)."""
+    original = exc.orig
+    state = getattr(original, "sqlstate", None)
+    if state is not None:
+        return state in _CONFLICT_STATES
+    text = str(original).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def is_record_fault(exc: BaseException) -> bool:
+    """True when ``exc`` came from the values of the records written (another record
+    could be written), not from the store or the connection."""
+    if isinstance(exc, OverflowError | UnicodeError):  # a value the driver cannot send
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    original = exc.orig
+    state = getattr(original, "sqlstate", None)
+    if state is not None:
+        return state.startswith("22") or state in _RECORD_STATES
+    if isinstance(exc, DataError):  # the driver refused a value (a NUL for PostgreSQL)
+        return True
+    text = str(original)
+    if isinstance(exc, IntegrityError):  # SQLite: NOT NULL or CHECK failed
+        return "NOT NULL" in text or "CHECK" in text
+    return text.startswith(("Error binding parameter", "cannot adapt type"))
+
+
+def reason_of(exc: BaseException) -> str:
+    """The first line of the database's message for ``exc`` (without the statement)."""
+    original = getattr(exc, "orig", None) or exc
+    lines = str(original).strip().splitlines()
+    return lines[0] if lines else type(original).__name__
+
+
+def write_outcomes(
+    store: Store,
+    batch: Sequence[OutcomeRows],
+    runs: Mapping[str, Row],
+    prepare: Callable[[OutcomeRows], None],
+) -> tuple[int, list[Refusal]]:
+    """Insert the outcomes of ``batch`` that the store does not hold yet.
+
+    Args:
+        store: The open store.
+        batch: The records' rows (duplicates of one id are written once).
+        runs: The ``runs`` row of every run of the batch, by run id (inserted when
+            missing, so the outcomes' run exists).
+        prepare: Completes the rows of an outcome about to be inserted (its trial
+            folder); called once per outcome not yet in the store.
+
+    Returns:
+        How many outcomes were added, and the records the store refused.
+
+    Raises:
+        SQLAlchemyError: The store failed (not because of a record's values).
+    """
+    unique = list({b.outcome["id"]: b for b in batch}.values())
+    if not unique:
+        return 0, []
+    with store.read() as connection:
+        present = set(
+            connection.execute(
+                select(schema.outcomes.c.id).where(
+                    schema.outcomes.c.id.in_([b.outcome["id"] for b in unique])
+                )
+            ).scalars()
+        )
+    fresh = [b for b in unique if b.outcome["id"] not in present]
+    if not fresh:
+        return 0, []
+    details: dict[str, Row] = {}
+    for rows in fresh:
+        prepare(rows)
+        details[rows.outcome["id"]] = _stored_detail(rows.detail)
+    try:
+        return in_transaction(store, partial(_insert, store, fresh, details, runs)), []
+    except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
+        if not is_record_fault(exc):
+            raise
+    added, refused = 0, []
+    for rows in fresh:  # find the records the store refuses; write the others
+        try:
+            added += in_transaction(store, partial(_insert, store, [rows], details, runs))
+        except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
+            if not is_record_fault(exc):
+                raise
+            refused.append(Refusal(rows, reason_of(exc)))
+    return added, refused
+
+
+def _stored_detail(detail: Row) -> Row:
+    """The ``outcome_details`` row as stored: the record line and events compressed."""
+    stored = dict(detail)
+    stored["record"] = zlib.compress(detail["record"].encode(), 1)
+    events = detail.get("events")
+    stored["events"] = None if events is None else zlib.compress(events.encode(), 1)
+    return stored
+
+
+def _insert(
+    store: Store,
+    batch: list[OutcomeRows],
+    details: Mapping[str, Row],
+    runs: Mapping[str, Row],
+    connection: Connection,
+) -> int:
+    """Insert ``batch`` unless present; the details and sums of the outcomes this
+    transaction inserted. Returns how many it inserted."""
+    insert = dialect_insert(store)
+    run_ids = sorted({b.outcome["run_id"] for b in batch})
+    connection.execute(insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in run_ids])
+    table = schema.outcomes
+    statement = insert(table).on_conflict_do_nothing().returning(table.c.id)
+    inserted = set(connection.execute(statement, [b.outcome for b in batch]).scalars())
+    fresh = [b for b in batch if b.outcome["id"] in inserted]
+    if not fresh:
+        return 0
+    connection.execute(schema.outcome_details.insert(), [details[b.outcome["id"]] for b in fresh])
+    for sums_table, sums, additions in sums_of(fresh):
+        _add_sums(connection, store, sums_table, sums, additions)
+    return len(fresh)
+
+
+def _add_sums(
+    connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
+) -> None:
+    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row)."""
+    if not rows:
+        return
+    statement = dialect_insert(store)(table)
+    keys = [c.name for c in table.primary_key.columns]
+    statement = statement.on_conflict_do_update(
+        index_elements=keys,
+        set_={name: table.c[name] + statement.excluded[name] for name in sums},
+    )
+    connection.execute(statement, rows)
