@@ -351,3 +351,30 @@ def test_max_retries_reruns_failed_agents(project: Path) -> None:
     assert json.loads((trial / "trial-0" / "metadata.json").read_text())["attempt"] == 1
     failed = json.loads((trial / "trial-0.attempt-0" / "metadata.json").read_text())
     assert failed["status"] == "error"
+
+
+def test_shell_completion_completes_commands_and_flags(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    vally_script = str(Path(sys.executable).with_name("vally"))  # the installed script
+
+    def complete(words: str) -> list[str]:
+        env = {
+            **os.environ,
+            "_VALLY_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
+        done = subprocess.run(
+            [vally_script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("vally ex") == ["export", "experiment"]
+    assert {"--runs", "--runner", "--runner-args"} <= set(complete("vally eval --ru"))
+    script = subprocess.run(
+        [vally_script, "--show-completion", "bash"], capture_output=True, text=True, timeout=60
+    )
+    assert "_VALLY_COMPLETE" in script.stdout

@@ -22,6 +22,7 @@ app = command_group(
     "vally",
     "Evaluate AI agents: run stimuli, grade trajectories, compare variants.",
     pretty_exceptions_enable=False,
+    add_completion=True,
 )
 
 COMMAND_MODULES = (

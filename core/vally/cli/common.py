@@ -87,15 +87,18 @@ def show_argument_metavars() -> None:
     TyperArgument.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
 
 
-def command_group(name: str, help: str, **extra: Any) -> typer.Typer:
+def command_group(
+    name: str, help: str, *, add_completion: bool = False, **extra: Any
+) -> typer.Typer:
     """A typer application for a command group (``vally experiment``, ``vally plugins``,
-    a ``vally.cli`` extension): help without rich markup, no completion options, and the
-    group's help when it is called without a subcommand."""
+    a ``vally.cli`` extension): help without rich markup, completion options only where
+    asked (the root ``vally`` command), and the group's help when it is called without a
+    subcommand."""
     return typer.Typer(
         name=name,
         help=help,
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=add_completion,
         rich_markup_mode=None,
         **extra,
     )
