@@ -231,3 +231,24 @@ def test_whether_the_stream_is_a_terminal_is_asked_once_per_run(
         driver.emitter.emit("vally_trial_end", run=run, record=make_record(f"s{index}"))
     assert Log.asked == 1
     assert log.getvalue().count("s49") == 1  # still one plain line per trial
+
+
+def test_a_piped_failure_line_keeps_a_space_before_the_dot() -> None:
+    from vally_builtin.reporters.console import trial_lines
+
+    [line] = trial_lines(make_record("sub", passed=False))
+    assert "score 0.50 · output-contains: expected 'PASS'" in line, line
+    assert "0.50·" not in line
+
+
+def test_the_closing_line_counts_cancelled_trials(tmp_path: Path) -> None:
+    from vally_builtin.reporters.console import closing_lines
+
+    cancelled = make_record("b").model_copy(update={"status": "cancelled", "grade_result": None})
+    records = [make_record("a"), make_record("c", passed=False), cancelled]
+    outcome = RunOutcome(records=records, summaries=[], cancelled=True)
+    lines = closing_lines(make_run(tmp_path, 4), outcome)
+    assert lines[-1].startswith("3 trials: 1 passed, 1 failed, 0 errored, 1 cancelled in "), lines
+    assert lines[-1].endswith("verdict: INTERRUPTED")
+    calm = closing_lines(make_run(tmp_path, 2), RunOutcome(records=records[:2], summaries=[]))
+    assert "cancelled" not in calm[-1]

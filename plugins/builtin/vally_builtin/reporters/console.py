@@ -285,7 +285,7 @@ def trial_lines(record: TrialResultRecord, *, verbose: bool = False) -> list[str
         failing = [] if grade.passed or verbose else failed_graders(record)
         if failing:
             evidence = f": {failing[0].evidence}" if failing[0].evidence else ""
-            text += one_line(f" · {failing[0].name}{evidence}", EVIDENCE_LIMIT)
+            text += " " + one_line(f"· {failing[0].name}{evidence}", EVIDENCE_LIMIT)
     model = f" [{record.model}]" if record.model else ""
     variant = f"{record.variant} · " if record.variant else ""
     lines = [
@@ -320,10 +320,11 @@ def closing_lines(
     if outcome.cancelled:
         verdict = "INTERRUPTED"
     trials = aggregate.trials
+    cancelled = f", {counts['cancelled']} cancelled" if counts.get("cancelled") else ""
     line = (
         f"{trials} trial{'' if trials == 1 else 's'}: {counts['passed']} passed, "
-        f"{counts['failed']} failed, {counts['errored']} errored in {_elapsed(run)} · "
-        f"verdict: {verdict}"
+        f"{counts['failed']} failed, {counts['errored']} errored{cancelled} in "
+        f"{_elapsed(run)} · verdict: {verdict}"
     )
     lines = [*_per_eval_lines(outcome), line]
     if aggregate.cost.spent:
