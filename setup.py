@@ -1,8 +1,8 @@
-"""Build hook: ship the example plugins inside the kernel package.
+"""Build hook: ship the example plugins inside the authoring package.
 
 ``vally new`` generates plugin packages from the example distributions under
 ``plugins/examples/``, which lie outside every source root; the wheel gets a copy of them
-as ``vally/tools/plugin_examples/``. Everything else is configured in ``pyproject.toml``.
+as ``vally_authoring/plugin_examples/``. Everything else is configured in ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 EXAMPLES = Path(__file__).resolve().parent / "plugins" / "examples"
-TARGET = ("vally", "tools", "plugin_examples")
+TARGET = ("vally_authoring", "plugin_examples")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 
 
@@ -22,7 +22,7 @@ class BuildPyWithExamples(build_py):
     """``build_py`` that also copies each example distribution into the package."""
 
     def run(self) -> None:
-        """Build the packages, then copy the examples next to ``vally.tools.scaffold``."""
+        """Build the packages, then copy the examples next to ``vally_authoring.scaffold``."""
         super().run()
         examples = sorted(p for p in EXAMPLES.glob("*/pyproject.toml"))
         if not examples:

@@ -147,13 +147,54 @@ _EXPORTS: dict[str, str] = {
     # skills
     "SkillInfo": "vally.specs.skills",
     "read_skill": "vally.specs.skills",
+    "SKILL_FILE": "vally.specs.skills",
+    "find_skills": "vally.specs.skills",
+    # projects, eval files and params, as the commands find and read them
+    "find_project": "vally.specs.loading",
+    "discover_eval_files": "vally.specs.loading",
+    "eval_files_in": "vally.specs.loading",
+    "resolve_environment": "vally.specs.environments",
+    "parse_params": "vally.specs.params",
+    "parse_key_values": "vally.specs.params",
+    "load_evals": "vally.engine.trials.components",
+    # checking spec files where they are written (vally lint, vally schema)
+    "SourceLocation": "vally.errors",
+    "SpecSchemaError": "vally.specs.schema_errors",
+    "Positions": "vally.specs.yamlio",
+    "schema_issues": "vally.specs.schema_errors",
+    "format_path": "vally.specs.yamlio",
+    "did_you_mean": "vally.specs.schema_errors",
+    "load_eval_with_positions": "vally.specs.loading",
+    "load_valid_parts": "vally.specs.partial",
+    "source_root": "vally.specs.environments",
+    "check_paths": "vally.specs.environments",
+    "field_description": "vally.models.field_notes",
+    "PromotionRules": "vally.models.promotion",
+    "CONFIGURABLE_KINDS": "vally.models.project",
+    "ENTRY_POINT_GROUPS": "vally.plugins.groups",
+    "needs_llm": "vally.plugins.capabilities",
+    "needs_workspace": "vally.plugins.capabilities",
+    # grading saved trials again (vally grade)
+    "grade_trial": "vally.engine.trials.grading",
+    "merge_constraints": "vally.engine.planning.planner",
+    "judge_settings": "vally.engine.planning.planner",
+    "eval_name": "vally.engine.planning.planner",
+    "case_fingerprint": "vally.models.fingerprint",
+    "restore_texts": "vally.engine.records.offload",
+    "record_depth": "vally.models.limits",
+    "CachedJudge": "vally.engine.trials.judge_cache",
+    "JudgeCache": "vally.engine.trials.judge_cache",
+    "cache_root": "vally.engine.trials.judge_cache",
+    "provider_config_from_settings": "vally.engine.trials.llm_config",
+    "CONSOLE_REPORTER": "vally.plugins.defaults",
+    "RESULTS_REPORTER": "vally.plugins.defaults",
 }
 
 _MODEL_NAMES = (
     "AssistantMessageEvent Constraints EndReason EnvironmentConfig ErrorData ErrorEvent "
-    "EvalConfig EvalSpec ExperimentBlock FileEntry GradeResult GraderConfig GraderResult "
-    "McpServerConfig MessageData ReasoningEvent RunSummaryRecord SkillActivationData "
-    "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
+    "EvalConfig EvalSpec ExperimentBlock ExperimentFile FileEntry GradeResult GraderConfig "
+    "GraderResult McpServerConfig MessageData ProjectConfig ReasoningEvent RunSummaryRecord "
+    "SkillActivationData SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
     "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
     "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
@@ -272,7 +313,13 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         run_experiment as run_experiment,
     )
     from vally.engine.planning.plan import PlanInput as PlanInput, PlanOptions as PlanOptions
+    from vally.engine.planning.planner import (
+        eval_name as eval_name,
+        judge_settings as judge_settings,
+        merge_constraints as merge_constraints,
+    )
     from vally.engine.planning.spec_files import SpecArchive as SpecArchive
+    from vally.engine.records.offload import restore_texts as restore_texts
     from vally.engine.records.reading import RunRecords as RunRecords, read_run as read_run
     from vally.engine.records.run_folder import (
         ARTIFACTS_DIR as ARTIFACTS_DIR,
@@ -297,8 +344,18 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         BackendChoice as BackendChoice,
         ReporterChoice as ReporterChoice,
         RunnerChoice as RunnerChoice,
+        load_evals as load_evals,
     )
-    from vally.engine.trials.judge_cache import judging_evidence as judging_evidence
+    from vally.engine.trials.grading import grade_trial as grade_trial
+    from vally.engine.trials.judge_cache import (
+        CachedJudge as CachedJudge,
+        JudgeCache as JudgeCache,
+        cache_root as cache_root,
+        judging_evidence as judging_evidence,
+    )
+    from vally.engine.trials.llm_config import (
+        provider_config_from_settings as provider_config_from_settings,
+    )
     from vally.engine.trials.remote import (
         TrialJob as TrialJob,
         TrialOutcome as TrialOutcome,
@@ -324,6 +381,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         PluginValidationError as PluginValidationError,
         SchemaError as SchemaError,
         SetupError as SetupError,
+        SourceLocation as SourceLocation,
         TrialTimeoutError as TrialTimeoutError,
         UnsupportedError as UnsupportedError,
         VallyError as VallyError,
@@ -334,10 +392,24 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         format_duration as format_duration,
         parse_duration as parse_duration,
     )
+    from vally.models.field_notes import field_description as field_description
+    from vally.models.fingerprint import case_fingerprint as case_fingerprint
     from vally.models.jsontext import (
         JsonTooDeepError as JsonTooDeepError,
         loads_bounded as loads_bounded,
     )
+    from vally.models.limits import record_depth as record_depth
+    from vally.models.project import CONFIGURABLE_KINDS as CONFIGURABLE_KINDS
+    from vally.models.promotion import PromotionRules as PromotionRules
+    from vally.plugins.capabilities import (
+        needs_llm as needs_llm,
+        needs_workspace as needs_workspace,
+    )
+    from vally.plugins.defaults import (
+        CONSOLE_REPORTER as CONSOLE_REPORTER,
+        RESULTS_REPORTER as RESULTS_REPORTER,
+    )
+    from vally.plugins.groups import ENTRY_POINT_GROUPS as ENTRY_POINT_GROUPS
     from vally.plugins.registrar import (
         KindRegistrar as KindRegistrar,
         Registrar as Registrar,
@@ -345,13 +417,35 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.plugins.session import (
         Session as Session,
     )
+    from vally.specs.environments import (
+        check_paths as check_paths,
+        resolve_environment as resolve_environment,
+        source_root as source_root,
+    )
     from vally.specs.loading import (
+        discover_eval_files as discover_eval_files,
+        eval_files_in as eval_files_in,
+        find_project as find_project,
         load_eval_file as load_eval_file,
+        load_eval_with_positions as load_eval_with_positions,
+    )
+    from vally.specs.params import (
+        parse_key_values as parse_key_values,
+        parse_params as parse_params,
+    )
+    from vally.specs.partial import load_valid_parts as load_valid_parts
+    from vally.specs.schema_errors import (
+        SpecSchemaError as SpecSchemaError,
+        did_you_mean as did_you_mean,
+        schema_issues as schema_issues,
     )
     from vally.specs.skills import (
+        SKILL_FILE as SKILL_FILE,
         SkillInfo as SkillInfo,
+        find_skills as find_skills,
         read_skill as read_skill,
     )
+    from vally.specs.yamlio import Positions as Positions, format_path as format_path
     from vally.statistics.estimates import (
         Estimate as Estimate,
         mcnemar_from_pairs as mcnemar_from_pairs,

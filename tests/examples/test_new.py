@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vally.plugins.groups import ENTRY_POINT_GROUPS
-from vally.tools.scaffold import (
+from vally_authoring.scaffold import (
     EXAMPLES,
     SUFFIXES,
     Identity,

@@ -19,9 +19,9 @@ from vally.engine.records.run_folder import load_records
 from vally.errors import VallyError
 from vally.models.spec import GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory, compute_metrics
-from vally.tools.ingest import read_items
 from vally_builtin.executors.streams import STREAM_FORMATS, parse_stream
 from vally_builtin.graders.program import parse_program_output
+from vally_regrade.saved_trials import read_trials
 
 from . import FUZZ
 
@@ -132,7 +132,7 @@ def test_a_deep_line_is_one_error_event_and_the_rest_is_read(text: str) -> None:
 @given(lines=st.lists(event_line(), max_size=8))
 def test_grade_input_gives_trials_or_a_vally_error(lines: list[str]) -> None:
     try:
-        read_items([line + "\n" for line in lines])
+        read_trials([line + "\n" for line in lines])
     except VallyError as exc:
         assert exc.render()
 

@@ -15,7 +15,8 @@ from vally.errors import VallyError
 from vally.models.project import ProjectConfig
 from vally.plugins.session import Session
 from vally.specs.loading import load_eval_file, load_experiment_file
-from vally.tools.lint import SessionGraderCatalog, lint_eval_file
+from vally_authoring.lint.catalogs import SessionGraderCatalog
+from vally_authoring.lint.spec_checks import lint_eval_file
 
 from . import FUZZ
 

@@ -15,7 +15,8 @@ from reporter_helpers import make_record
 from vally.errors import ConfigError
 from vally.models.records import TrialResultRecord
 from vally.models.trajectory import Trajectory
-from vally.tools.ingest import FORMAT_KEY, read_items, read_records
+from vally_regrade.formats import FORMAT_KEY
+from vally_regrade.saved_trials import read_records, read_trials
 
 ATIF = {
     "schema_version": "ATIF-v1.4",
@@ -61,7 +62,7 @@ def _lines(*docs: object) -> io.StringIO:
 def test_trial_result_jsonl_with_blank_lines() -> None:
     a, b = make_record("a"), make_record("b", trial=1)
     text = a.to_json_line() + "\n\n   \n" + b.to_json_line() + "\n"
-    items = read_items(io.StringIO(text))
+    items = read_trials(io.StringIO(text))
     assert [i.value for i in items] == [a, b]
     assert [i.line for i in items] == [1, 4]
     assert {i.format for i in items} == {"trial-result"}
@@ -79,7 +80,7 @@ def test_bare_trajectory_json_and_jsonl() -> None:
     trajectory = make_record().trajectory
     assert trajectory is not None
     pretty = json.dumps(trajectory.to_json_dict(), indent=2)
-    (one,) = read_items(io.StringIO(pretty))
+    (one,) = read_trials(io.StringIO(pretty))
     assert one.format == "trajectory"
     assert isinstance(one.value, Trajectory)
     assert one.value.events == trajectory.events
@@ -104,7 +105,7 @@ def test_legacy_eval_outcome() -> None:
         "trajectory": raw,
         "gradeResult": {"passed": True},
     }
-    (item,) = read_items(_lines(outcome))
+    (item,) = read_trials(_lines(outcome))
     assert item.format == "eval-outcome"
     assert isinstance(item.value, Trajectory)
     assert item.value.stimulus.name == "add-test"
@@ -119,7 +120,7 @@ def test_legacy_eval_outcome_without_stimulus_is_an_error() -> None:
 
 
 def test_atif_mapping() -> None:
-    (item,) = read_items(io.StringIO(json.dumps(ATIF, indent=2)))
+    (item,) = read_trials(io.StringIO(json.dumps(ATIF, indent=2)))
     assert item.format == "atif"
     assert item.stimulus_name is None
     traj = item.value

@@ -367,7 +367,7 @@ def test_grading_without_a_workspace_errors_graders_that_need_one() -> None:
 
 def test_vally_grade_names_graders_that_need_a_workspace_before_grading() -> None:
     from vally.models.spec import EvalSpec
-    from vally.tools.regrade import workspace_warnings
+    from vally_regrade.grading import workspace_warnings
 
     session = make_session(NeedsFiles)
     spec = EvalSpec.model_validate(

@@ -55,7 +55,16 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     # Build from a copy so that the build leaves nothing in the working tree.
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for folder in ("core", "plugins/builtin", "plugins/serve", "backends", "plugins/examples"):
+    folders = (
+        "core",
+        "plugins/builtin",
+        "plugins/serve",
+        "plugins/authoring",
+        "plugins/regrade",
+        "backends",
+        "plugins/examples",
+    )
+    for folder in folders:
         shutil.copytree(REPO / folder, src / folder, ignore=ignore)
     for file in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(REPO / file, src / file)
@@ -148,6 +157,6 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     pyproject = (package / "pyproject.toml").read_text(encoding="utf-8")
     assert 'my-check = "vally_my_check:MyCheckGrader"' in pyproject
     assert (package / "tests" / "test_vally_my_check.py").is_file()
-    where_examples = "from vally.tools.scaffold import examples_root; print(examples_root())"
+    where_examples = "from vally_authoring.scaffold import examples_root; print(examples_root())"
     examples = run([str(python), "-c", where_examples], cwd=tmp_path)
     assert Path(examples.stdout.strip()).resolve().is_relative_to(venv.resolve()), examples

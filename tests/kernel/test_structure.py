@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 KERNEL = ROOT / "core" / "vally"
 CLI_MODULE_LINES = 300
 FUNCTION_LINES = 80
+MODULE_LINES = 600
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -30,6 +31,7 @@ def test_import_contracts_hold() -> None:
         "The kernel is layered: each layer imports only the layers below it KEPT",
         "Built-ins and backends import only the public vally API KEPT",
         "The kernel never imports the built-ins or the backends KEPT",
+        "The engine is layered: a run, shards, trials, planning, records KEPT",
     ):
         assert contract in result.stdout
 
@@ -74,6 +76,28 @@ def test_no_kernel_function_is_longer_than_80_lines() -> None:
                 if lines > FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert not long, "kernel functions over 80 lines:\n" + "\n".join(long)
+
+
+def test_no_kernel_module_is_longer_than_600_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in sorted(KERNEL.rglob("*.py"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_LINES
+    }
+    assert not long, f"kernel modules over {MODULE_LINES} lines: {long}"
+
+
+def test_every_engine_subpackage_says_what_it_holds() -> None:
+    import vally.engine
+
+    engine = KERNEL / "engine"
+    subpackages = sorted(p for p in engine.iterdir() if (p / "__init__.py").is_file())
+    assert {p.name for p in subpackages} >= {"planning", "records", "shards", "trials"}
+    for package in subpackages:
+        tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree)
+        assert doc, f"engine/{package.name}/__init__.py has no docstring"
+        assert f"vally.engine.{package.name}" in (vally.engine.__doc__ or ""), package.name
 
 
 def test_the_kernel_matches_no_message_text_to_decide() -> None:

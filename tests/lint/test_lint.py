@@ -18,16 +18,11 @@ from vally.contracts.metadata import GraderMetadata
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
 from vally.plugins.session import Session
-from vally.tools.lint import (
-    Diagnostic,
-    MappingGraderCatalog,
-    SessionGraderCatalog,
-    lint_eval_file,
-    lint_path,
-    lint_skills,
-    run_lint,
-    select_eval_files,
-)
+from vally_authoring.lint.catalogs import MappingGraderCatalog, SessionGraderCatalog
+from vally_authoring.lint.diagnostics import Diagnostic
+from vally_authoring.lint.run import lint_path, run_lint, select_eval_files
+from vally_authoring.lint.skill_checks import lint_skills
+from vally_authoring.lint.spec_checks import lint_eval_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "specs"
 LINT = FIXTURES / "lint"

@@ -11,7 +11,7 @@ from tests.lint.test_lint import CATALOG, LINT, lint
 from vally.cli.app import app
 from vally.models.project import ProjectConfig
 from vally.specs.partial import load_valid_parts
-from vally.tools.lint import lint_eval_file
+from vally_authoring.lint.spec_checks import lint_eval_file
 
 runner = CliRunner()
 

@@ -22,7 +22,8 @@ from vally.models.records import (
     TrialResultRecord,
 )
 from vally.specs.loading import load_eval_file
-from vally.tools.regrade import GradeOptions, regrade
+from vally_regrade.regrade import regrade
+from vally_regrade.request import GradeOptions
 
 from .conftest import write_spec
 

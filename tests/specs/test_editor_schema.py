@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator, ValidationError
 from typer.testing import CliRunner
 
 from vally.cli.app import app
-from vally.tools.schema import SCHEMA_KINDS, PluginConfigs, json_schema
+from vally_authoring.schema import SCHEMA_KINDS, PluginConfigs, json_schema
 
 runner = CliRunner()
 

@@ -26,18 +26,17 @@ app = command_group(
 )
 
 COMMAND_MODULES = (
-    "vally.cli.lint",
-    "vally.cli.schema",
     "vally.cli.plugins",
     "vally.cli.eval",
-    "vally.cli.grade",
     "vally.cli.compare",
     "vally.cli.experiment",
-    "vally.cli.new",
-    "vally.cli.init",
-    "vally.cli.export",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
+
+HELP_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "export")
+"""Where commands appear in ``vally --help``: in the order of the work (check, run, re-grade,
+compare, scaffold, start, export). Commands not named here follow in the order they were
+mounted, extensions by name; a name here that no installed package provides is skipped."""
 
 
 def _version_callback(value: bool) -> None:
@@ -122,9 +121,17 @@ def _mount_broken_extension(name: str, error: VallyError) -> None:
     )(broken)
 
 
+def _order_commands() -> None:
+    """Sort the mounted commands by :data:`HELP_ORDER` (a stable sort: the others keep their
+    order, after the named ones)."""
+    rank = {name: index for index, name in enumerate(HELP_ORDER)}
+    app.registered_commands.sort(key=lambda info: rank.get(info.name or "", len(rank)))
+
+
 show_argument_metavars()
 _register_commands()
 _register_extensions()
+_order_commands()
 
 
 def main() -> None:

@@ -1,196 +1,38 @@
-"""Static checks of eval specs and skills (``vally lint``); no agent runs.
-
-Each finding is a :class:`Diagnostic` with a stable code:
-
-========================================  ========  ================================================
-code                                      severity  catches
-========================================  ========  ================================================
-``invalid-spec``                          error     YAML syntax, schema, param or duration errors
-``unknown-grader-type``                   error     a grader type not installed (did-you-mean)
-``invalid-grader-config``                 error     a ``config:`` the grader's ``Config`` rejects
-``grader-unavailable``                    error     an installed grader that fails to load
-``invalid-scoring-weight-key``            error     a ``scoring.weights`` key no grader type uses
-``invalid-constraint-value``              error     negative limits; an item both expected and
-                                                    rejected
-``environment-file-not-found``            error     ``files[].src`` or a skill folder is missing
-``path-escape``                           error     a ``files[].dest`` or ``artifacts`` entry leaves
-                                                    the workspace
-``duplicate-stimulus-name``               error     two stimuli share a name
-``duplicate-grader-type-in-stimulus``     warning   one grader type twice in a stimulus (shared
-                                                    weight key)
-``rubric-without-llm-judge``              warning   a ``rubric`` but no grader that needs an LLM
-``unknown-executor``                      error     ``defaults.executor`` names no installed
-                                                    executor (did-you-mean)
-``invalid-executor-config``               error     an executor ``config:`` its ``Config`` rejects
-``skill-invalid``                         error     a SKILL.md without frontmatter, name or
-                                                    description
-========================================  ========  ================================================
-
-A schema error does not hide the other findings of its file: the parts that did validate
-are still checked (see :mod:`vally.specs.partial`), so one run lists every problem.
-
-Grader (and executor) classes come from a :class:`GraderCatalog`; :class:`SessionGraderCatalog`
-adapts a :class:`vally.plugins.session.Session`.
-"""
+"""The checks of one eval file (:func:`lint_eval_file`): its graders and their config, the
+executor, constraints, environments, artifacts, stimulus names and scoring weights, each
+finding located at its line and column."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from vally.contracts.protocols import LoadedEval
-from vally.errors import ConfigError, VallyError
-from vally.models.project import ProjectConfig
-from vally.models.spec import Constraints, EnvironmentConfig, EvalSpec, GraderConfig, Stimulus
-from vally.plugins.capabilities import needs_llm
-from vally.specs.environments import check_paths, source_root
-from vally.specs.loading import (
-    discover_eval_files,
-    eval_files_in,
+from vally import (
+    Constraints,
+    EnvironmentConfig,
+    EvalSpec,
+    GraderConfig,
+    LoadedEval,
+    Positions,
+    ProjectConfig,
+    SpecSchemaError,
+    Stimulus,
+    VallyError,
+    check_paths,
+    did_you_mean,
     find_project,
+    format_path,
     load_eval_with_positions,
+    load_valid_parts,
+    needs_llm,
+    schema_issues,
+    source_root,
 )
-from vally.specs.partial import load_valid_parts
-from vally.specs.schema_errors import SpecSchemaError, did_you_mean, schema_issues
-from vally.specs.skills import SKILL_FILE, find_skills, read_skill
-from vally.specs.yamlio import Positions, format_path
-
-if TYPE_CHECKING:
-    from vally.plugins.session import Session
-
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One lint finding.
-
-    Attributes:
-        code: Stable kebab-case code (see the module docstring).
-        severity: ``error`` or ``warning``.
-        file: The file it is about.
-        line: 1-based line (``None`` when unknown).
-        message: What is wrong and, where possible, what to do.
-        column: 1-based column (``None`` when unknown).
-    """
-
-    code: str
-    severity: Severity
-    file: str
-    line: int | None
-    message: str
-    column: int | None = None
-
-    def render(self) -> str:
-        """``file:line:column: severity[code]: message``."""
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
-        return f"{where}: {self.severity}[{self.code}]: {self.message}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
-
-
-@dataclass
-class LintResult:
-    """Every diagnostic of one lint run, plus what was checked."""
-
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    eval_files: list[Path] = field(default_factory=list)
-    skills: list[Path] = field(default_factory=list)
-
-    @property
-    def errors(self) -> int:
-        """Number of error diagnostics."""
-        return sum(1 for d in self.diagnostics if d.severity == "error")
-
-    @property
-    def warnings(self) -> int:
-        """Number of warning diagnostics."""
-        return sum(1 for d in self.diagnostics if d.severity == "warning")
-
-    def exit_code(self, *, strict: bool = False) -> int:
-        """0 when clean (warnings allowed unless ``strict``), else 1."""
-        if self.errors or (strict and self.warnings):
-            return 1
-        return 0
-
-    def to_json(self) -> str:
-        """``{"diagnostics": [...], "errors": n, "warnings": n}``."""
-        return json.dumps(
-            {
-                "diagnostics": [d.as_dict() for d in self.diagnostics],
-                "errors": self.errors,
-                "warnings": self.warnings,
-            },
-            indent=2,
-        )
-
-
-class GraderCatalog(Protocol):
-    """Where lint finds grader classes (each has ``.metadata`` and ``.Config``)."""
-
-    def known_names(self) -> Iterable[str]:
-        """Every grader name that can be resolved."""
-
-    def get(self, name: str) -> type:
-        """The class of grader ``name``.
-
-        Raises:
-            VallyError: The grader cannot be loaded.
-        """
-
-
-class MappingGraderCatalog:
-    """A catalog over a plain ``name -> class`` mapping (tests, embedding code)."""
-
-    def __init__(self, graders: Mapping[str, type]) -> None:
-        self._graders = dict(graders)
-
-    def known_names(self) -> Iterable[str]:
-        """The mapping's names."""
-        return self._graders.keys()
-
-    def get(self, name: str) -> type:
-        """The class registered as ``name``."""
-        try:
-            return self._graders[name]
-        except KeyError:
-            raise ConfigError(f"unknown grader type '{name}'") from None
-
-
-class SessionGraderCatalog:
-    """A catalog over a plugin :class:`~vally.plugins.session.Session` (entry points, loaded
-    ``--grader-plugin`` specifiers and ``.vally.yaml`` plugins).
-
-    Args:
-        session: The session.
-        kind: ``grader`` (default) or ``executor``.
-    """
-
-    def __init__(self, session: Session, kind: Literal["grader", "executor"] = "grader") -> None:
-        self.session = session
-        self.kind: Literal["grader", "executor"] = kind
-
-    def known_names(self) -> Iterable[str]:
-        """Every name of the kind the session can resolve."""
-        return self.session.known_names(self.kind)
-
-    def get(self, name: str) -> type:
-        """The plugin class (imported on demand)."""
-        return self.session.plugin_class(self.kind, name)
-
-
-# --------------------------------------------------------------------------- checks
+from vally_authoring.lint.catalogs import GraderCatalog
+from vally_authoring.lint.diagnostics import Diagnostic, Severity
 
 
 class _Collector:
@@ -395,7 +237,7 @@ def _load_for_lint(
 ) -> tuple[tuple[LoadedEval, Positions] | None, list[Diagnostic]]:
     """The loaded spec and its YAML positions, and the ``invalid-spec`` diagnostics of a
     file that does not load. A file with schema errors is still returned without its
-    invalid parts (see :func:`vally.specs.partial.load_valid_parts`), so the other checks
+    invalid parts (see :func:`vally.load_valid_parts`), so the other checks
     run on what did validate."""
     try:
         return load_eval_with_positions(path, cli_params=cli_params or {}, project=project), []
@@ -544,148 +386,3 @@ def _check_weights(out: _Collector, spec: EvalSpec, used_types: set[str]) -> Non
                 message, key=True,
             )
 
-
-def lint_skills(
-    *roots: Path, folders: Sequence[Path] = ()
-) -> tuple[list[Path], list[Diagnostic]]:
-    """Check every SKILL.md below each of ``roots`` and in each of ``folders`` (not below
-    them), each skill once: frontmatter present, ``name`` and ``description`` not empty."""
-    found = {s for root in roots if root.is_dir() for s in find_skills(root)}
-    found |= {f for f in folders if (f / SKILL_FILE).is_file()}
-    skills = sorted(found)
-    diagnostics: list[Diagnostic] = []
-    for folder in skills:
-        try:
-            read_skill(folder)
-        except VallyError as exc:
-            loc = exc.location
-            diagnostics.append(
-                Diagnostic(
-                    "skill-invalid", "error", loc.file if loc else str(folder / "SKILL.md"),
-                    loc.line if loc else 1, exc.message + (f" ({exc.hint})" if exc.hint else ""),
-                )
-            )
-    return skills, diagnostics
-
-
-def run_lint(
-    eval_files: Sequence[Path],
-    catalog: GraderCatalog,
-    *,
-    skills_root: Path | None = None,
-    project: ProjectConfig | None = None,
-    cli_params: Mapping[str, str] | None = None,
-    executors: GraderCatalog | None = None,
-    skill_roots: Sequence[Path] = (),
-    skill_folders: Sequence[Path] = (),
-) -> LintResult:
-    """Lint eval files, the skills below ``skills_root`` and ``skill_roots``, and those of
-    ``skill_folders`` themselves; never stops at the first bad file."""
-    result = LintResult(eval_files=list(eval_files))
-    for path in eval_files:
-        result.diagnostics.extend(
-            lint_eval_file(
-                path, catalog, project=project, cli_params=cli_params, executors=executors
-            )
-        )
-    roots = [*([skills_root] if skills_root is not None else []), *skill_roots]
-    if roots or skill_folders:
-        skills, diagnostics = lint_skills(*roots, folders=skill_folders)
-        result.skills = skills
-        result.diagnostics.extend(diagnostics)
-    return result
-
-
-def skill_roots(
-    path: Path | None,
-    eval_files: Sequence[Path],
-    project: ProjectConfig,
-    project_root: Path | None,
-) -> list[Path]:
-    """The folders ``vally lint`` searches for SKILL.md files: the ``PATH`` argument when
-    one was given (a folder), the project's ``paths.skills`` (with a project file) and each
-    eval file's ``skills/`` sub-folder (each eval file's own folder is checked too, without
-    its sub-folders). Never the working directory's whole tree: run from a shared folder,
-    lint stays on its specs."""
-    roots: list[Path] = []
-    if path is not None and path.is_dir():
-        roots.append(path)
-    if project_root is not None:
-        roots += [project_root / entry for entry in project.paths.skills]
-    for file in eval_files:
-        roots.append(file.parent / "skills")
-    return [r for r in dict.fromkeys(r.absolute() for r in roots) if r.is_dir()]
-
-
-def select_eval_files(
-    root: Path,
-    eval_specs: Sequence[Path],
-    *,
-    cwd: Path,
-    project: ProjectConfig,
-    project_root: Path | None,
-) -> list[Path]:
-    """The eval files ``vally lint`` checks: each ``--eval-spec`` (a file, or a folder's
-    eval files); else ``root`` itself when it is a file; else the project's evals below
-    ``root``; else the eval files below ``root``.
-
-    Raises:
-        ConfigError: An ``--eval-spec`` names nothing, or a folder without eval files.
-    """
-    patterns = project.paths.evalFilenames
-    if eval_specs:
-        files: list[Path] = []
-        for entry in eval_specs:
-            found = eval_files_in(cwd, [str(entry)], patterns)
-            if not found:
-                raise ConfigError(
-                    f"--eval-spec {entry}: no such file, or no eval files "
-                    f"({', '.join(patterns)}) in that folder"
-                )
-            files.extend(f for f in found if f not in files)
-        return files
-    if root.is_file():
-        return [root]
-    if project_root is not None:
-        files = discover_eval_files(project, project_root)
-        return files if root == project_root else [f for f in files if f.is_relative_to(root)]
-    return eval_files_in(root, ["."], patterns)
-
-
-def lint_path(
-    path: Path | None,
-    eval_specs: Sequence[Path] = (),
-    *,
-    cwd: Path,
-    params: Mapping[str, str] | None = None,
-    grader_plugins: Sequence[str] = (),
-) -> LintResult:
-    """Lint what ``vally lint [PATH]`` names: the selected eval files (see
-    :func:`select_eval_files`) and the skills below ``path``, with the graders and
-    executors of the project's plugin session (plus ``grader_plugins``).
-
-    Raises:
-        ConfigError: ``path`` does not exist, or an ``--eval-spec`` names nothing.
-        VallyError: ``.vally.yaml`` or a grader plugin cannot be loaded.
-    """
-    from vally.plugins.session import Session
-
-    root = (path or cwd).absolute()
-    if not root.exists():
-        raise ConfigError(f"path not found: {root}")
-    project, project_root = find_project(root, params=params or {})
-    session = Session(project, project_root)
-    if grader_plugins:
-        session.load_plugins("grader", grader_plugins, base_dir=cwd)
-    files = select_eval_files(
-        root, eval_specs, cwd=cwd, project=project, project_root=project_root
-    )
-    return run_lint(
-        files,
-        SessionGraderCatalog(session),
-        skill_roots=skill_roots(path, files, project, project_root),
-        skill_folders=[f.parent for f in files],
-        project=project,
-        cli_params=params,
-        executors=SessionGraderCatalog(session, "executor"),
-    )

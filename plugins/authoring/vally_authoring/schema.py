@@ -3,7 +3,7 @@
 
 Built from the pydantic models, then completed for editing:
 
-- every property has a description (see :func:`vally.models.field_notes.field_description`);
+- every property has a description (see :func:`vally.field_description`);
 - a ``${NAME}`` param is accepted wherever the loader accepts one in place of a value that
   is not free text (numbers, booleans, durations, choices);
 - a grader's ``config`` is checked against the ``Config`` of the grader its ``type`` names,
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from vally.models.field_notes import field_description
+from vally import field_description
 
 SCHEMA_KINDS = ("eval", "experiment", "project", "promotion")
 """The file kinds ``vally schema`` describes."""
@@ -52,10 +52,7 @@ _TITLES = {
 
 
 def _root_model(kind: str) -> type[BaseModel]:
-    from vally.models.experiment import ExperimentFile
-    from vally.models.project import ProjectConfig
-    from vally.models.promotion import PromotionRules
-    from vally.models.spec import EvalSpec
+    from vally import EvalSpec, ExperimentFile, ProjectConfig, PromotionRules
 
     models: dict[str, type[BaseModel]] = {
         "eval": EvalSpec,
@@ -76,9 +73,7 @@ class PluginConfigs:
     def from_project(cls, start: Path) -> PluginConfigs:
         """The plugins of the project found from ``start`` (entry points and the project
         file's ``plugins:``); a plugin that fails to load is left out."""
-        from vally.errors import VallyError
-        from vally.plugins.session import Session
-        from vally.specs.loading import find_project
+        from vally import Session, VallyError, find_project
 
         try:
             project, root = find_project(start)
@@ -238,7 +233,7 @@ def _select_configs(
 
 def _plugin_config_section(schema: dict[str, Any], plugins: PluginConfigs) -> None:
     """Describe ``plugin_config`` of .vally.yaml by kind and plugin name."""
-    from vally.models.project import CONFIGURABLE_KINDS
+    from vally import CONFIGURABLE_KINDS
 
     prop = schema.get("properties", {}).get("plugin_config")
     if prop is None:
@@ -269,7 +264,7 @@ def write_schemas(folder: Path, plugins: PluginConfigs) -> list[Path]:
     """
     import json
 
-    from vally.errors import OutputError
+    from vally import OutputError
 
     written: list[Path] = []
     try:

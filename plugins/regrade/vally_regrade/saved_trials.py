@@ -4,63 +4,43 @@ The input is JSON Lines (one document per line) or one JSON document (an object 
 array, possibly spread over several lines). Each document's shape is detected:
 
 * ``{"type": "trial-result", ...}``: a line of ``results.jsonl`` or ``vally eval --output
-  jsonl`` -> :class:`~vally.models.records.TrialResultRecord`;
+  jsonl`` -> :class:`vally.TrialResultRecord`;
 * ``{"type": "run-summary", ...}``: skipped (older versions appended one to the results);
 * a document with ``schema_version`` and ``steps``: an ATIF trajectory (Agent Trajectory
-  Interchange Format), mapped onto a :class:`~vally.models.trajectory.Trajectory`;
+  Interchange Format), mapped onto a :class:`vally.Trajectory` (:mod:`vally_regrade.atif`);
 * a document with ``events`` and ``stimulus``: a bare trajectory;
 * a document with a ``trajectory`` object (``{stimulus, trajectory, gradeResult, ...}``): a
   legacy ``EvalOutcome``; its trajectory is read and its stimulus filled in when missing.
 
 Blank lines are skipped. A line that is not JSON, or a document of no known shape, is a
-:class:`~vally.errors.ConfigError` naming the source and the line.
+:class:`vally.ConfigError` naming the source and the line.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from vally.errors import ConfigError, SourceLocation
-from vally.models.jsontext import JsonTooDeepError, loads_bounded
-from vally.models.limits import record_depth
-from vally.models.records import TrialResultRecord
-from vally.models.spec import Stimulus
-from vally.models.trajectory import (
-    AssistantMessageEvent,
-    MessageData,
-    ReasoningEvent,
-    TokenUsageData,
-    TokenUsageEvent,
-    ToolCallData,
-    ToolCallEvent,
-    ToolResultData,
-    ToolResultEvent,
+from vally import (
+    ConfigError,
+    JsonTooDeepError,
+    SourceLocation,
+    Stimulus,
     Trajectory,
-    TrajectoryEvent,
-    TrajectoryMetadata,
-    UserMessageEvent,
-    _span_ms,
-    compute_metrics,
-    last_assistant_text,
+    TrialResultRecord,
+    loads_bounded,
+    record_depth,
 )
-
-InputFormat = Literal["trial-result", "trajectory", "eval-outcome", "atif"]
-"""The shapes :func:`read_items` recognises."""
-
-FORMAT_KEY = "ingestFormat"
-"""Key of ``Trajectory.metadata.extra`` recording which shape a trajectory was read from."""
-
-ATIF_STIMULUS_PREFIX = "atif-"
-"""Stimulus names given to ATIF trajectories, which carry none (``atif-<session id>``)."""
+from vally_regrade.atif import atif_to_trajectory
+from vally_regrade.formats import FORMAT_KEY, InputFormat
 
 
 @dataclass(frozen=True)
-class IngestedItem:
+class SavedTrial:
     """One trial read from the input.
 
     Attributes:
@@ -102,20 +82,20 @@ def read_records(
     Raises:
         ConfigError: A line is not JSON or holds no known shape (message names the line).
     """
-    return [item.value for item in read_items(stream, source=source)]
+    return [item.value for item in read_trials(stream, source=source)]
 
 
-def read_items(stream: TextIO | Iterable[str], *, source: str = "<stdin>") -> list[IngestedItem]:
+def read_trials(stream: TextIO | Iterable[str], *, source: str = "<stdin>") -> list[SavedTrial]:
     """Like :func:`read_records`, keeping each item's detected format and line."""
-    return list(iter_items(stream, source=source))
+    return list(iter_trials(stream, source=source))
 
 
-def iter_items(
+def iter_trials(
     stream: TextIO | Iterable[str],
     *,
     source: str = "<stdin>",
     warn: Callable[[str], None] | None = None,
-) -> Iterator[IngestedItem]:
+) -> Iterator[SavedTrial]:
     """The trials of ``stream``, one at a time.
 
     JSON Lines input is read line by line, so memory does not grow with the number of
@@ -177,7 +157,7 @@ def _ended(line: str) -> str:
 
 def _json_lines(
     lines: Iterator[str], first: int, source: str, warn: Callable[[str], None] | None
-) -> Iterator[IngestedItem]:
+) -> Iterator[SavedTrial]:
     """The items of the JSON Lines after the first document."""
     for line_no, line in enumerate(lines, first):
         if not line.strip():
@@ -212,7 +192,7 @@ def _whole_document(
     rest: str,
     line_error: json.JSONDecodeError,
     source: str,
-) -> Iterator[IngestedItem]:
+) -> Iterator[SavedTrial]:
     """The items of input whose first line is not a JSON document by itself: one JSON
     document spread over lines (an object, or an array of them)."""
     text = "\n" * (first_line - 1) + head + rest
@@ -249,7 +229,7 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts) + more
 
 
-def _convert_document(document: Any, line: int, source: str) -> list[IngestedItem]:
+def _convert_document(document: Any, line: int, source: str) -> list[SavedTrial]:
     where = _location(source, line)
     if not isinstance(document, dict):
         raise ConfigError(
@@ -260,16 +240,16 @@ def _convert_document(document: Any, line: int, source: str) -> list[IngestedIte
     kind = document.get("type")
     try:
         if kind == "trial-result":
-            return [IngestedItem("trial-result", line, TrialResultRecord.model_validate(document))]
+            return [SavedTrial("trial-result", line, TrialResultRecord.model_validate(document))]
         if kind == "run-summary":
             return []
         if "schema_version" in document and "steps" in document:
-            return [IngestedItem("atif", line, atif_to_trajectory(document))]
+            return [SavedTrial("atif", line, atif_to_trajectory(document))]
         if "events" in document and "stimulus" in document:
             trajectory = _tag(Trajectory.model_validate(document), "trajectory")
-            return [IngestedItem("trajectory", line, trajectory)]
+            return [SavedTrial("trajectory", line, trajectory)]
         if isinstance(document.get("trajectory"), dict):
-            return [IngestedItem("eval-outcome", line, _eval_outcome(document))]
+            return [SavedTrial("eval-outcome", line, _eval_outcome(document))]
     except ValidationError as exc:
         label = kind if isinstance(kind, str) else "trajectory"
         raise ConfigError(
@@ -323,164 +303,3 @@ def _eval_outcome(document: Mapping[str, Any]) -> Trajectory:
         )
     raw["stimulus"] = stimulus
     return _tag(Trajectory.model_validate(raw), "eval-outcome")
-
-
-# ----------------------------------------------------------------------------- ATIF
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):  # content parts: [{"type": "text", "text": ...}, ...]
-        return "".join(str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in value)
-    return json.dumps(value, ensure_ascii=False)
-
-
-@dataclass
-class _AtifReader:
-    """The state of one ATIF document's conversion: events so far, the current turn, the
-    first prompt, and the tool names by call id (for the results)."""
-
-    default_model: str | None
-    events: list[TrajectoryEvent] = field(default_factory=list)
-    turn: int = -1
-    first_prompt: str | None = None
-    tool_names: dict[str, str] = field(default_factory=dict)
-    saw_metrics: bool = False
-
-    def step(self, step: Mapping[str, Any]) -> None:
-        """Add the events of one step (system steps carry nothing graders use)."""
-        stamp = step.get("timestamp")
-        base: dict[str, Any] = {"timestamp": stamp} if isinstance(stamp, str) else {}
-        source = step.get("source")
-        message = _text(step.get("message"))
-        if source == "user":
-            self.turn += 1
-            if self.first_prompt is None:
-                self.first_prompt = message
-            data = MessageData(content=message)
-            self.events.append(UserMessageEvent(turn=self.turn, data=data, **base))
-        elif source == "agent":
-            self._agent_step(step, message, base)
-
-    def _agent_step(self, step: Mapping[str, Any], message: str, base: dict[str, Any]) -> None:
-        t = max(self.turn, 0)
-        reasoning = step.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
-            self.events.append(ReasoningEvent(turn=t, data=MessageData(content=reasoning), **base))
-        self._tool_calls(step, t, base)
-        observation = step.get("observation")
-        results = observation.get("results") if isinstance(observation, Mapping) else None
-        for result in results if isinstance(results, list) else []:
-            if not isinstance(result, Mapping):
-                continue
-            call_id = str(result.get("source_call_id") or "")
-            data = ToolResultData(
-                tool_name=self.tool_names.get(call_id, "unknown"),
-                tool_call_id=call_id,
-                success=not bool(result.get("is_error", False)),
-                result=result.get("content"),
-            )
-            self.events.append(ToolResultEvent(turn=t, data=data, **base))
-        if message:
-            self.events.append(
-                AssistantMessageEvent(turn=t, data=MessageData(content=message), **base)
-            )
-        metrics = step.get("metrics")
-        if isinstance(metrics, Mapping):
-            self.saw_metrics = True
-            model = step.get("model_name") if isinstance(step.get("model_name"), str) else None
-            usage = _usage(metrics, "", model or self.default_model)
-            self.events.append(TokenUsageEvent(turn=t, data=usage, **base))
-
-    def _tool_calls(self, step: Mapping[str, Any], t: int, base: dict[str, Any]) -> None:
-        calls = step.get("tool_calls")
-        if not isinstance(calls, list):
-            return
-        batch = f"step-{step.get('step_id')}" if len(calls) > 1 else None
-        for index, call in enumerate(calls):
-            if not isinstance(call, Mapping):
-                continue
-            call_id = str(call.get("tool_call_id") or f"step-{step.get('step_id')}-{index}")
-            name = str(call.get("function_name") or call.get("name") or "unknown")
-            self.tool_names[call_id] = name
-            arguments = call.get("arguments")
-            data = ToolCallData(
-                tool_name=name,
-                tool_call_id=call_id,
-                arguments=arguments if isinstance(arguments, dict | str) else {},
-                batch_id=batch,
-            )
-            self.events.append(ToolCallEvent(turn=t, data=data, **base))
-
-    def final_metrics(self, final: Any) -> None:
-        """One usage event from ``final_metrics`` when no step had metrics."""
-        if not self.saw_metrics and isinstance(final, Mapping):
-            usage = _usage(final, "total_", self.default_model)
-            self.events.append(TokenUsageEvent(turn=max(self.turn, 0), data=usage))
-
-
-def _usage(metrics: Mapping[str, Any], prefix: str, model: str | None) -> TokenUsageData:
-    """Token usage from ATIF metrics (``prompt_tokens`` ..., or ``total_prompt_tokens`` ...)."""
-    return TokenUsageData(
-        input_tokens=_int(metrics.get(f"{prefix}prompt_tokens")),
-        output_tokens=_int(metrics.get(f"{prefix}completion_tokens")),
-        cache_read_tokens=_int(metrics.get(f"{prefix}cached_tokens")),
-        model=model,
-    )
-
-
-def atif_to_trajectory(document: Mapping[str, Any]) -> Trajectory:
-    """Map an ATIF document onto a trajectory (best effort).
-
-    User steps become ``user_message`` events and start a new turn; agent steps give a
-    ``reasoning`` event (``reasoning_content``), an ``assistant_message`` (``message``),
-    one ``tool_call`` per ``tool_calls`` entry, one ``tool_result`` per observation result
-    and a ``token_usage`` event from ``metrics``. When no step has metrics, the document's
-    ``final_metrics`` give one usage event. The stimulus is a placeholder named
-    ``atif-<session_id>`` whose prompt is the first user message; ``vally grade`` matches
-    it to a spec stimulus by prompt or ``--stimulus``.
-
-    Raises:
-        ValueError: ``steps`` is not a list of objects.
-    """
-    steps = document.get("steps")
-    if not isinstance(steps, list) or not all(isinstance(s, Mapping) for s in steps):
-        raise ValueError("ATIF 'steps' must be a list of objects")
-    agent = document.get("agent") if isinstance(document.get("agent"), Mapping) else {}
-    assert isinstance(agent, Mapping)
-    default_model = agent.get("model_name") if isinstance(agent.get("model_name"), str) else None
-    reader = _AtifReader(default_model)
-    for step in steps:
-        reader.step(step)
-    reader.final_metrics(document.get("final_metrics"))
-    events = reader.events
-    session = str(document.get("session_id") or "session")
-    stimulus = Stimulus(name=f"{ATIF_STIMULUS_PREFIX}{session}", prompt=reader.first_prompt or "")
-    stamps = [e.timestamp for e in events]
-    extra: dict[str, Any] = {
-        FORMAT_KEY: "atif",
-        "atifSchemaVersion": document.get("schema_version"),
-    }
-    if isinstance(agent.get("version"), str):
-        extra["agentVersion"] = agent["version"]
-    return Trajectory(
-        stimulus=stimulus,
-        events=events,
-        metrics=compute_metrics(events, wall_time_ms=_span_ms(events)),
-        output=last_assistant_text(events),
-        metadata=TrajectoryMetadata(
-            model=default_model,
-            executor=agent.get("name") if isinstance(agent.get("name"), str) else None,
-            session_id=session,
-            started_at=min(stamps) if stamps else None,
-            completed_at=max(stamps) if stamps else None,
-            extra=extra,
-        ),
-    )

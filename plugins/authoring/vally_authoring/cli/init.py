@@ -1,5 +1,5 @@
 """``vally init [DIR]``: start an eval project that runs offline (see
-:mod:`vally.tools.project_init`)."""
+:mod:`vally_authoring.project_init`)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def init_command(
     ] = False,
 ) -> None:
     """Start an eval project: .vally.yaml, an example eval and an offline demo agent."""
-    from vally.cli.common import user_errors
-    from vally.tools.project_init import init_project
+    from vally import user_errors
+    from vally_authoring.project_init import init_project
 
     with user_errors():
         result = init_project(folder, force=force)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vally.errors import ConfigError, OutputError
+from vally import ConfigError, OutputError
 
 PROJECT_FILE = """\
 # The vally project file: where evals, skills and results live, and project-wide

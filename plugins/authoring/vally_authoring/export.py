@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vally.errors import ConfigError
-from vally.specs.params import parse_key_values
+from vally import ConfigError, parse_key_values
 
 DEFAULT_EXPORT_DIR = "vally-export"
 """Where ``vally export`` writes when no ``--output-dir`` is given."""
@@ -64,9 +63,7 @@ def export(request: ExportRequest, *, cwd: Path | None = None) -> ExportResult:
             config is rejected or the exporter cannot express the spec.
         PluginError: The exporter is not installed or fails to load.
     """
-    from vally.engine.trials.components import load_evals
-    from vally.plugins.session import Session
-    from vally.specs.loading import find_project
+    from vally import Session, find_project, load_evals
 
     base = (cwd or Path.cwd()).absolute()
     spec_path = base / request.eval_spec

@@ -1,7 +1,7 @@
 """Plugin packages for ``vally new``, generated from the example plugins.
 
 The template of each kind is the example distribution under ``plugins/examples/`` named in
-:data:`EXAMPLES` (in a wheel they are shipped as ``vally/tools/plugin_examples/``), so a
+:data:`EXAMPLES` (in a wheel they are shipped as ``vally_authoring/plugin_examples/``), so a
 new package is exactly that example with its names replaced, and the two cannot drift. A
 package is the example's ``pyproject.toml``, ``README.md``, ``src/`` and ``tests/``, with
 these replacements and no others:
@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vally.engine.records.run_folder import output_errors
-from vally.errors import ConfigError, OutputError
+from vally import ConfigError, OutputError
 
 EXAMPLES: dict[str, str] = {
     "grader": "vally-word-count-grader",
@@ -170,7 +169,7 @@ def examples_root() -> Path:
             return candidate
     raise ConfigError(
         "this vally installation has no plugin examples to generate packages from",
-        hint="reinstall vally (its wheel ships them in vally/tools/plugin_examples)",
+        hint="reinstall vally (its wheel ships them in vally_authoring/plugin_examples)",
     )
 
 
@@ -181,7 +180,7 @@ def example_identity(kind: str, folder: Path) -> Identity:
         ConfigError: It declares no single entry point in the kind's group, or its class
             does not end with the kind's suffix.
     """
-    from vally.plugins.groups import ENTRY_POINT_GROUPS
+    from vally import ENTRY_POINT_GROUPS
 
     data = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
     group = ENTRY_POINT_GROUPS[kind]  # type: ignore[index]
@@ -299,8 +298,13 @@ def write_scaffold(scaffold: Scaffold, *, force: bool = False) -> list[Path]:
     written: list[Path] = []
     for relative, text in render_files(scaffold).items():
         path = root / relative
-        with output_errors(str(path), hint="check that --output-dir is a writable folder"):
+        try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write {path}: {exc.strerror or exc}",
+                hint="check that --output-dir is a writable folder",
+            ) from exc
         written.append(path)
     return written

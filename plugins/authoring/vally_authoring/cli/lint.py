@@ -1,4 +1,5 @@
-"""``vally lint [PATH]``: static checks of eval specs and SKILL.md files, no agent."""
+"""``vally lint [PATH]``: static checks of eval specs and SKILL.md files, no agent (the
+checks are :mod:`vally_authoring.lint`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vally.cli.options import opt, switch
-
 if TYPE_CHECKING:
-    from vally.tools.lint import LintResult
+    from vally_authoring.lint.diagnostics import LintResult
 
 
 Root = Annotated[
@@ -26,29 +25,33 @@ Root = Annotated[
 ]
 EvalSpecs = Annotated[
     list[Path] | None,
-    opt(
-        "PATH",
-        "Eval spec file or folder to validate (repeatable). Replaces discovery.",
+    typer.Option(
         "--eval-spec",
         "-e",
+        metavar="PATH",
+        help="Eval spec file or folder to validate (repeatable). Replaces discovery.",
     ),
 ]
-Strict = Annotated[bool, switch("--strict", "Warnings count as errors (exit 1 on any).")]
+Strict = Annotated[bool, typer.Option("--strict", help="Warnings count as errors (exit 1 on any).")]
 GraderPlugins = Annotated[
     list[str] | None,
-    opt(
-        "SPEC",
-        "Load grader plugins (name, distribution, module:Attr, .py file or folder) so their "
-        "types are known (repeatable).",
+    typer.Option(
         "--grader-plugin",
+        metavar="SPEC",
+        help="Load grader plugins (name, distribution, module:Attr, .py file or folder) so "
+        "their types are known (repeatable).",
     ),
 ]
 Params = Annotated[
     list[str] | None,
-    opt("NAME=VALUE", "Param used to resolve ${NAME} (repeatable).", "--param", "-p"),
+    typer.Option(
+        "--param", "-p", metavar="NAME=VALUE", help="Param used to resolve ${NAME} (repeatable)."
+    ),
 ]
-Format = Annotated[str, opt("FORMAT", "Output format: text or json.", "--format")]
-Verbose = Annotated[bool, switch("--verbose", "Also list every file checked.", "-v")]
+Format = Annotated[
+    str, typer.Option("--format", metavar="FORMAT", help="Output format: text or json.")
+]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every file checked.")]
 
 
 def lint_command(
@@ -64,9 +67,8 @@ def lint_command(
 
     Exit 0 when there are no errors (warnings are allowed unless --strict), 1 otherwise.
     """
-    from vally.cli.common import user_errors
-    from vally.specs.params import parse_params
-    from vally.tools.lint import lint_path
+    from vally import parse_params, user_errors
+    from vally_authoring.lint.run import lint_path
 
     if output_format not in ("text", "json"):
         raise typer.BadParameter("expected 'text' or 'json'", param_hint="--format")

@@ -6,7 +6,7 @@ Usage::
     vally export -e eval.yaml --exporter harbor -- base_image=python:3.12-slim
 
 Arguments after ``--`` are ``key=value`` settings of the exporter (a repeated key becomes a
-list). The work is done by :func:`vally.tools.export.export`. Exit code 0 when everything was
+list). The work is done by :func:`vally_authoring.export.export`. Exit code 0 when everything was
 written, 1 on any error (nothing is written when the spec or the exporter is invalid).
 """
 
@@ -17,15 +17,18 @@ from typing import Annotated
 
 import typer
 
-from vally.cli import options as o
-from vally.cli.common import user_errors
-from vally.cli.options import opt
+from vally import user_errors
 
 
 def export_command(
-    eval_spec: Annotated[str, opt("PATH", "Eval spec to export.", "--eval-spec", "-e")],
+    eval_spec: Annotated[
+        str, typer.Option("--eval-spec", "-e", metavar="PATH", help="Eval spec to export.")
+    ],
     exporter: Annotated[
-        str, opt("NAME|SPEC", "Exporter: harbor, or a plugin specifier.", "--exporter")
+        str,
+        typer.Option(
+            "--exporter", metavar="NAME|SPEC", help="Exporter: harbor, or a plugin specifier."
+        ),
     ],
     exporter_args: Annotated[
         list[str] | None,
@@ -36,14 +39,24 @@ def export_command(
         ),
     ] = None,
     output_dir: Annotated[
-        str, opt("DIR", "Folder to write into.", "--output-dir", "-o")
+        str, typer.Option("--output-dir", "-o", metavar="DIR", help="Folder to write into.")
     ] = "vally-export",
-    eval_plugin: o.EvalPlugin = None,
-    params: o.Params = None,
+    eval_plugin: Annotated[
+        str | None, typer.Option(metavar="SPEC", help="Eval provider reading the eval files.")
+    ] = None,
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            "-p",
+            metavar="KEY=VALUE",
+            help="Param value for ${KEY} in specs (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Write an eval spec in another tool's format (e.g. Harbor task folders)."""
-    from vally.specs.params import parse_params
-    from vally.tools.export import ExportRequest, export
+    from vally import parse_params
+    from vally_authoring.export import ExportRequest, export
 
     with user_errors():
         request = ExportRequest(

@@ -3,7 +3,7 @@
 ``vally schema eval`` prints one schema; ``--output`` writes it to a file; ``--write``
 writes all three (eval, experiment, project) into the project's ``.vally/schemas/`` (or
 ``--output``) for an editor's settings to point at. The schemas include the config of
-every plugin the project can load (see :mod:`vally.tools.schema`).
+every plugin the project can load (see :mod:`vally_authoring.schema`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def schema_command(
     promotion rules."""
     import json
 
-    from vally.cli.common import user_errors
-    from vally.tools.schema import SCHEMA_KINDS, PluginConfigs, json_schema, write_schemas
+    from vally import user_errors
+    from vally_authoring.schema import SCHEMA_KINDS, PluginConfigs, json_schema, write_schemas
 
     if kind is not None and kind not in SCHEMA_KINDS:
         raise typer.BadParameter(
@@ -75,14 +75,14 @@ def schema_command(
 
 
 def _schema_dir() -> Path:
-    from vally.specs.loading import find_project
+    from vally import find_project
 
     _, root = find_project(Path.cwd())
     return (root or Path.cwd()) / DEFAULT_SCHEMA_DIR
 
 
 def _write_one(output: Path, text: str) -> None:
-    from vally.errors import OutputError
+    from vally import OutputError
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """``vally new KIND NAME``: scaffold a plugin package that installs, lists and tests green.
 
 The package is the example plugin of that kind (under ``plugins/examples/``) with its names
-replaced (:mod:`vally.tools.scaffold`): a ``pyproject.toml`` declaring the class in the
+replaced (:mod:`vally_authoring.scaffold`): a ``pyproject.toml`` declaring the class in the
 kind's entry-point group, a ``src/`` package with the class, a README and tests.
 """
 
@@ -38,8 +38,8 @@ def new_command(
     ] = False,
 ) -> None:
     """Scaffold a plugin package: pyproject with the entry point, class, README and test."""
-    from vally.cli.common import user_errors
-    from vally.tools.scaffold import ScaffoldUsageError, plan_scaffold, write_scaffold
+    from vally import user_errors
+    from vally_authoring.scaffold import ScaffoldUsageError, plan_scaffold, write_scaffold
 
     try:
         scaffold = plan_scaffold(kind, name, output_dir)
