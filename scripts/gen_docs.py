@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from vally.models.field_notes import FIELD_NOTES, attribute_docs
+from vally_authoring.field_notes import FIELD_NOTES, attribute_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"

@@ -168,7 +168,6 @@ _EXPORTS: dict[str, str] = {
     "load_valid_parts": "vally.specs.partial",
     "source_root": "vally.specs.environments",
     "check_paths": "vally.specs.environments",
-    "field_description": "vally.models.field_notes",
     "PromotionRules": "vally.models.promotion",
     "CONFIGURABLE_KINDS": "vally.models.project",
     "ENTRY_POINT_GROUPS": "vally.plugins.groups",
@@ -392,7 +391,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         format_duration as format_duration,
         parse_duration as parse_duration,
     )
-    from vally.models.field_notes import field_description as field_description
     from vally.models.fingerprint import case_fingerprint as case_fingerprint
     from vally.models.jsontext import (
         JsonTooDeepError as JsonTooDeepError,

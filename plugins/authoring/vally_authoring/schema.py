@@ -3,7 +3,7 @@
 
 Built from the pydantic models, then completed for editing:
 
-- every property has a description (see :func:`vally.field_description`);
+- every property has a description (see :func:`vally_authoring.field_notes.field_description`);
 - a ``${NAME}`` param is accepted wherever the loader accepts one in place of a value that
   is not free text (numbers, booleans, durations, choices);
 - a grader's ``config`` is checked against the ``Config`` of the grader its ``type`` names,
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from vally import field_description
+from vally_authoring.field_notes import field_description
 
 SCHEMA_KINDS = ("eval", "experiment", "project", "promotion")
 """The file kinds ``vally schema`` describes."""
