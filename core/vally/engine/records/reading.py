@@ -7,10 +7,11 @@ installed."""
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vally.engine.records.run_folder import (
     RESULTS_FILE,
@@ -21,9 +22,6 @@ from vally.engine.records.run_folder import (
 )
 from vally.errors import ConfigError
 from vally.models.records import RunSummaryRecord, TrialResultRecord
-
-if TYPE_CHECKING:
-    import pandas
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,9 @@ class RunRecords:
         """The variants of the records, in first-seen order (``[""]`` for a plain run)."""
         return list(dict.fromkeys(r.variant or "" for r in self.records))
 
-    def records_frame(self) -> pandas.DataFrame:
-        """One row per trial: its identity, status, verdict, score, duration, tokens and cost.
+    def records_frame(self) -> Any:
+        """A ``pandas.DataFrame``, one row per trial: its identity, status, verdict, score,
+        duration, tokens and cost.
 
         Raises:
             ConfigError: pandas is not installed.
@@ -58,8 +57,9 @@ class RunRecords:
         rows = [_record_row(r) for r in self.records]
         return _pandas().DataFrame(rows, columns=list(RECORD_COLUMNS))
 
-    def summaries_frame(self) -> pandas.DataFrame:
-        """One row per run summary: eval, variant, trial counts, pass rate, verdict, cost.
+    def summaries_frame(self) -> Any:
+        """A ``pandas.DataFrame``, one row per run summary: eval, variant, trial counts, pass
+        rate, verdict, cost.
 
         Raises:
             ConfigError: pandas is not installed.
@@ -136,7 +136,7 @@ def _summary_row(summary: RunSummaryRecord) -> dict[str, Any]:
 @functools.cache
 def _pandas() -> Any:
     try:
-        import pandas
+        pandas = importlib.import_module("pandas")  # optional: no stubs needed to type-check
     except ImportError:
         raise ConfigError(
             "a DataFrame needs pandas, which is not installed",
