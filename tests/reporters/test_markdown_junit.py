@@ -127,3 +127,19 @@ def test_markdown_row_names_the_model_the_agent_reported(tmp_path: Path) -> None
     )
     text = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert any(line.startswith("| add-test | gpt-reported |") for line in text.splitlines())
+
+
+def test_names_in_the_report_are_never_html(tmp_path: Path) -> None:
+    hostile = "<img src=x onerror=alert(1)>"
+    error = TrialError(phase="execute", code="VALLY_EXECUTION", message="<script>x</script>")
+    records = [
+        make_record(hostile, passed=False, model="<b>m</b>", eval_name="<i>ev</i>"),
+        make_record("ok", error=error, eval_name="<i>ev</i>"),
+    ]
+    Driver(MarkdownReporter()).run(make_run(tmp_path, 2), records)
+    text = (tmp_path / "report.md").read_text(encoding="utf-8")
+    for raw in ("<img", "<b>", "<i>", "<script>"):
+        assert raw not in text, raw
+    assert "## Eval: &lt;i&gt;ev&lt;/i&gt;" in text
+    assert "**&lt;img src=x onerror=alert(1)&gt;** [&lt;b&gt;m&lt;/b&gt;] trial 0" in text
+    assert "&lt;script&gt;x&lt;/script&gt;" in text

@@ -237,6 +237,12 @@ def format_ms(value: float | None) -> str:
     return f"{minutes}m {rest:02d}s"
 
 
+def markdown_text(text: str) -> str:
+    """``text`` shown as written in Markdown: ``&``, ``<`` and ``>`` as HTML entities, so a
+    stimulus, model or eval name such as ``<img onerror=...>`` is never rendered as HTML."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def one_line(text: str, limit: int) -> str:
     """Collapse whitespace to single spaces and cut to ``limit`` characters with ``…``."""
     flat = " ".join(text.split())

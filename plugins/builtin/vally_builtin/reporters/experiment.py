@@ -30,6 +30,7 @@ from vally import (
     mean_rate,
     pass_rate_deltas,
 )
+from vally_builtin.reporters import markdown_text
 
 _EPSILON = 1e-9
 NO_DIFFERENCE = "no detectable difference"
@@ -327,7 +328,7 @@ def pct(value: float | None) -> str:
 
 def cell(text: str) -> str:
     """``text`` as one Markdown table cell or list line (one line, pipes escaped)."""
-    return text.replace("|", "\\|").replace("\n", " ").strip()
+    return markdown_text(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
 def comparison_table(comparison: Comparison) -> list[str]:

@@ -131,7 +131,7 @@ def render_report(
         aggregate = experiment_aggregate(snapshot, records)
     comparison = compare_stats(aggregate.variant_stats(), baseline)
     lines = [
-        f"# Experiment report: {snapshot.get('experiment')}",
+        f"# Experiment report: {cell(str(snapshot.get('experiment')))}",
         "",
         f"Rendered: {rendered_at}",
         "",
@@ -189,7 +189,7 @@ def _comparison_lines(comparison: Comparison) -> list[str]:
 def _summary_lines(summary: RunSummaryRecord, meta: Mapping[str, Any]) -> list[str]:
     """One eval of a variant: its verdict, file and hashes, and a row per stimulus."""
     lines = [
-        f"### {summary.eval_name}: verdict {summary.verdict}",
+        f"### {cell(summary.eval_name)}: verdict {summary.verdict}",
         "",
         f"File: `{meta.get('file', summary.eval_file)}`; config hash "
         f"`{summary.config_hash}`; eval hash `{summary.eval_hash}`; "

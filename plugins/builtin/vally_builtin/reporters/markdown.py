@@ -34,6 +34,7 @@ from vally_builtin.reporters import (
     format_ms,
     format_rate,
     format_score,
+    markdown_text,
     one_line,
     summary_threshold,
     trial_outcome,
@@ -70,11 +71,16 @@ class MarkdownConfig(StrictConfig):
 
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell (one line, pipes escaped)."""
-    return one_line(text, 10_000).replace("|", "\\|")
+    return markdown_text(one_line(text, 10_000)).replace("|", "\\|")
 
 
 def _inline(text: str, limit: int = EVIDENCE_LIMIT) -> str:
-    return one_line(text, limit).replace("`", "'")
+    return markdown_text(one_line(text, limit)).replace("`", "'")
+
+
+def _code(text: str) -> str:
+    """``text`` inside a code span: one line, no backtick to end the span early."""
+    return one_line(text, 10_000).replace("`", "'")
 
 
 def _tokens_line(aggregate: ReportAggregate) -> str:
@@ -116,13 +122,13 @@ def render_aggregate(
 ) -> str:
     """The Markdown text of a report over the records counted into ``aggregate`` (see
     :func:`render_report`)."""
-    out: list[str] = [f"# {title}", ""]
+    out: list[str] = [f"# {_inline(title)}", ""]
     header = [
         ("Run", f"`{run.run_id}`"),
         ("Command", f"`vally {run.command}`"),
     ]
     if run.experiment:
-        header.append(("Experiment", run.experiment))
+        header.append(("Experiment", _inline(run.experiment)))
     if run.shard:
         header.append(("Shard", run.shard))
     header += [
@@ -166,7 +172,8 @@ def _section(
     summaries: Sequence[RunSummaryRecord],
 ) -> list[str]:
     """One eval's (and variant's) table, failed graders and errored trials."""
-    out = [f"## Eval: {eval_name}" + (f" — variant {variant}" if variant else ""), ""]
+    shown = f"## Eval: {_inline(eval_name)}" + (f" — variant {_inline(variant)}" if variant else "")
+    out = [shown, ""]
     threshold = summary_threshold(summaries, eval_name, variant)
     if threshold is not None:
         out += [f"Threshold: {format_score(threshold)}", ""]
@@ -200,7 +207,8 @@ def _section(
             _failure_lines(key, record, failed_lines, errored_lines)
         if row.failures_left_out:
             failed_lines.append(
-                f"- **{key.stimulus}** [{key.model_label}]: {row.failures_left_out} more "
+                f"- **{_inline(key.stimulus)}** [{_inline(key.model_label)}]: "
+                f"{row.failures_left_out} more "
                 f"failed or errored trial(s) not listed (see {RESULTS_FILE})"
             )
     out.append("")
@@ -215,7 +223,7 @@ def _failure_lines(
     key: GroupKey, record: TrialResultRecord, failed_lines: list[str], errored_lines: list[str]
 ) -> None:
     """Append a failed or errored trial's lines: its error, failed graders, violations."""
-    where = f"**{key.stimulus}** [{key.model_label}] trial {record.trial_index}"
+    where = f"**{_inline(key.stimulus)}** [{_inline(key.model_label)}] trial {record.trial_index}"
     outcome = trial_outcome(record)
     if outcome == "errored":
         if record.error is not None:
@@ -228,9 +236,9 @@ def _failure_lines(
     for result in failed_graders(record):
         state = "error" if result.status == "error" else "failed"
         evidence = _inline(result.evidence) if result.evidence else "(no evidence)"
-        label = f"`{result.name}`"
+        label = f"`{_code(result.name)}`"
         if result.name != result.type:
-            label += f" ({result.type})"
+            label += f" ({_inline(result.type)})"
         failed_lines.append(
             f"- {where}: {label} {state} — score {format_score(result.score)}: {evidence}"
         )
