@@ -112,3 +112,31 @@ def test_a_missing_or_unreadable_reward_errors_the_grader(
 ) -> None:
     with pytest.raises(GradingError, match=message):
         _reward(kind, text, "")
+
+
+def test_a_linked_instruction_is_refused_and_no_host_file_becomes_the_prompt(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("TOP SECRET\n", encoding="utf-8")
+    task = write_task(tmp_path / "tasks", "leak", instruction="x\n", test_sh="exit 0\n", toml=TOML)
+    (task / "instruction.md").unlink()
+    (task / "instruction.md").symlink_to(secret)
+    with pytest.raises(ConfigError, match="is a symbolic link") as caught:
+        HarborEvalProvider(HarborProviderConfig()).load(task / "task.toml", {})
+    assert "TOP SECRET" not in caught.value.render()
+    (task / "task.toml").rename(task / "real.toml")
+    (task / "task.toml").symlink_to(task / "real.toml")
+    with pytest.raises(ConfigError, match="is a symbolic link"):
+        HarborEvalProvider(HarborProviderConfig()).load(task / "task.toml", {})
+
+
+def test_a_non_utf8_or_huge_instruction_is_a_task_error(tmp_path: Path) -> None:
+    task = write_task(tmp_path, "bad", instruction="x\n", test_sh="exit 0\n", toml=TOML)
+    (task / "instruction.md").write_bytes(b"caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"is not UTF-8 text \(.* at byte 3\)"):
+        HarborEvalProvider(HarborProviderConfig()).load(task / "task.toml", {})
+    with (task / "instruction.md").open("wb") as handle:
+        handle.truncate(300 * 1024 * 1024)  # a sparse 300 MB file: nothing is read past 1 MiB
+    with pytest.raises(ConfigError, match="is larger than 1024 KiB"):
+        HarborEvalProvider(HarborProviderConfig()).load(task / "task.toml", {})

@@ -81,13 +81,49 @@ class HarborEvalProvider(Plugin[HarborProviderConfig]):
         return [LoadedEval(spec=spec, source=task_file, raw=raw)]
 
 
-def _read_toml(task_file: Path) -> dict[str, Any]:
+TASK_FILE_BYTES = 1024 * 1024
+"""The largest ``task.toml`` or ``instruction.md`` read (1 MiB): a prompt is text, not data."""
+
+
+def read_task_text(path: Path, limit: int = TASK_FILE_BYTES) -> str:
+    """A task folder's text file, read link-safe: a symbolic link is refused (a task must not
+    make a host file its prompt), so is a file over ``limit`` bytes, and text that is not
+    UTF-8 is a task error naming the byte.
+
+    Raises:
+        ConfigError: The file is a link, too large, unreadable or not UTF-8.
+    """
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path} is a symbolic link; a Harbor task's files are read only from the task folder",
+            hint="replace the link with the file itself",
+        )
     try:
-        return tomllib.loads(task_file.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise ConfigError(
+            f"{path} is larger than {limit // 1024} KiB",
+            hint="a task's instruction and settings are text; move data into the task's "
+            "environment",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def _read_toml(task_file: Path) -> dict[str, Any]:
+    text = read_task_text(task_file)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{task_file}: invalid TOML: {exc}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{task_file}: cannot be read: {exc}") from exc
 
 
 def _section(settings: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -102,7 +138,7 @@ def _spec_document(folder: Path, settings: Mapping[str, Any]) -> dict[str, Any]:
         ConfigError: ``instruction.md`` or ``tests/test.sh`` is missing.
     """
     instruction = folder / "instruction.md"
-    if not instruction.is_file():
+    if not instruction.is_file() and not instruction.is_symlink():
         raise ConfigError(f"the Harbor task {folder} has no instruction.md")
     if not (folder / "tests" / "test.sh").is_file():
         raise ConfigError(f"the Harbor task {folder} has no tests/test.sh (its verifier)")
@@ -112,7 +148,7 @@ def _spec_document(folder: Path, settings: Mapping[str, Any]) -> dict[str, Any]:
         verifier["timeout"] = f"{float(verifier_timeout):g}s"
     stimulus: dict[str, Any] = {
         "name": folder.name,
-        "prompt": instruction.read_text(encoding="utf-8"),
+        "prompt": read_task_text(instruction),
         "graders": [{"type": "harbor-verifier", "config": verifier, "required": True}],
         "tags": {
             k: v
