@@ -110,7 +110,13 @@ class McpServerConfig(SpecModel):
                     f"got {self.url!r}"
                 )
         foreign = ["url", "headers"] if self.type == "stdio" else ["command", "args", "env", "cwd"]
-        given = [name for name in foreign if name in self.model_fields_set]
+        # A field written with its empty default (``url: null``, ``headers: {}``, as every
+        # record holds them) is not a conflict: records of stdio servers read back.
+        given = [
+            name
+            for name in foreign
+            if name in self.model_fields_set and getattr(self, name) not in (None, {}, [])
+        ]
         if given:
             raise ValueError(
                 f"{', '.join(repr(n) for n in given)} cannot be used with an MCP server of "
