@@ -39,3 +39,11 @@ def test_empty_or_non_json_stdin(project: Path, stdin: str, expected: str) -> No
     result = vally("grade", "-e", "eval.yaml", cwd=project, stdin=stdin)
     assert result.returncode == 1
     assert expected in result.stderr
+
+
+def test_standard_input_that_is_not_utf8_is_a_clear_error(project: Path) -> None:
+    result = vally("grade", "-e", "eval.yaml", cwd=project, stdin=b'{"type": "caf\xe9"}\n')
+    assert result.returncode == 1
+    assert "standard input is not UTF-8 text (invalid continuation byte at byte 13)" in (
+        result.stderr
+    )

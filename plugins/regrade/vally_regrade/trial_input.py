@@ -4,6 +4,7 @@ trial, once to grade them), and each saved trial matched to its stimulus."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import shutil
 import tempfile
@@ -73,9 +74,40 @@ def spool(stdin: TextIO) -> Iterator[IO[str]]:
     """A copy of standard input in a temporary file, to read it twice without holding it
     in memory (once to check every trial, once to grade them)."""
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as copy:
-        shutil.copyfileobj(stdin, copy)
+        source = getattr(stdin, "buffer", None)
+        if source is not None:  # the bytes, decoded strictly (stdin itself may be lenient)
+            _copy_utf8(source, copy)
+        else:
+            try:
+                shutil.copyfileobj(stdin, copy)
+            except UnicodeError as exc:
+                raise _not_utf8(str(exc)) from None
         copy.seek(0)
         yield copy
+
+
+def _not_utf8(reason: str) -> ConfigError:
+    return ConfigError(
+        f"standard input is not UTF-8 text ({reason})",
+        hint="pipe in a results.jsonl written by vally, or a trajectory saved as UTF-8",
+    )
+
+
+def _copy_utf8(source: IO[bytes], target: IO[str]) -> None:
+    """Copy ``source`` into ``target``, decoding UTF-8 strictly.
+
+    Raises:
+        ConfigError: The input is not UTF-8 (naming the byte offset in the whole input).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        while chunk := source.read(1 << 16):
+            target.write(decoder.decode(chunk))
+            offset += len(chunk)
+        target.write(decoder.decode(b"", final=True))
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(f"{exc.reason} at byte {offset + exc.start}") from None
 
 
 def matched_trials(
