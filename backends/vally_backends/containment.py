@@ -53,6 +53,18 @@ def new_token() -> str:
     return f"{pid}.{started}.{os.urandom(8).hex()}"
 
 
+def owner_mark() -> str:
+    """``<vally pid>.<its start time>``: put in the names of what this process leaves on
+    disk, so that a later run can tell that its owner died (see :func:`owner_alive`)."""
+    return new_token().rsplit(".", 1)[0]
+
+
+def can_tell_owners() -> bool:
+    """Whether a process's start time can be read here (Linux's ``/proc``): without it no
+    owner can be told dead, and nothing is swept."""
+    return _start_time(os.getpid()) is not None
+
+
 def owner_alive(token: str) -> bool:
     """Whether the vally process that created ``token`` still runs."""
     pid, _, rest = token.partition(".")

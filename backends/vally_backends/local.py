@@ -1,7 +1,8 @@
 """The ``local`` backend: each trial runs in a fresh folder on the host.
 
-A trial's workspace is a temporary folder (``vally-eval-XXXXXX``), the folder named by
-``--workspace`` (kept afterwards), or a git worktree when the environment sets ``git``. With
+A trial's workspace is a temporary folder (``vally-eval-<pid>.<start>-XXXXXX``, swept by a
+later run when its vally process died), the folder named by ``--workspace`` (kept
+afterwards), or a git worktree when the environment sets ``git``. With
 ``reuse_workspace`` a kept folder that already exists is used as it is (``vally grade
 --workspace``): never cleared, never deleted.
 Commands run as subprocesses in their own session, each below a keeper that holds the
@@ -19,6 +20,7 @@ import contextlib
 import errno as errnos
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -52,7 +54,15 @@ from vally_backends.commands import (
     kill_process_tree,
     start_kept,
 )
-from vally_backends.containment import CELL_ENV, kill_marked, new_token, sweep_dead
+from vally_backends.containment import (
+    CELL_ENV,
+    can_tell_owners,
+    kill_marked,
+    new_token,
+    owner_alive,
+    owner_mark,
+    sweep_dead,
+)
 
 logger = logging.getLogger("vally.backends.local")
 
@@ -157,6 +167,34 @@ class LocalProcess:
 
 
 # --------------------------------------------------------------------------- sandbox
+
+
+WORKSPACE_PREFIX = "vally-eval-"
+"""The start of a workspace folder's name: ``vally-eval-<pid>.<start time>-<random>``."""
+
+_OWNED_WORKSPACE = re.compile(r"^vally-eval-(\d+\.\d+)-")
+
+
+def sweep_dead_workspaces(folder: str) -> int:
+    """Delete the workspaces in ``folder`` whose vally process died without removing them
+    (killed with SIGKILL, say); those of running processes, and folders of older versions
+    (no owner in the name), are left. Nothing is swept where owners cannot be told."""
+    if not can_tell_owners():
+        return 0
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _OWNED_WORKSPACE.match(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        if owner_alive(f"{match.group(1)}.x"):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed += 1
+    return removed
 
 
 _REAL_TEMP_DIRS: dict[str, str] = {}
@@ -558,10 +596,13 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
 
     async def start(self, run_id: str) -> None:
         """Kill processes left behind by sandboxes of vally processes that died (killed
-        with SIGKILL, say), found through their marker."""
+        with SIGKILL, say), found through their marker, and delete their workspaces."""
         killed = await asyncio.to_thread(sweep_dead)
         if killed:
             logger.warning("local backend: killed %d process(es) left by a dead vally run", killed)
+        swept = await asyncio.to_thread(sweep_dead_workspaces, _real_temp_dir())
+        if swept:
+            logger.warning("local backend: deleted %d workspace(s) left by a dead vally run", swept)
 
     def base_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment commands start from: passed-through host variables, then
@@ -586,7 +627,8 @@ class LocalBackend(BaseBackend["LocalBackend.Config"]):
                 root = Path(trial.keep_workspace).absolute()
                 await asyncio.to_thread(fresh_folder, root)
             else:
-                root = Path(tempfile.mkdtemp(prefix="vally-eval-", dir=_real_temp_dir()))
+                prefix = f"{WORKSPACE_PREFIX}{owner_mark()}-"
+                root = Path(tempfile.mkdtemp(prefix=prefix, dir=_real_temp_dir()))
         except OSError as exc:
             raise SetupError(
                 f"cannot create the workspace for {trial.key.as_id()}: {exc}",
