@@ -9,7 +9,10 @@ and words the evidence of how they ended.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import shutil
+import tempfile
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -270,14 +273,40 @@ def resolve_host_source(spec_dir: Path, src: str, *, what: str) -> Path:
     return candidate
 
 
-async def copy_folder_in(sandbox: Sandbox, source: Path, dest: str) -> None:
-    """Write every file below the host folder ``source`` to ``dest/<relative path>`` in
-    the sandbox, in sorted order; symbolic links are skipped."""
-    for item in sorted(source.rglob("*")):
-        if item.is_symlink() or not item.is_file():
-            continue
-        rel = item.relative_to(source).as_posix()
-        await sandbox.write_file(f"{dest}/{rel}", item.read_bytes())
+async def copy_folder_in(
+    sandbox: Sandbox, source: Path, dest: str, *, timeout: float | None = None
+) -> None:
+    """Copy every regular file below the host folder ``source`` to ``dest/<relative path>`` in
+    the sandbox in one transfer (symbolic links are skipped): the files are staged in a
+    temporary folder, then copied in by one ``copy_in``, so a folder of 2,000 files costs one
+    backend call, not 2,000.
+
+    Raises:
+        GradingError: Staging and copying took longer than ``timeout`` seconds.
+    """
+
+    def stage(into: Path) -> None:
+        for item in sorted(source.rglob("*")):
+            if item.is_symlink() or not item.is_file():
+                continue
+            target = into / item.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(item, target)
+
+    async def copy() -> None:
+        with tempfile.TemporaryDirectory(prefix="vally-stage-") as folder:
+            staged = Path(folder) / "files"
+            staged.mkdir()
+            await asyncio.to_thread(stage, staged)
+            await sandbox.copy_in(staged, dest)
+
+    try:
+        await asyncio.wait_for(copy(), timeout)
+    except TimeoutError:
+        raise GradingError(
+            f"copying {source} into the sandbox took longer than {timeout:g}s",
+            hint="keep the folder small, or raise the grader's timeout",
+        ) from None
 
 
 def shorten(text: str, limit: int = 200) -> str:

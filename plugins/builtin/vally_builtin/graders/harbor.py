@@ -91,7 +91,7 @@ class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
         tests = resolve_host_source(context.spec_dir, self.config.tests, what="tests")
         if not (tests / "test.sh").is_file():
             raise GradingError(f"the Harbor task has no tests/test.sh (looked in {tests})")
-        await copy_folder_in(sandbox, tests, STAGING)
+        await copy_folder_in(sandbox, tests, STAGING, timeout=self.config.timeout)
         command = GraderCommand(
             ["sh", "-c", _RUN], shown="tests/test.sh", timeout=self.config.timeout
         )
