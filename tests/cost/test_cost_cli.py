@@ -61,4 +61,9 @@ def test_a_model_without_a_price_leaves_the_cost_unknown(
     assert record["cost"]["totalUsd"] is None
     assert record["cost"]["judgeUsd"] == pytest.approx(JUDGE_USD)
     assert record["cost"]["unpricedTrials"] == 1
-    assert "1 trial without a price left out" in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "tokens cost unknown" in out
+    assert (
+        "(1 trial of a model without a price, not counted in the total: add it under prices: "
+        "in .vally.yaml)"
+    ) in out

@@ -73,20 +73,27 @@ class CostTotals:
         self.spent = self.spent or bool(state["spent"])
 
     def line(self) -> str:
-        """Tokens and cost of the agent, of the judges, and the total cost."""
+        """Tokens and cost of the agent, of the judges, and the total cost:
+        ``agent 240 tokens $0.0012 · judge 60 tokens $0.0003 · total $0.0015``. A part with
+        no price reads ``cost unknown``, and trials left out of the total say how to price
+        them."""
         parts = []
         for who in ("agent", "judge"):
-            dollars = format_usd(self.dollars[who] if self.priced[who] else None)
+            dollars = format_usd(self.dollars[who]) if self.priced[who] else "cost unknown"
             part = f"{who} {self.tokens[who]:,} tokens {dollars}"
             if who == "agent" and self.sources:
                 part += f" ({'/'.join(sorted(self.sources))})"
             parts.append(part)
         priced = any(self.priced.values())
-        total = format_usd(self.dollars["agent"] + self.dollars["judge"] if priced else None)
+        total = format_usd(self.dollars["agent"] + self.dollars["judge"]) if priced else "unknown"
         line = " · ".join([*parts, f"total {total}"])
         if self.unpriced:
-            plural = "" if self.unpriced == 1 else "s"
-            line += f" ({self.unpriced} trial{plural} without a price left out)"
+            trials = f"{self.unpriced} trial{'' if self.unpriced == 1 else 's'}"
+            counted = "not counted in the total" if priced else "not priced"
+            line += (
+                f" ({trials} of a model without a price, {counted}: "
+                "add it under prices: in .vally.yaml)"
+            )
         if self.hits or self.misses:
             line += f" · judge cache {self.hits} hits / {self.misses} misses"
         return line
