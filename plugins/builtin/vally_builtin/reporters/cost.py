@@ -73,25 +73,26 @@ class CostTotals:
         self.spent = self.spent or bool(state["spent"])
 
     def line(self) -> str:
-        """Tokens and cost of the agent, of the judges, and the total cost:
-        ``agent 240 tokens $0.0012 · judge 60 tokens $0.0003 · total $0.0015``. A part with
-        no price reads ``cost unknown``, and trials left out of the total say how to price
-        them."""
+        """Tokens and cost of the agent, of the judges (when they were called), and the
+        total cost: ``agent 240 tokens $0.0012 · judge 60 tokens $0.0003 · total $0.0015``.
+        A part with no price reads ``cost unknown``, and trials left out of the total say
+        how to price them."""
+        shown = [w for w in ("agent", "judge") if self.tokens[w] or self.dollars[w]] or ["agent"]
         parts = []
-        for who in ("agent", "judge"):
+        for who in shown:
             dollars = format_usd(self.dollars[who]) if self.priced[who] else "cost unknown"
             part = f"{who} {self.tokens[who]:,} tokens {dollars}"
             if who == "agent" and self.sources:
                 part += f" ({'/'.join(sorted(self.sources))})"
             parts.append(part)
-        priced = any(self.priced.values())
-        total = format_usd(self.dollars["agent"] + self.dollars["judge"]) if priced else "unknown"
+        priced = any(self.priced[who] for who in shown)
+        total = format_usd(sum(self.dollars[who] for who in shown)) if priced else "unknown"
         line = " · ".join([*parts, f"total {total}"])
         if self.unpriced:
             trials = f"{self.unpriced} trial{'' if self.unpriced == 1 else 's'}"
-            counted = "not counted in the total" if priced else "not priced"
+            counted = ", not counted in the total" if priced else ""
             line += (
-                f" ({trials} of a model without a price, {counted}: "
+                f" ({trials} of a model without a price{counted}: "
                 "add it under prices: in .vally.yaml)"
             )
         if self.hits or self.misses:
