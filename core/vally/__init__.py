@@ -123,6 +123,7 @@ _EXPORTS: dict[str, str] = {
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     "user_errors": "vally.cli.common",
+    "source_excerpt": "vally.cli.common",
     # the run API, for Python scripts and notebooks
     "EvalRequest": "vally.engine.evals",
     "run_eval": "vally.engine.evals",
@@ -232,6 +233,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
         command_group as command_group,
+        source_excerpt as source_excerpt,
         user_errors as user_errors,
     )
     from vally.comparison.graded import (

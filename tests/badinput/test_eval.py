@@ -127,3 +127,15 @@ def test_an_errored_trial_is_not_said_to_leave_the_exit_code_at_0(project: Path)
     out = result.stdout + result.stderr
     assert "1 failed, 1 errored" in out and "verdict: FAIL" in out
     assert "exit code is still 0" not in out
+
+
+def test_a_config_error_shows_its_source_line_with_a_caret(project: Path) -> None:
+    spec = (project / "eval.yaml").read_text(encoding="utf-8").replace("runs: 1", "runs: zero")
+    (project / "eval.yaml").write_text(spec, encoding="utf-8")
+    result = vally("eval", "-e", "eval.yaml", cwd=project)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if "eval.yaml:3:9: defaults.runs" in line)
+    assert lines[at + 1 : at + 3] == ["  3 |   runs: zero", "    |         ^"]
+    linted = vally("lint", "eval.yaml", cwd=project)
+    assert "  3 |   runs: zero\n    |         ^" in linted.stdout

@@ -6,11 +6,12 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
 
-from vally.errors import VallyError
+from vally.errors import SourceLocation, VallyError
 
 T = TypeVar("T")
 
@@ -27,9 +28,42 @@ def debug_enabled() -> bool:
     return os.environ.get("VALLY_DEBUG", "") not in ("", "0")
 
 
+EXCERPT_FILE_BYTES = 8 * 1024 * 1024
+"""A file larger than this is not read again to show the line of an error."""
+
+
+def source_excerpt(location: SourceLocation | None) -> list[str]:
+    """The line ``location`` points at, with a caret under its column::
+
+         7 |   runs: zero
+           |         ^
+
+    Empty when there is no line, or the file cannot be read as text."""
+    if location is None or location.line is None or location.line < 1:
+        return []
+    path = Path(location.file)
+    try:
+        if not path.is_file() or path.stat().st_size > EXCERPT_FILE_BYTES:
+            return []
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if location.line > len(lines):
+        return []
+    text = lines[location.line - 1].expandtabs(1)
+    number = str(location.line)
+    out = [f"  {number} | {text}"]
+    if location.column is not None and 1 <= location.column <= len(text) + 1:
+        out.append(f"  {' ' * len(number)} | {' ' * (location.column - 1)}^")
+    return out
+
+
 def fail(error: VallyError, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print ``error`` for the user (no traceback unless debugging) and exit."""
+    """Print ``error`` for the user (no traceback unless debugging), with the source line it
+    points at, and exit."""
     typer.echo(f"error[{error.code}]: {error.render()}", err=True)
+    for line in source_excerpt(error.location):
+        typer.echo(line, err=True)
     cause = error.__cause__
     if cause is not None and not isinstance(cause, VallyError) and not _is_validation(cause):
         typer.echo(f"  caused by: {type(cause).__name__}: {cause}", err=True)

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vally import SourceLocation, source_excerpt
+
 if TYPE_CHECKING:
     from vally_authoring.lint.diagnostics import LintResult
 
@@ -96,6 +98,9 @@ def _print_text(result: LintResult, *, verbose: bool) -> None:
             typer.echo(f"checked skill {skill}")
     for diagnostic in result.diagnostics:
         typer.echo(diagnostic.render())
+        where = SourceLocation(diagnostic.file, diagnostic.line, diagnostic.column)
+        for line in source_excerpt(where):
+            typer.echo(line)
     if not result.eval_files and not result.skills:
         typer.echo("nothing to lint: no eval files or SKILL.md found", err=True)
     typer.echo(
