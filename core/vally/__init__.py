@@ -106,17 +106,45 @@ _EXPORTS: dict[str, str] = {
     "order_records": "vally.engine.shards",
     "is_errored": "vally.engine.scoring",
     "is_graded": "vally.engine.scoring",
-    # stimulus-level comparison statistics, for reporters and the dashboard
-    "Estimate": "vally.statistics.estimates",
-    "metric_delta": "vally.statistics.estimates",
-    "mcnemar_from_pairs": "vally.statistics.estimates",
-    "stimulus_pass_rates": "vally.comparison.pass_rates",
-    "pass_rate_deltas": "vally.comparison.pass_rates",
-    "mean_rate": "vally.comparison.pass_rates",
-    # the judge-free comparison of graded runs, for the dashboard and scripts
-    "RunTally": "vally.comparison.graded",
-    "compare_tallies": "vally.comparison.graded",
-    "comparison_json": "vally.comparison.graded_records",
+    # reading and writing run folders, for packages that compare runs (vally_compare)
+    "SUMMARY_FILE": "vally.engine.rundir",
+    "results_file": "vally.engine.rundir",
+    "iter_records": "vally.engine.rundir",
+    "reading_results": "vally.engine.rundir",
+    "iter_raw_json_lines": "vally.engine.rundir",
+    "output_errors": "vally.engine.rundir",
+    "write_text_atomic": "vally.engine.rundir",
+    "case_fingerprint": "vally.models.fingerprint",
+    "suite_fingerprint": "vally.models.fingerprint",
+    # promotion rules (the experiment file's promotion: section, vally compare --rules)
+    "PromotionRules": "vally.models.promotion",
+    "NoRegressedCases": "vally.models.promotion",
+    "NoMoreFailed": "vally.models.promotion",
+    "Improves": "vally.models.promotion",
+    "NonInferior": "vally.models.promotion",
+    "WinRate": "vally.models.promotion",
+    "NoMissing": "vally.models.promotion",
+    "SameSuite": "vally.models.promotion",
+    # YAML files with file:line:column errors, and specs and projects found on disk
+    "SourceLocation": "vally.errors",
+    "load_yaml": "vally.specs.yamlio",
+    "validate_model": "vally.specs.yamlio",
+    "find_project": "vally.specs.loading",
+    "parse_params": "vally.specs.params",
+    # LLM judges outside a run: the provider, the judge cache and what judging cost
+    "provider_config_from_settings": "vally.engine.llm",
+    "is_pairwise": "vally.plugins.capabilities",
+    "CachedJudge": "vally.engine.judge_cache",
+    "JudgeCache": "vally.engine.judge_cache",
+    "JudgeSpend": "vally.engine.judge_cache",
+    "cache_root": "vally.engine.judge_cache",
+    "bypass_cache": "vally.engine.judge_cache",
+    "PriceTable": "vally.models.pricing",
+    # experiment hooks (hook plugins, entry-point group vally.hooks)
+    "FinishedExperiment": "vally.tools.experiment_hooks",
+    "ExperimentGate": "vally.tools.experiment_hooks",
+    "PlannedTrial": "vally.engine.planner",
+    "model_label": "vally.engine.planner",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     "user_errors": "vally.cli.common",
@@ -147,7 +175,7 @@ _EXPORTS: dict[str, str] = {
 _MODEL_NAMES = (
     "AssistantMessageEvent Constraints EndReason EnvironmentConfig ErrorData ErrorEvent "
     "EvalConfig EvalSpec ExperimentBlock FileEntry GradeResult GraderConfig GraderResult "
-    "McpServerConfig MessageData ReasoningEvent RunSummaryRecord SkillActivationData "
+    "LLMSettings McpServerConfig MessageData ReasoningEvent RunSummaryRecord SkillActivationData "
     "SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
     "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
     "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
@@ -188,18 +216,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
         command_group as command_group,
         user_errors as user_errors,
-    )
-    from vally.comparison.graded import (
-        RunTally as RunTally,
-        compare_tallies as compare_tallies,
-    )
-    from vally.comparison.graded_records import (
-        comparison_json as comparison_json,
-    )
-    from vally.comparison.pass_rates import (
-        mean_rate as mean_rate,
-        pass_rate_deltas as pass_rate_deltas,
-        stimulus_pass_rates as stimulus_pass_rates,
     )
     from vally.contracts.bases import (
         BaseBackend as BaseBackend,
@@ -264,9 +280,21 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ExperimentRequest as ExperimentRequest,
         run_experiment as run_experiment,
     )
+    from vally.engine.judge_cache import (
+        CachedJudge as CachedJudge,
+        JudgeCache as JudgeCache,
+        JudgeSpend as JudgeSpend,
+        bypass_cache as bypass_cache,
+        cache_root as cache_root,
+    )
+    from vally.engine.llm import (
+        provider_config_from_settings as provider_config_from_settings,
+    )
     from vally.engine.planner import (
         PlanInput as PlanInput,
+        PlannedTrial as PlannedTrial,
         PlanOptions as PlanOptions,
+        model_label as model_label,
     )
     from vally.engine.remote import (
         TrialJob as TrialJob,
@@ -285,9 +313,16 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ARTIFACTS_DIR as ARTIFACTS_DIR,
         EVENTS_FILE as EVENTS_FILE,
         METADATA_FILE as METADATA_FILE,
+        SUMMARY_FILE as SUMMARY_FILE,
         find_trial_dir as find_trial_dir,
+        iter_raw_json_lines as iter_raw_json_lines,
+        iter_records as iter_records,
+        output_errors as output_errors,
+        reading_results as reading_results,
+        results_file as results_file,
         safe_name as safe_name,
         trial_relpath as trial_relpath,
+        write_text_atomic as write_text_atomic,
     )
     from vally.engine.runner import (
         RunResult as RunResult,
@@ -318,6 +353,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         PluginValidationError as PluginValidationError,
         SchemaError as SchemaError,
         SetupError as SetupError,
+        SourceLocation as SourceLocation,
         TrialTimeoutError as TrialTimeoutError,
         UnsupportedError as UnsupportedError,
         VallyError as VallyError,
@@ -328,10 +364,26 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         format_duration as format_duration,
         parse_duration as parse_duration,
     )
+    from vally.models.fingerprint import (
+        case_fingerprint as case_fingerprint,
+        suite_fingerprint as suite_fingerprint,
+    )
     from vally.models.jsontext import (
         JsonTooDeepError as JsonTooDeepError,
         loads_bounded as loads_bounded,
     )
+    from vally.models.pricing import PriceTable as PriceTable
+    from vally.models.promotion import (
+        Improves as Improves,
+        NoMissing as NoMissing,
+        NoMoreFailed as NoMoreFailed,
+        NonInferior as NonInferior,
+        NoRegressedCases as NoRegressedCases,
+        PromotionRules as PromotionRules,
+        SameSuite as SameSuite,
+        WinRate as WinRate,
+    )
+    from vally.plugins.capabilities import is_pairwise as is_pairwise
     from vally.plugins.registrar import (
         KindRegistrar as KindRegistrar,
         Registrar as Registrar,
@@ -340,14 +392,19 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Session as Session,
     )
     from vally.specs.loading import (
+        find_project as find_project,
         load_eval_file as load_eval_file,
     )
+    from vally.specs.params import parse_params as parse_params
     from vally.specs.skills import (
         SkillInfo as SkillInfo,
         read_skill as read_skill,
     )
-    from vally.statistics.estimates import (
-        Estimate as Estimate,
-        mcnemar_from_pairs as mcnemar_from_pairs,
-        metric_delta as metric_delta,
+    from vally.specs.yamlio import (
+        load_yaml as load_yaml,
+        validate_model as validate_model,
+    )
+    from vally.tools.experiment_hooks import (
+        ExperimentGate as ExperimentGate,
+        FinishedExperiment as FinishedExperiment,
     )

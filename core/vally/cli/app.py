@@ -30,13 +30,17 @@ COMMAND_MODULES = (
     "vally.cli.plugins",
     "vally.cli.eval",
     "vally.cli.grade",
-    "vally.cli.compare",
     "vally.cli.experiment",
     "vally.cli.new",
     "vally.cli.init",
     "vally.cli.export",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
+
+COMMAND_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "export")
+"""The commands ``vally --help`` lists first, in this order, whether the kernel or a command
+extension adds them (``compare`` comes from ``vally_compare``); the other commands follow
+in the order they were added, and command groups after them."""
 
 
 def _version_callback(value: bool) -> None:
@@ -89,6 +93,13 @@ def _register_extensions() -> None:
             _mount_broken_extension(name, exc)
 
 
+def _order_commands() -> None:
+    """Sort the registered commands by :data:`COMMAND_ORDER` (stable: the others keep their
+    order after the named ones)."""
+    rank = {name: place for place, name in enumerate(COMMAND_ORDER)}
+    app.registered_commands.sort(key=lambda command: rank.get(command.name or "", len(rank)))
+
+
 def _mount_extension(registration: Registration) -> None:
     """Call one extension's ``register(app)``; undo what it added when it raises."""
     commands, groups = len(app.registered_commands), len(app.registered_groups)
@@ -124,6 +135,7 @@ def _mount_broken_extension(name: str, error: VallyError) -> None:
 show_argument_metavars()
 _register_commands()
 _register_extensions()
+_order_commands()
 
 
 def main() -> None:
