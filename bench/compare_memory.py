@@ -11,11 +11,11 @@ interpreter so the peak resident memory (``VmHWM``, Linux) is its own:
 
 * ``lines``: reads both files' lines once (what any reader pays);
 * ``stats``: vally's streamed statistics path without a judge: the two files indexed
-  (``vally.comparison.pair_index.index_pairs``), each pair's two records read back, given a
+  (``vally_compare.pair_index.index_pairs``), each pair's two records read back, given a
   fixed verdict (a fake judge: the judge is not what is measured), counted
-  (``vally.comparison.judged_tally.PairTally``) and its ``--output`` trial entry written
-  (``vally.comparison.judged_stream.TrialWriter``), then every figure computed
-  (``vally.comparison.judged.summarize_tally``);
+  (``vally_compare.judged_tally.PairTally``) and its ``--output`` trial entry written
+  (``vally_compare.judged_stream.TrialWriter``), then every figure computed
+  (``vally_compare.judged.summarize_tally``);
 * ``whole``: the same figures from both runs' records held in memory
   (``load_records``, ``pair_records``, ``summarize``), as ``compare`` did before; only
   up to ``--whole-max`` pairs, since it grows by tens of KB a pair.
@@ -101,8 +101,8 @@ def run_lines(folder: Path) -> None:
 
 def run_whole(folder: Path) -> None:
     """Read, pair and summarise both runs held in memory, a fixed verdict per pair."""
-    from vally.comparison import judged as compare
     from vally.engine.records.run_folder import load_records
+    from vally_compare import judged as compare
 
     baseline = load_records(folder / "baseline.jsonl")
     treatment = load_records(folder / "treatment.jsonl")
@@ -125,9 +125,9 @@ def verdict(position: int) -> float:
 
 def run_stats(folder: Path) -> None:
     """Index both runs, read each pair back, count a fixed verdict, write its trial entry."""
-    from vally.comparison import judged as compare
-    from vally.comparison.judged_stream import TrialWriter
-    from vally.comparison.pair_index import index_pairs
+    from vally_compare import judged as compare, judged_record
+    from vally_compare.judged_stream import TrialWriter
+    from vally_compare.pair_index import index_pairs
 
     index = index_pairs(folder / "baseline.jsonl", folder / "treatment.jsonl")
     tally = compare.new_tally()
@@ -137,7 +137,7 @@ def run_stats(folder: Path) -> None:
             pair = read(position)
             result = compare.PairResult(pair, verdict(position), "treatment", PASSES)
             tally.add(pair.key[:2], result, pair.baseline, pair.treatment)
-            writer.add(position, compare.trial_json(result))
+            writer.add(position, judged_record.trial_json(result))
     writer.close()
     pairing = compare.Pairing([], index.only_baseline, index.only_treatment)
     compare.summarize_tally("baseline", "treatment", pairing, [], tally, "fake", matched=len(index))

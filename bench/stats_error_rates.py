@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.stats.simulate import JUDGES, content_judge, judged_scores, two_sided
-from vally.statistics import estimates as stats
+from vally_compare.statistics import estimates as stats
 
 SIZES = (2, 3, 5, 10, 30)
 

@@ -308,47 +308,82 @@ def _field_table(
 # --------------------------------------------------------------------------- hooks
 
 
-def render_hooks() -> str:
-    """The hook reference, from the hookspecs and their docstrings."""
+def _hook_specs(module: types.ModuleType) -> list[tuple[str, Callable[..., Any]]]:
+    """The hookspec functions of ``module``, in source order."""
     from vally.contracts import hookspecs
 
+    specs = [
+        (name, function)
+        for name, function in inspect.getmembers(module, inspect.isfunction)
+        if hasattr(function, f"{hookspecs.PROJECT}_spec")
+    ]
+    specs.sort(key=lambda item: item[1].__code__.co_firstlineno)
+    return specs
+
+
+def _hook_section(name: str, function: Callable[..., Any], level: str) -> list[str]:
+    """One hook's heading, its signature as an implementation and its docstring."""
+    signature = inspect.signature(function)
+    params = ", ".join(
+        f"{p.name}: {p.annotation}" if p.annotation is not inspect.Parameter.empty else p.name
+        for p in signature.parameters.values()
+    )
+    owner = "" if name == "vally_register_components" else "self, "
+    returns = signature.return_annotation
+    returns = "None" if returns is inspect.Signature.empty else returns
+    return [
+        f"{level} {name}\n",
+        f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> {returns}: ...\n```\n",
+        _md(inspect.getdoc(function) or "") + "\n",
+    ]
+
+
+def render_hooks() -> str:
+    """The hook reference, from the hookspecs and their docstrings: the run hooks of
+    ``vally.contracts.hookspecs``, then the experiment hooks of
+    ``vally.tools.experiment_hooks``."""
+    from vally.contracts import hookspecs
+    from vally.tools import experiment_hooks
+
     lines = [
-        _header("core/vally/contracts/hookspecs.py"),
+        _header("core/vally/contracts/hookspecs.py and core/vally/tools/experiment_hooks.py"),
         "# Hook reference\n",
         _md(inspect.getdoc(hookspecs) or "") + "\n",
         "Implement a hook as a method (or module function) with the hook's name, marked with",
         "`@vally.hookimpl`, taking any subset of the arguments by name.\n",
     ]
-    specs = [
-        (name, function)
-        for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
-        if hasattr(function, f"{hookspecs.PROJECT}_spec")
-    ]
-    specs.sort(key=lambda item: item[1].__code__.co_firstlineno)
+    specs = _hook_specs(hookspecs)
+    experiment = _hook_specs(experiment_hooks)
     lines.append("Hooks, in the order a run calls them: " + ", ".join(
-        f"[`{name}`](#{name})" for name, _ in specs) + ".\n")
+        f"[`{name}`](#{name})" for name, _ in specs) + ". Experiment hooks, for hook "
+        "plugins: " + ", ".join(f"[`{name}`](#{name})" for name, _ in experiment) + ".\n")
     for name, function in specs:
-        signature = inspect.signature(function)
-        params = ", ".join(
-            f"{p.name}: {p.annotation}" if p.annotation is not inspect.Parameter.empty else p.name
-            for p in signature.parameters.values()
-        )
-        lines.append(f"## {name}\n")
-        owner = "" if name == "vally_register_components" else "self, "
-        returns = signature.return_annotation
-        returns = "None" if returns is inspect.Signature.empty else returns
-        lines.append(
-            f"```python\n@vally.hookimpl\ndef {name}({owner}{params}) -> {returns}: ...\n```\n"
-        )
-        lines.append(_md(inspect.getdoc(function) or "") + "\n")
+        lines.extend(_hook_section(name, function, "##"))
+    lines.append("## Experiment hooks\n")
+    lines.append(_md(inspect.getdoc(experiment_hooks) or "") + "\n")
+    for name, function in experiment:
+        lines.extend(_hook_section(name, function, "###"))
     from vally.contracts import events
 
     lines.append("## Payloads\n")
-    for cls in (events.RunInfo, events.RunOutcome):
+    for cls in (events.RunInfo, events.RunOutcome, experiment_hooks.FinishedExperiment):
         fields = ", ".join(f"`{f}`" for f in cls.__dataclass_fields__)
         lines.append(f"### {cls.__name__}\n")
         lines.append(f"`vally.{cls.__name__}` (frozen dataclass: {fields}).\n")
         lines.append(_md(inspect.getdoc(cls) or "") + "\n")
+    gate = experiment_hooks.ExperimentGate
+    methods = [name for name in ("order", "admit", "observe", "lines") if hasattr(gate, name)]
+    lines.append(f"### {gate.__name__}\n")
+    lines.append(
+        f"`vally.{gate.__name__}` (protocol: "
+        + ", ".join(f"`{name}()`" for name in methods)
+        + ").\n"
+    )
+    lines.append(_md(inspect.getdoc(gate) or "") + "\n")
+    for name in methods:
+        doc = " ".join((inspect.getdoc(getattr(gate, name)) or "").split())
+        lines.append(f"- `{name}`: " + _md(doc))
+    lines.append("")
     lines.append(
         "`TrialResultRecord` and `GraderResult` are the pydantic models of "
         "`vally.models`; a record is exactly one line of `results.jsonl`.\n"

@@ -109,17 +109,45 @@ _EXPORTS: dict[str, str] = {
     "RunRecords": "vally.engine.records.reading",
     "is_errored": "vally.engine.records.scoring",
     "is_graded": "vally.engine.records.scoring",
-    # stimulus-level comparison statistics, for reporters and the dashboard
-    "Estimate": "vally.statistics.estimates",
-    "metric_delta": "vally.statistics.estimates",
-    "mcnemar_from_pairs": "vally.statistics.estimates",
-    "stimulus_pass_rates": "vally.comparison.pass_rates",
-    "pass_rate_deltas": "vally.comparison.pass_rates",
-    "mean_rate": "vally.comparison.pass_rates",
-    # the judge-free comparison of graded runs, for the dashboard and scripts
-    "RunTally": "vally.comparison.graded",
-    "compare_tallies": "vally.comparison.graded",
-    "comparison_json": "vally.comparison.graded_records",
+    # reading and writing run folders, for packages that compare runs (vally_compare)
+    "SUMMARY_FILE": "vally.engine.records.run_folder",
+    "results_file": "vally.engine.records.run_folder",
+    "iter_records": "vally.engine.records.run_folder",
+    "reading_results": "vally.engine.records.run_folder",
+    "iter_raw_json_lines": "vally.engine.records.run_folder",
+    "output_errors": "vally.engine.records.run_folder",
+    "write_text_atomic": "vally.engine.records.run_folder",
+    "case_fingerprint": "vally.models.fingerprint",
+    "suite_fingerprint": "vally.models.fingerprint",
+    # promotion rules (the experiment file's promotion: section, vally compare --rules)
+    "PromotionRules": "vally.models.promotion",
+    "NoRegressedCases": "vally.models.promotion",
+    "NoMoreFailed": "vally.models.promotion",
+    "Improves": "vally.models.promotion",
+    "NonInferior": "vally.models.promotion",
+    "WinRate": "vally.models.promotion",
+    "NoMissing": "vally.models.promotion",
+    "SameSuite": "vally.models.promotion",
+    # YAML files with file:line:column errors, and specs and projects found on disk
+    "SourceLocation": "vally.errors",
+    "load_yaml": "vally.specs.yamlio",
+    "validate_model": "vally.specs.schema_errors",
+    "find_project": "vally.specs.loading",
+    "parse_params": "vally.specs.params",
+    # LLM judges outside a run: the provider, the judge cache and what judging cost
+    "provider_config_from_settings": "vally.engine.trials.llm_config",
+    "is_pairwise": "vally.plugins.capabilities",
+    "CachedJudge": "vally.engine.trials.judge_cache",
+    "JudgeCache": "vally.engine.trials.judge_cache",
+    "JudgeSpend": "vally.engine.trials.judge_cache",
+    "cache_root": "vally.engine.trials.judge_cache",
+    "bypass_cache": "vally.engine.trials.judge_cache",
+    "PriceTable": "vally.models.pricing",
+    # experiment hooks (hook plugins, entry-point group vally.hooks)
+    "FinishedExperiment": "vally.tools.experiment_hooks",
+    "ExperimentGate": "vally.tools.experiment_hooks",
+    "PlannedTrial": "vally.engine.planning.plan",
+    "model_label": "vally.engine.records.run_folder",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
     "user_errors": "vally.cli.common",
@@ -151,15 +179,12 @@ _EXPORTS: dict[str, str] = {
     "SKILL_FILE": "vally.specs.skills",
     "find_skills": "vally.specs.skills",
     # projects, eval files and params, as the commands find and read them
-    "find_project": "vally.specs.loading",
     "discover_eval_files": "vally.specs.loading",
     "eval_files_in": "vally.specs.loading",
     "resolve_environment": "vally.specs.environments",
-    "parse_params": "vally.specs.params",
     "parse_key_values": "vally.specs.params",
     "load_evals": "vally.engine.trials.components",
     # checking spec files where they are written (vally lint, vally schema)
-    "SourceLocation": "vally.errors",
     "SpecSchemaError": "vally.specs.schema_errors",
     "Positions": "vally.specs.yamlio",
     "schema_issues": "vally.specs.schema_errors",
@@ -169,7 +194,6 @@ _EXPORTS: dict[str, str] = {
     "load_valid_parts": "vally.specs.partial",
     "source_root": "vally.specs.environments",
     "check_paths": "vally.specs.environments",
-    "PromotionRules": "vally.models.promotion",
     "CONFIGURABLE_KINDS": "vally.models.project",
     "ENTRY_POINT_GROUPS": "vally.plugins.groups",
     "needs_llm": "vally.plugins.capabilities",
@@ -179,13 +203,8 @@ _EXPORTS: dict[str, str] = {
     "merge_constraints": "vally.engine.planning.planner",
     "judge_settings": "vally.engine.planning.planner",
     "eval_name": "vally.engine.planning.planner",
-    "case_fingerprint": "vally.models.fingerprint",
     "restore_texts": "vally.engine.records.offload",
     "record_depth": "vally.models.limits",
-    "CachedJudge": "vally.engine.trials.judge_cache",
-    "JudgeCache": "vally.engine.trials.judge_cache",
-    "cache_root": "vally.engine.trials.judge_cache",
-    "provider_config_from_settings": "vally.engine.trials.llm_config",
     "CONSOLE_REPORTER": "vally.plugins.defaults",
     "RESULTS_REPORTER": "vally.plugins.defaults",
 }
@@ -193,12 +212,12 @@ _EXPORTS: dict[str, str] = {
 _MODEL_NAMES = (
     "AssistantMessageEvent Constraints EndReason EnvironmentConfig ErrorData ErrorEvent "
     "EvalConfig EvalSpec ExperimentBlock ExperimentFile FileEntry GradeResult GraderConfig "
-    "GraderResult McpServerConfig MessageData ProjectConfig ReasoningEvent RunSummaryRecord "
-    "SkillActivationData SkillActivationEvent Stimulus TokenUsageData TokenUsageEvent ToolCallData "
-    "ToolCallEvent ToolResultData ToolResultEvent Trajectory TrajectoryEvent "
-    "TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
-    "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent UserMessageEvent "
-    "compute_metrics last_assistant_text utc_now"
+    "GraderResult LLMSettings McpServerConfig MessageData ProjectConfig ReasoningEvent "
+    "RunSummaryRecord SkillActivationData SkillActivationEvent Stimulus TokenUsageData "
+    "TokenUsageEvent ToolCallData ToolCallEvent ToolResultData ToolResultEvent Trajectory "
+    "TrajectoryEvent TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
+    "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent "
+    "UserMessageEvent compute_metrics last_assistant_text utc_now"
 ).split()
 _EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
 
@@ -236,18 +255,6 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         source_excerpt as source_excerpt,
         user_errors as user_errors,
     )
-    from vally.comparison.graded import (
-        RunTally as RunTally,
-        compare_tallies as compare_tallies,
-    )
-    from vally.comparison.graded_records import (
-        comparison_json as comparison_json,
-    )
-    from vally.comparison.pass_rates import (
-        mean_rate as mean_rate,
-        pass_rate_deltas as pass_rate_deltas,
-        stimulus_pass_rates as stimulus_pass_rates,
-    )
     from vally.contracts.bases import (
         BaseBackend as BaseBackend,
         BaseExecutor as BaseExecutor,
@@ -259,13 +266,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Plugin as Plugin,
         StrictConfig as StrictConfig,
     )
-    from vally.contracts.events import (
-        RunInfo as RunInfo,
-        RunOutcome as RunOutcome,
-    )
-    from vally.contracts.hookspecs import (
-        hookimpl as hookimpl,
-    )
+    from vally.contracts.events import RunInfo as RunInfo, RunOutcome as RunOutcome
+    from vally.contracts.hookspecs import hookimpl as hookimpl
     from vally.contracts.llm import (
         ChatMessage as ChatMessage,
         ChatRequest as ChatRequest,
@@ -305,15 +307,16 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrialDispatch as TrialDispatch,
         TrialKey as TrialKey,
     )
-    from vally.engine.evals import (
-        EvalRequest as EvalRequest,
-        run_eval as run_eval,
-    )
+    from vally.engine.evals import EvalRequest as EvalRequest, run_eval as run_eval
     from vally.engine.experiments import (
         ExperimentRequest as ExperimentRequest,
         run_experiment as run_experiment,
     )
-    from vally.engine.planning.plan import PlanInput as PlanInput, PlanOptions as PlanOptions
+    from vally.engine.planning.plan import (
+        PlanInput as PlanInput,
+        PlannedTrial as PlannedTrial,
+        PlanOptions as PlanOptions,
+    )
     from vally.engine.planning.planner import (
         eval_name as eval_name,
         judge_settings as judge_settings,
@@ -326,9 +329,17 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ARTIFACTS_DIR as ARTIFACTS_DIR,
         EVENTS_FILE as EVENTS_FILE,
         METADATA_FILE as METADATA_FILE,
+        SUMMARY_FILE as SUMMARY_FILE,
         find_trial_dir as find_trial_dir,
+        iter_raw_json_lines as iter_raw_json_lines,
+        iter_records as iter_records,
+        model_label as model_label,
+        output_errors as output_errors,
+        reading_results as reading_results,
+        results_file as results_file,
         safe_name as safe_name,
         trial_relpath as trial_relpath,
+        write_text_atomic as write_text_atomic,
     )
     from vally.engine.records.scoring import (
         is_errored as is_errored,
@@ -351,6 +362,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.engine.trials.judge_cache import (
         CachedJudge as CachedJudge,
         JudgeCache as JudgeCache,
+        JudgeSpend as JudgeSpend,
+        bypass_cache as bypass_cache,
         cache_root as cache_root,
         judging_evidence as judging_evidence,
     )
@@ -362,9 +375,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrialOutcome as TrialOutcome,
         run_trial_job as run_trial_job,
     )
-    from vally.engine.trials.run_engine import (
-        RunResult as RunResult,
-    )
+    from vally.engine.trials.run_engine import RunResult as RunResult
     from vally.errors import (
         BackendError as BackendError,
         CleanupError as CleanupError,
@@ -393,15 +404,29 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         format_duration as format_duration,
         parse_duration as parse_duration,
     )
-    from vally.models.fingerprint import case_fingerprint as case_fingerprint
+    from vally.models.fingerprint import (
+        case_fingerprint as case_fingerprint,
+        suite_fingerprint as suite_fingerprint,
+    )
     from vally.models.jsontext import (
         JsonTooDeepError as JsonTooDeepError,
         loads_bounded as loads_bounded,
     )
     from vally.models.limits import record_depth as record_depth
+    from vally.models.pricing import PriceTable as PriceTable
     from vally.models.project import CONFIGURABLE_KINDS as CONFIGURABLE_KINDS
-    from vally.models.promotion import PromotionRules as PromotionRules
+    from vally.models.promotion import (
+        Improves as Improves,
+        NoMissing as NoMissing,
+        NoMoreFailed as NoMoreFailed,
+        NonInferior as NonInferior,
+        NoRegressedCases as NoRegressedCases,
+        PromotionRules as PromotionRules,
+        SameSuite as SameSuite,
+        WinRate as WinRate,
+    )
     from vally.plugins.capabilities import (
+        is_pairwise as is_pairwise,
         needs_llm as needs_llm,
         needs_workspace as needs_workspace,
     )
@@ -410,13 +435,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         RESULTS_REPORTER as RESULTS_REPORTER,
     )
     from vally.plugins.groups import ENTRY_POINT_GROUPS as ENTRY_POINT_GROUPS
-    from vally.plugins.registrar import (
-        KindRegistrar as KindRegistrar,
-        Registrar as Registrar,
-    )
-    from vally.plugins.session import (
-        Session as Session,
-    )
+    from vally.plugins.registrar import KindRegistrar as KindRegistrar, Registrar as Registrar
+    from vally.plugins.session import Session as Session
     from vally.specs.environments import (
         check_paths as check_paths,
         resolve_environment as resolve_environment,
@@ -438,6 +458,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         SpecSchemaError as SpecSchemaError,
         did_you_mean as did_you_mean,
         schema_issues as schema_issues,
+        validate_model as validate_model,
     )
     from vally.specs.skills import (
         SKILL_FILE as SKILL_FILE,
@@ -445,9 +466,12 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         find_skills as find_skills,
         read_skill as read_skill,
     )
-    from vally.specs.yamlio import Positions as Positions, format_path as format_path
-    from vally.statistics.estimates import (
-        Estimate as Estimate,
-        mcnemar_from_pairs as mcnemar_from_pairs,
-        metric_delta as metric_delta,
+    from vally.specs.yamlio import (
+        Positions as Positions,
+        format_path as format_path,
+        load_yaml as load_yaml,
+    )
+    from vally.tools.experiment_hooks import (
+        ExperimentGate as ExperimentGate,
+        FinishedExperiment as FinishedExperiment,
     )

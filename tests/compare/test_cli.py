@@ -14,8 +14,8 @@ import pytest
 
 from tests.compare.records import record
 from tests.llm.chat_server import ChatServer, completion, error
-from vally.comparison.judge_preflight import PREFLIGHT_PROMPT
 from vally.models import ExperimentBlock, TrialResultRecord
+from vally_compare.judge_preflight import PREFLIGHT_PROMPT
 
 
 @pytest.fixture

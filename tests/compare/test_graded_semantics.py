@@ -15,11 +15,11 @@ import pytest
 from scipy import stats as sps
 
 from tests.compare.graded_records import BRIEF, NAMES, g, trial
-from vally.comparison.graded import GradedComparison, compare_records
 from vally.models import (
     TrialResultRecord,
 )
-from vally.statistics.estimates import Interval
+from vally_compare.graded import GradedComparison, compare_records
+from vally_compare.statistics.estimates import Interval
 
 ERROR = None
 """A trial that errored (status ``error``, no grade, no trajectory)."""

@@ -11,14 +11,14 @@ from pydantic import ValidationError
 from scipy import stats as sps
 
 from tests.compare.graded_records import BRIEF, NAMES, g, trial
-from vally.comparison.graded import GradedComparison, compare_records
-from vally.comparison.rules import PromotionResult, RuleResult, WinRateEvidence, evaluate
 from vally.errors import ConfigError
 from vally.models import (
     TrialResultRecord,
 )
 from vally.models.promotion import PromotionRules
-from vally.statistics.estimates import Interval
+from vally_compare.graded import GradedComparison, compare_records
+from vally_compare.rules import PromotionResult, RuleResult, WinRateEvidence, evaluate
+from vally_compare.statistics.estimates import Interval
 
 Table = dict[str, list[dict[str, float] | None]]
 

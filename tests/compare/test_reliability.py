@@ -15,11 +15,11 @@ from tests.compare.records import record
 from tests.compare.test_cli import compare_pair, is_preflight, write
 from tests.compare.test_engine import ScriptedJudge, longer_wins, options
 from tests.llm.chat_server import ChatServer, completion
-from vally.comparison import judged as compare
-from vally.comparison.judged_text import comparison_lines
-from vally.comparison.plan import plan, plan_lines
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.models import GradeResult
+from vally_compare import judged as compare, judged_pairs as judging, judged_record
+from vally_compare.judged_text import comparison_lines
+from vally_compare.plan import plan, plan_lines
 
 NAMES = "abcdefgh"
 
@@ -37,7 +37,7 @@ def _pairs(n: int = 8) -> tuple[list[Any], list[Any]]:
 def test_a_judge_that_always_answers_a_is_flagged() -> None:
     base, treat = _pairs()
     always_a = ScriptedJudge(lambda a, b: PairwiseVerdict("A", "much"))
-    result = _run(compare.compare_runs("b", base, "t", treat, always_a, options()))
+    result = _run(judging.compare_runs("b", base, "t", treat, always_a, options()))
     agreement = result.overall_agreement
     assert agreement.rate == 0.0 and agreement.no_better_than_chance
     assert result.score.mean == 0.0 and result.decision == "no detectable difference"
@@ -46,15 +46,15 @@ def test_a_judge_that_always_answers_a_is_flagged() -> None:
     text = "\n".join(comparison_lines(result, verbose=False))
     assert "Judge order agreement: 0% of 8 pairs" in text
     assert "8 of the ties are pairs whose two orders disagreed" in text
-    judging = compare.to_record(result)["judging"]
-    assert judging["orderAgreement"]["noBetterThanChance"] is True
-    assert judging["orderAgreementByModel"]["judge-1"]["positionAShare"] == 1.0
+    reliability = judged_record.to_record(result)["judging"]
+    assert reliability["orderAgreement"]["noBetterThanChance"] is True
+    assert reliability["orderAgreementByModel"]["judge-1"]["positionAShare"] == 1.0
 
 
 def test_a_judge_that_reads_the_content_is_not_flagged() -> None:
     base, treat = _pairs()
     result = _run(
-        compare.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
     )
     assert result.overall_agreement.rate == 1.0
     assert result.overall_agreement.kappa == pytest.approx(1.0)
@@ -78,7 +78,7 @@ class PanelJudge:
 def test_panel_takes_the_majority_and_reports_alpha() -> None:
     base, treat = _pairs()
     panel = tuple(JudgeSettings(model=m) for m in ("m1", "m2", "m3"))
-    result = _run(compare.compare_runs("b", base, "t", treat, PanelJudge(), options(panel=panel)))
+    result = _run(judging.compare_runs("b", base, "t", treat, PanelJudge(), options(panel=panel)))
     assert result.judge_model == "m1,m2,m3"
     assert all(r.score == 1.0 and r.verdict == "much better" for r in result.judged)
     assert result.judged[0].votes == (("m1", 1.0), ("m2", 1.0), ("m3", 0.0))
@@ -87,18 +87,18 @@ def test_panel_takes_the_majority_and_reports_alpha() -> None:
     assert not result.agreement["m1"].no_better_than_chance
     # every pair's votes are (1, 1, 0): the members disagree on every pair
     assert result.panel_alpha is not None and result.panel_alpha < 0.4
-    record_json = compare.to_record(result)
+    record_json = judged_record.to_record(result)
     assert record_json["trials"][0]["votes"][2] == {"judgeModel": "m3", "score": 0.0}
     assert {p["judgeModel"] for p in record_json["trials"][0]["passes"]} == {"m1", "m2", "m3"}
     assert any("m3" in n for n in compare.caveats(result))
-    assert compare.score_label(0.7) == "slightly better"
-    assert compare.score_label(-1.0) == "much worse"
+    assert judging.score_label(0.7) == "slightly better"
+    assert judging.score_label(-1.0) == "much worse"
 
 
 def test_rejudging_measures_self_consistency() -> None:
     base, treat = _pairs()
     judge = ScriptedJudge(longer_wins)
-    result = _run(compare.compare_runs("b", base, "t", treat, judge, options(rejudge=3)))
+    result = _run(judging.compare_runs("b", base, "t", treat, judge, options(rejudge=3)))
     assert result.consistency is not None
     assert (result.consistency.pairs, result.consistency.same) == (3, 3)
     assert len(judge.contexts) == 2 * (8 + 3)
@@ -110,7 +110,7 @@ def test_plan_from_the_comparison() -> None:
     base = [record(s, trial=t, output="x" * (1 + (hash(s) + t) % 3)) for s in NAMES for t in (0, 1)]
     treat = [record(s, trial=t, output="xx") for s in NAMES for t in (0, 1)]
     result = _run(
-        compare.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
     )
     rows = plan(result, 0.2)
     assert [runs for runs, _ in rows] == [1, 2, 3, 5]
@@ -120,7 +120,7 @@ def test_plan_from_the_comparison() -> None:
     lines = plan_lines(result, 0.2)
     assert lines[0].startswith("Plan to detect ±0.20 with 80% power")
     single = _run(
-        compare.compare_runs("b", base[:1], "t", treat[:1], ScriptedJudge(longer_wins), options())
+        judging.compare_runs("b", base[:1], "t", treat[:1], ScriptedJudge(longer_wins), options())
     )
     assert plan(single, 0.2) == [] and "at least 2 judged stimuli" in plan_lines(single, 0.2)[0]
 
@@ -137,7 +137,7 @@ def test_metrics_of_errored_trials_and_errored_grades_are_left_out() -> None:
         update={"grade_result": base[2].grade_result.model_copy(update={"passed": False})}
     )  # type: ignore[union-attr]
     result = _run(
-        compare.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
     )
     tokens = next(d for d in result.deltas if d.metric == "tokens")
     assert tokens.missing == 1 and tokens.delta.mean == 0.0  # not -100 from a missing trial
@@ -149,7 +149,7 @@ def test_metrics_of_errored_trials_and_errored_grades_are_left_out() -> None:
     assert "2 errored grades left out" in text
     assert "with 1 discordant stimuli p cannot fall below 0.05 (needs 6)" in text
     assert "(1 pairs without metrics left out)" in text
-    rec = compare.to_record(result)
+    rec = judged_record.to_record(result)
     assert rec["mcnemar"]["erroredLeftOut"] == 2 and rec["mcnemar"]["minPValue"] == 1.0
     assert rec["metricDeltas"][0]["missingPairs"] == 1
 

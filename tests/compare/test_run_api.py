@@ -12,13 +12,13 @@ import pytest
 from tests.compare.records import record
 from tests.compare.test_engine import ScriptedJudge, longer_wins, options, run
 from tests.llm.chat_server import ChatServer, completion
-from vally.cli.compare import CompareRequest as CliCompareRequest, execute as cli_execute
-from vally.comparison import judged as compare
-from vally.comparison.judged_text import cleanup_warnings, comparison_lines
-from vally.comparison.run import CompareRequest, execute
 from vally.errors import LLMError
 from vally.plugins.session import Session
 from vally.specs.loading import find_project
+from vally_compare import judged as compare, judged_pairs
+from vally_compare.cli import CompareRequest as CliCompareRequest, execute as cli_execute
+from vally_compare.judged_text import cleanup_warnings, comparison_lines
+from vally_compare.run import CompareRequest, execute
 
 
 def test_the_cli_module_re_exports_the_request_and_execute() -> None:
@@ -31,7 +31,7 @@ def test_report_lines_of_a_partial_comparison() -> None:
     treat = [record("a", output="much longer"), record("b", output="x"), record("d")]
     failing = LLMError("bad request", error_class="bad_request", retryable=False)
     judge = ScriptedJudge(longer_wins, failures=[failing, failing])
-    result = run(compare.compare_runs("base", base, "treat", treat, judge, options()))
+    result = run(judged_pairs.compare_runs("base", base, "treat", treat, judge, options()))
     lines = comparison_lines(result, verbose=False)
     assert lines[:3] == [
         "━━━ treat vs base ━━━",

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from tests.compare.records import record
-from vally.comparison import judged as compare
-from vally.comparison.judged_stream import TrialWriter, compare_indexed
-from vally.comparison.output import splice_output as _splice_output
-from vally.comparison.pair_index import index_pairs
 from vally.contracts.protocols import JudgeSettings, PairwiseContext, PairwiseVerdict
 from vally.errors import ConfigError
-from vally.statistics import estimates as stats
+from vally_compare import judged as compare, judged_pairs, judged_record
+from vally_compare.judged_stream import TrialWriter, compare_indexed
+from vally_compare.output import splice_output as _splice_output
+from vally_compare.pair_index import index_pairs
+from vally_compare.statistics import estimates as stats
 
 
 class SeededJudge:
@@ -60,8 +60,8 @@ def _runs(seed: int) -> tuple[list[Any], list[Any]]:
     return base, treat
 
 
-def _options() -> compare.CompareOptions:
-    return compare.CompareOptions(JudgeSettings(model="judge-1"), None, backoff_base=0.0)
+def _options() -> judged_pairs.CompareOptions:
+    return judged_pairs.CompareOptions(JudgeSettings(model="judge-1"), None, backoff_base=0.0)
 
 
 def test_streamed_figures_equal_the_whole_list_formulas(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_streamed_figures_equal_the_whole_list_formulas(tmp_path: Path) -> None:
         compare_indexed("b", "t", index, SeededJudge(), _options(), trials=writer)
     )
     writer.close()
-    whole = asyncio.run(compare.compare_runs("b", base, "t", treat, SeededJudge(), _options()))
+    whole = asyncio.run(judged_pairs.compare_runs("b", base, "t", treat, SeededJudge(), _options()))
 
     # the old formulas, over every judged pair held in memory
     judged = [r for r in whole.results if r.score is not None]
@@ -100,14 +100,14 @@ def test_streamed_figures_equal_the_whole_list_formulas(tmp_path: Path) -> None:
     assert streamed.results == []  # no pair is kept once judged
 
     # the --output record, trials included, is the one of the in-memory comparison
-    record_streamed = compare.to_record(streamed)
+    record_streamed = judged_record.to_record(streamed)
     record_streamed["trials"] = json.loads("[" + writer.path.read_text() + "]")
-    assert record_streamed == compare.to_record(whole)
+    assert record_streamed == judged_record.to_record(whole)
 
     # --output splices the trials file in: the bytes of dumping the whole record
     output = tmp_path / "out.jsonl"
     _splice_output(output, [replace(streamed, trials_file=writer.path)])
-    whole_line = json.dumps(compare.to_record(whole), ensure_ascii=False) + "\n"
+    whole_line = json.dumps(judged_record.to_record(whole), ensure_ascii=False) + "\n"
     assert output.read_text(encoding="utf-8") == whole_line
 
 
@@ -187,14 +187,14 @@ def test_rejudging_takes_the_same_sample_as_the_whole_comparison(tmp_path: Path)
     streamed_judge, whole_judge = CountingJudge(), CountingJudge()
     options = replace(_options(), rejudge=6)
     streamed = asyncio.run(compare_indexed("b", "t", index, streamed_judge, options))
-    whole = asyncio.run(compare.compare_runs("b", base, "t", treat, whole_judge, options))
+    whole = asyncio.run(judged_pairs.compare_runs("b", base, "t", treat, whole_judge, options))
     assert streamed.consistency == whole.consistency
     assert streamed.consistency is not None and streamed.consistency.pairs == 6
     assert streamed_judge.seen == whole_judge.seen  # the same six pairs judged twice
 
 
 def test_an_exact_sum_is_the_fsum_of_its_values() -> None:
-    from vally.comparison.judged_tally import ExactSum
+    from vally_compare.judged_tally import ExactSum
 
     rng = random.Random(5)
     cases = [[1e16, 1.0, -1e16], [0.1] * 10, [rng.uniform(-1e6, 1e6) for _ in range(5000)]]

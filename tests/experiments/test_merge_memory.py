@@ -47,10 +47,12 @@ def test_merge_peak_memory_is_flat_in_the_number_of_records(tmp_path: Path) -> N
     small, large = _shards(tmp_path, 10_000), _shards(tmp_path, 100_000)
     for mode in ("merge", "unsealed"):
         # The peak above what the plan takes (snapshot, manifests, index). Holding the
-        # records (as merge did) adds several KB each: 10^5 would add > 100 MB.
+        # records (as merge did) adds several KB each: 10^5 would add > 100 MB. The plan's
+        # own peak moves by a few MB with the heap's layout (the same shards under another
+        # folder name: 68 MB or 72 MB), hence the 10 MB floor.
         added = [
             merge_memory.measure(mode, folder)["peak_mb"]
             - merge_memory.measure("plan", folder)["peak_mb"]
             for folder in (small, large)
         ]
-        assert added[1] <= 1.5 * max(added[0], 4.0), (mode, added)
+        assert added[1] <= 1.5 * max(added[0], 10.0), (mode, added)

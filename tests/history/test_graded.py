@@ -18,13 +18,8 @@ from tests.history.synth import RunSpec, _summary
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
-from vally import (
-    RunSummaryRecord,
-    RunTally,
-    TrialResultRecord,
-    compare_tallies,
-    comparison_json,
-)
+from vally import RunSummaryRecord, TrialResultRecord
+from vally_compare import RunTally, compare_tallies, comparison_json
 from vally_serve.api import create_app
 from vally_serve.ingest import ingest
 from vally_serve.store import open_store

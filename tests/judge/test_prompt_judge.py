@@ -12,13 +12,13 @@ import pytest
 
 from tests.compare.records import record
 from tests.llm.chat_server import ChatServer, completion, error, tool_call
-from vally.comparison import judged as compare
 from vally.contracts.protocols import GradeContext, JudgeSettings, PairwiseContext
 from vally.errors import GradingError, LLMError
 from vally.models import GraderConfig
 from vally_builtin.judge.evidence import EvidenceReader
 from vally_builtin.judge.prompt import PromptConfig, PromptGrader
 from vally_builtin.llm.openai import OpenAIProvider
+from vally_compare import judged as compare, judged_pairs as judging, judged_record
 
 
 @pytest.fixture
@@ -137,14 +137,14 @@ def compare_with(server: ChatServer, base: list[Any], treat: list[Any], **kw: An
     async def go() -> Any:
         llm = provider(server)
         try:
-            options = compare.CompareOptions(
+            options = judging.CompareOptions(
                 JudgeSettings(model="judge-1", timeout=5.0),
                 llm,
                 backoff_base=0.001,
                 judge_workers=1,
                 **kw,
             )
-            return await compare.compare_runs("base", base, "treat", treat, PromptGrader(), options)
+            return await judging.compare_runs("base", base, "treat", treat, PromptGrader(), options)
         finally:
             await llm.aclose()
 
@@ -175,7 +175,8 @@ def test_rate_limit_then_success_equals_clean_run(server: ChatServer) -> None:
     server.enqueue(limited, limited, limited, limited)
     recovered = compare_with(server, [record("a")], [record("a")])
     assert clean.results[0].score == 1.0
-    assert json.dumps(compare.to_record(clean)) == json.dumps(compare.to_record(recovered))
+    to_record = judged_record.to_record
+    assert json.dumps(to_record(clean)) == json.dumps(to_record(recovered))
     assert len(server.requests) == 2 + 4 + 2
 
 

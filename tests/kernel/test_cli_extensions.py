@@ -157,3 +157,22 @@ def test_plugins_list_shows_extensions_and_warns_about_broken_ones(
     assert rows[f"lost-{unique}"]["source"] == f"lst-{unique} 1.0"
     assert f"warning: cli_command plugin 'lost-{unique}' is broken" in listed.stderr
     assert {row["kind"] for row in rows.values()} == {"cli_command"}
+
+
+def test_help_lists_the_compare_extension_where_the_kernel_command_stood() -> None:
+    from vally.cli.app import COMMAND_ORDER, app
+
+    names = [command.name for command in app.registered_commands]
+    assert names[: len(COMMAND_ORDER)] == list(COMMAND_ORDER)
+    assert names.index("compare") == names.index("grade") + 1
+    assert names[len(COMMAND_ORDER) :] == ["ingest", "serve"]  # other extensions follow
+
+
+def test_a_blocked_compare_extension_leaves_the_other_commands_in_order(tmp_path: Path) -> None:
+    listed = vally(["--help"], tmp_path, {"VALLY_BLOCK_PLUGINS": "compare"})
+    assert listed.returncode == 0, listed.stderr
+    commands = [
+        line.split()[0] for line in listed.stdout.split("Commands:")[1].splitlines() if line.strip()
+    ]
+    assert "compare" not in commands
+    assert commands[:7] == ["lint", "schema", "eval", "grade", "new", "init", "export"]

@@ -1,9 +1,10 @@
-"""No import cycle inside the kernel.
+"""No import cycle inside the kernel, nor inside the comparison package.
 
-The import graph of package ``vally`` is built with grimp (module-level and function-level
-imports; ``if TYPE_CHECKING:`` imports are left out, since they never run), and its
-strongly connected components between modules are found with Tarjan's algorithm. A
-component of more than one module is a cycle, and the test fails on any.
+The import graph of package ``vally`` (and of ``vally_compare``) is built with grimp
+(module-level and function-level imports; ``if TYPE_CHECKING:`` imports are left out, since
+they never run), and its strongly connected components between modules are found with
+Tarjan's algorithm. A component of more than one module is a cycle, and the test fails on
+any, in the kernel as in ``vally_compare``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,14 @@ def test_the_kernel_has_no_import_cycle() -> None:
     graph = grimp.build_graph("vally", exclude_type_checking_imports=True)
     cycles = _components(graph)
     assert not cycles, "import cycles in the kernel:\n" + "\n".join(
+        " <-> ".join(sorted(c)) for c in cycles
+    )
+
+
+def test_the_comparison_package_has_no_import_cycle() -> None:
+    graph = grimp.build_graph("vally_compare", exclude_type_checking_imports=True)
+    cycles = _components(graph)
+    assert not cycles, "import cycles in vally_compare:\n" + "\n".join(
         " <-> ".join(sorted(c)) for c in cycles
     )
 

@@ -59,12 +59,12 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         "core",
         "plugins/builtin",
         "plugins/serve",
+        "plugins/compare",
         "plugins/authoring",
         "plugins/regrade",
         "backends",
-        "plugins/examples",
     )
-    for folder in folders:
+    for folder in (*folders, "plugins/examples"):
         shutil.copytree(REPO / folder, src / folder, ignore=ignore)
     for file in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(REPO / file, src / file)
@@ -81,6 +81,12 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     dashboard = REPO / "plugins" / "serve" / "vally_serve" / "dashboard"
     for asset in sorted(p.name for p in dashboard.iterdir() if p.is_file()):
         assert f"vally_serve/dashboard/{asset}" in shipped, f"{asset} is not in the wheel"
+    # The comparison package (vally compare, the experiment hooks, the statistics) too.
+    compare = REPO / "plugins" / "compare"
+    for module in sorted(compare.rglob("*.py")):
+        name = module.relative_to(compare).as_posix()
+        assert name in shipped, f"{name} is not in the wheel"
+    assert "vally_compare/py.typed" in shipped
 
     # Offline, so the venv borrows the dependencies from the environment running the tests;
     # the wheel's own vally must shadow the editable install of the working tree.
@@ -98,9 +104,10 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         [
             str(python),
             "-c",
-            "import vally, vally_builtin, vally_backends, vally_serve, importlib.metadata as m;"
+            "import vally, vally_builtin, vally_backends, vally_serve, vally_compare;"
+            "import importlib.metadata as m;"
             "print(vally.__file__); print(vally_builtin.__file__); print(vally_backends.__file__);"
-            "print(vally_serve.__file__);"
+            "print(vally_serve.__file__); print(vally_compare.__file__);"
             "print(m.distribution('vally').locate_file(''))",
         ],
         cwd=tmp_path,
@@ -118,6 +125,9 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     docker_help = run([str(vally), "docker", "prune", "--help"], cwd=tmp_path)
     assert docker_help.returncode == 0, docker_help.stderr
     assert "warning" not in docker_help.stderr
+    compare_help = run([str(vally), "compare", "--help"], cwd=tmp_path)
+    assert compare_help.returncode == 0, compare_help.stderr
+    assert "--rules PATH" in compare_help.stdout
 
     listed = run([str(vally), "plugins", "list", "--format", "json"], cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -135,6 +145,7 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         "vally.backends": "backend",
         "vally.llm_providers": "llm_provider",
         "vally.cli": "cli_command",
+        "vally.hooks": "hook",
     }
     builtins = declared_builtins()
     assert builtins, "pyproject declares no entry points"

@@ -135,8 +135,8 @@ def test_a_row_lists_its_first_failures_and_counts_the_others(
 
 def test_variant_counts_take_one_pass_over_the_records() -> None:
     """The console's comparison of an experiment reads the run's records once."""
-    from vally import stimulus_pass_rates
     from vally_builtin.reporters.experiment import variant_stats
+    from vally_compare import stimulus_pass_rates
 
     records = [
         make_record(f"s{i % 3}", trial=i, passed=i % 2 == 0, variant=v)

@@ -1,7 +1,7 @@
 """Seeded simulations of comparisons, vectorised so that thousands of runs take seconds.
 
 Judges answer each of the two position-swapped passes of a pair with A, B or tie and a
-magnitude; :func:`combine` scores the two passes exactly as ``vally.comparison.judged.combine``
+magnitude; :func:`combine` scores the two passes exactly as ``vally_compare.judged.combine``
 does (a test checks every input against it). In an A/A run the baseline and the treatment
 are the same agent, so any "difference" a judge reports is noise.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from vally.statistics.signflip import sign_flip_pvalues
+from vally_compare.statistics.signflip import sign_flip_pvalues
 
 A, B, TIE = 0, 1, 2
 """Answer codes."""

@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 from scipy import stats as sps
 
 from tests.stats.simulate import lower_bound, upper_bound
-from vally.statistics.decisions import (
+from vally_compare.statistics.decisions import (
     Direction,
     Verdict,
     check_confidence_level,
@@ -30,7 +30,7 @@ from vally.statistics.decisions import (
     superiority,
     welch_interval,
 )
-from vally.statistics.estimates import Interval
+from vally_compare.statistics.estimates import Interval
 
 LEVELS = (0.95, 0.90)
 SIZES = (5, 10, 30)

@@ -26,9 +26,9 @@ from tests.stats.simulate import (
     two_sided,
     upper_bound,
 )
-from vally.comparison import judged as compare
-from vally.comparison.pass_rates import pass_rate_deltas, stimulus_pass_rates
 from vally.contracts.protocols import PairwiseVerdict
+from vally_compare import judged as compare, judged_pairs
+from vally_compare.pass_rates import pass_rate_deltas, stimulus_pass_rates
 
 REPS = 2_000
 SIZES = (2, 3, 5, 10, 30)
@@ -45,7 +45,7 @@ def test_vectorised_combine_is_compare_combine() -> None:
     ):
         first = PairwiseVerdict(letters[w1], "much" if m1 else "slightly")  # type: ignore[arg-type]
         second = PairwiseVerdict(letters[w2], "much" if m2 else "slightly")  # type: ignore[arg-type]
-        expected, _ = compare.combine(first, second)
+        expected, _ = judged_pairs.combine(first, second)
         got = combine(np.array(w1), np.array(m1), np.array(w2), np.array(m2))
         assert float(got) == expected
 
@@ -155,7 +155,7 @@ def test_the_simulated_decision_is_the_products_decision() -> None:
         results = []
         for i, score in enumerate(row):
             pair = compare.Pair(("ev", f"s{i}", 0), record(f"s{i}"), record(f"s{i}"))
-            results.append(compare.PairResult(pair, float(score), compare.score_label(score)))
+            results.append(compare.PairResult(pair, float(score), judged_pairs.score_label(score)))
         pairing = compare.Pairing([r.pair for r in results], [], [])
         summary = compare.summarize("b", "t", pairing, results, "judge")
         assert summary.significant_regression == bool(expected)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vally.statistics import agreement, multiplicity, power, signflip
+from vally_compare.statistics import agreement, multiplicity, power, signflip
 
 
 def _scipy_sign_flip(values: np.ndarray, alternative: str) -> float:

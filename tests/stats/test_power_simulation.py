@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.stats.simulate import content_judge, judged_scores, two_sided
-from vally.statistics import estimates as stats
+from vally_compare.statistics import estimates as stats
 
 
 def _printed_mde(rng: np.random.Generator, n: int) -> float:

@@ -10,7 +10,7 @@ import pytest
 from scipy import special, stats
 
 from tests.stats.simulate import JUDGES, judged_scores, upper_bound
-from vally.statistics import sequential
+from vally_compare.statistics import sequential
 
 REPS = 2_000
 ROUNDS = 10

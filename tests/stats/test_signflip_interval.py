@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vally.statistics import estimates as stats
-from vally.statistics.signflip import min_two_sided_p, sign_flip_interval, sign_flip_test
+from vally_compare.statistics import estimates as stats
+from vally_compare.statistics.signflip import min_two_sided_p, sign_flip_interval, sign_flip_test
 
 
 @pytest.mark.parametrize("n", [6, 8, 12, 15, 20, 25])

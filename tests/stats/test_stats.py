@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from vally.statistics import estimates as stats
+from vally_compare.statistics import estimates as stats
 
 
 def test_t_interval_matches_scipy() -> None:

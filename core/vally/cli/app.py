@@ -28,15 +28,15 @@ app = command_group(
 COMMAND_MODULES = (
     "vally.cli.plugins",
     "vally.cli.eval",
-    "vally.cli.compare",
     "vally.cli.experiment",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
-HELP_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "export")
-"""Where commands appear in ``vally --help``: in the order of the work (check, run, re-grade,
-compare, scaffold, start, export). Commands not named here follow in the order they were
-mounted, extensions by name; a name here that no installed package provides is skipped."""
+COMMAND_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "export")
+"""The commands ``vally --help`` lists first, in the order of the work (check, run,
+re-grade, compare, scaffold, start, export), whether the kernel or a command extension adds
+them; the other commands follow in the order they were added, and command groups after
+them. A name that no installed package provides is skipped."""
 
 
 def _version_callback(value: bool) -> None:
@@ -89,6 +89,13 @@ def _register_extensions() -> None:
             _mount_broken_extension(name, exc)
 
 
+def _order_commands() -> None:
+    """Sort the registered commands by :data:`COMMAND_ORDER` (stable: the others keep their
+    order after the named ones)."""
+    rank = {name: place for place, name in enumerate(COMMAND_ORDER)}
+    app.registered_commands.sort(key=lambda command: rank.get(command.name or "", len(rank)))
+
+
 def _mount_extension(registration: Registration) -> None:
     """Call one extension's ``register(app)``; undo what it added when it raises."""
     commands, groups = len(app.registered_commands), len(app.registered_groups)
@@ -119,13 +126,6 @@ def _mount_broken_extension(name: str, error: VallyError) -> None:
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         add_help_option=False,
     )(broken)
-
-
-def _order_commands() -> None:
-    """Sort the mounted commands by :data:`HELP_ORDER` (a stable sort: the others keep their
-    order, after the named ones)."""
-    rank = {name: index for index, name in enumerate(HELP_ORDER)}
-    app.registered_commands.sort(key=lambda info: rank.get(info.name or "", len(rank)))
 
 
 show_argument_metavars()

@@ -1,6 +1,7 @@
 """What ``vally experiment run`` and ``vally experiment merge`` do once their flags are
-parsed: run or merge through the library, print the dry run, the comparison and why the
-command exits as it does."""
+parsed: run or merge through the library, print the dry run and why the command exits as it
+does. The ``--until-decided`` gate and the decision on the variants (promotion rules,
+``--compare``) come from hook plugins (:mod:`vally.tools.experiment_hooks`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import TYPE_CHECKING
 import typer
 
 from vally.cli.common import EXIT_BUDGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
-from vally.errors import VallyError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vally.engine.experiments import ExperimentRequest, ExperimentSetup
     from vally.engine.trials.run_engine import RunResult
     from vally.models.records import RunSummaryRecord
+    from vally.tools.experiment_hooks import ExperimentGate, ExperimentHooks
 
 
 def _echo(message: str = "", *, err: bool = False) -> None:
@@ -62,70 +63,84 @@ def _failed_verdicts(summaries: Sequence[RunSummaryRecord]) -> list[str]:
     return [f"{s.variant}/{s.eval_name}" for s in summaries if s.verdict == "fail"]
 
 
-def _run_compare(setup: ExperimentSetup, opts: ExperimentRequest, run_dir: Path) -> int:
-    from vally.comparison.experiment_judge import comparison_judge
-    from vally.comparison.run import CompareRequest, execute
-    from vally.models.durations import parse_duration
+def _decides(opts: ExperimentRequest, setup: ExperimentSetup) -> bool:
+    """Whether the run ends with a hook plugin deciding its variants: the experiment file
+    has promotion rules or ``--compare`` was given, and an unsharded run of two or more
+    variants is there to decide."""
+    asked = setup.experiment.promotion is not None or opts.compare
+    return asked and setup.shard is None and len(setup.resolved.variants) > 1
 
-    settings, conflicts = comparison_judge(
-        setup.resolved,
-        {
-            "judge_model": opts.judge_model,
-            "judge_reasoning_effort": opts.judge_reasoning_effort,
-            "judge_timeout": opts.judge_timeout,
-        },
-    )
-    if conflicts:
-        _echo("Comparison failed: the comparison judge settings conflict:", err=True)
-        for conflict in conflicts:
-            _echo(f"  - {conflict}", err=True)
-        _echo(
-            "  Use --judge-model, --judge-reasoning-effort or --judge-timeout to choose one, "
-            "or set a common judge_provider. Trial results are saved.",
-            err=True,
+
+def _prepare_hooks(
+    opts: ExperimentRequest, setup: ExperimentSetup
+) -> tuple[ExperimentHooks, ExperimentGate | None]:
+    """The run's hook plugins, checked before any trial starts, and the ``--until-decided``
+    gate (set on the run).
+
+    Raises:
+        PluginError: No hook plugin provides what the run asks for, or one is broken.
+    """
+    from vally.tools.experiment_hooks import ExperimentHooks
+
+    prepared = setup.prepared
+    hooks = ExperimentHooks(prepared.request.session)
+    if _decides(opts, setup):
+        promotion = setup.experiment.promotion is not None
+        what = " and ".join(
+            ["the promotion: section"] * promotion + ["--compare"] * opts.compare
         )
-        return EXIT_FAILURE
-    timeout = settings.get("judge_timeout")
-    if isinstance(timeout, str):
-        timeout = parse_duration(timeout, field="--judge-timeout")
-    request = CompareRequest(
-        experiment_dir=run_dir,
-        baseline_variant=setup.resolved.baseline,
-        judge_model=settings.get("judge_model"),
-        judge_reasoning_effort=settings.get("judge_reasoning_effort"),
-        judge_provider=settings.get("judge_provider"),
-        judge_timeout=float(timeout) if timeout is not None else None,
-        params=dict(setup.params),
-        verbose=opts.verbose,
-        no_cache=opts.no_cache,
+        hooks.require("vally_experiment_decide", what, where=setup.path if promotion else None)
+    gate = None
+    if opts.until_decided:
+        gate = prepared.request.gate = hooks.gate(setup.resolved.baseline, prepared.trials)
+    return hooks, gate
+
+
+def _skipped_decisions(opts: ExperimentRequest, setup: ExperimentSetup) -> list[str]:
+    """Why the promotion rules and ``--compare`` are not applied to a sharded run or a run
+    of one variant."""
+    lines = []
+    sharded = setup.shard is not None
+    if setup.experiment.promotion is not None:
+        lines.append(
+            "Promotion rules: after 'vally experiment merge', decide the merged run with "
+            f"'vally compare MERGED_DIR --rules {setup.path.name}'."
+            if sharded
+            else "Promotion rules skipped: only one variant ran (--variant)."
+        )
+    if opts.compare:
+        lines.append(
+            "Comparison skipped: sharded runs are compared after 'vally experiment merge'."
+            if sharded
+            else "Comparison skipped: only one variant ran (--variant); nothing to compare."
+        )
+    return lines
+
+
+def _decide(
+    hooks: ExperimentHooks, opts: ExperimentRequest, setup: ExperimentSetup, run_dir: Path
+) -> int:
+    """The hook plugins' decision on the finished run's variants: its exit code."""
+    from vally.tools.experiment_hooks import FinishedExperiment
+
+    experiment = FinishedExperiment(
+        run_dir=run_dir,
+        baseline=setup.resolved.baseline,
+        promotion=setup.experiment.promotion,
+        request=opts,
+        evals=[item.loaded for item in setup.resolved.evals],
+        params=setup.params,
+        session=setup.prepared.request.session,
     )
-    _echo()
-    _echo("Comparison (LLM-judged, baseline vs each variant):")
-    try:
-        return execute(request, setup.prepared.request.session)
-    except VallyError as exc:
-        _echo(f"Comparison failed: {exc.render()}", err=True)
-        return EXIT_FAILURE
-
-
-def _decide(setup: ExperimentSetup, run_dir: Path) -> int:
-    """Decide every variant against the baseline by the experiment's promotion rules:
-    print the graded comparisons and the verdicts, write ``comparison.jsonl`` and the
-    report's section; 1 when a variant is held (or cannot be decided)."""
-    from vally.comparison.experiment_decisions import decide_experiment
-
-    rules = setup.experiment.promotion
-    assert rules is not None
-    _echo()
-    try:
-        return decide_experiment(run_dir, setup.resolved.baseline, rules, echo=_echo)
-    except VallyError as exc:
-        _echo(f"Promotion rules could not be applied: {exc.render()}", err=True)
-        return EXIT_FAILURE
+    return hooks.decide(experiment)
 
 
 def _exit_code(
-    opts: ExperimentRequest, setup: ExperimentSetup, result: RunResult, run_dir: Path
+    opts: ExperimentRequest,
+    setup: ExperimentSetup,
+    result: RunResult,
+    run_dir: Path,
+    hooks: ExperimentHooks,
 ) -> int:
     from vally.cli.eval import report_judge_cache, report_observer_failures, report_tracebacks
 
@@ -155,23 +170,12 @@ def _exit_code(
         what = "partial verdict" if setup.shard is not None else "verdict"
         _echo(f"--require-pass: the {what} of {', '.join(failed)} failed", err=True)
         code = EXIT_FAILURE
-    if setup.experiment.promotion is not None:
-        if setup.shard is not None:
-            _echo(
-                "Promotion rules: after 'vally experiment merge', decide the merged run with "
-                f"'vally compare MERGED_DIR --rules {setup.path.name}'."
-            )
-        elif len(setup.resolved.variants) < 2:
-            _echo("Promotion rules skipped: only one variant ran (--variant).")
-        elif _decide(setup, run_dir) != EXIT_OK:
+    if _decides(opts, setup):
+        if _decide(hooks, opts, setup, run_dir) != EXIT_OK:
             code = EXIT_FAILURE
-    if opts.compare:
-        if setup.shard is not None:
-            _echo("Comparison skipped: sharded runs are compared after 'vally experiment merge'.")
-        elif len(setup.resolved.variants) < 2:
-            _echo("Comparison skipped: only one variant ran (--variant); nothing to compare.")
-        elif _run_compare(setup, opts, run_dir) != EXIT_OK:
-            code = EXIT_FAILURE
+    else:
+        for line in _skipped_decisions(opts, setup):
+            _echo(line)
     return code
 
 
@@ -191,14 +195,9 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
     if opts.dry_run:
         print_dry_run(setup)
         return EXIT_OK
+    hooks, gate = _prepare_hooks(opts, setup)
     run_dir = experiment_run_dir(opts, setup)
     prepared = setup.prepared
-    gate = None
-    if opts.until_decided:
-        from vally.tools.sequential_gate import SequentialGate
-
-        gate = SequentialGate(setup.resolved.baseline, prepared.trials)
-        prepared.request.gate = gate
     shard = f", shard {setup.shard.label} ({setup.strategy})" if setup.shard else ""
     _echo(
         f"Experiment {setup.resolved.name}: {len(setup.resolved.variants)} variant(s), "
@@ -212,7 +211,7 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
     result = execute_experiment(setup, run_dir)
     for line in gate.lines() if gate is not None else []:
         _echo(line)
-    return _exit_code(opts, setup, result, run_dir)
+    return _exit_code(opts, setup, result, run_dir, hooks)
 
 
 def merge_command_main(

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from vally.plugins.groups import RegistryKind
 
 KIND_CHOICES: tuple[str, ...] = tuple(REGISTRY_GROUPS)
-"""The kinds ``--kind`` accepts (``-`` or ``_``, singular or plural): the run kinds and
-``cli_command``, the extensions that add commands to this CLI."""
+"""The kinds ``--kind`` accepts (``-`` or ``_``, singular or plural): the run kinds,
+``cli_command`` (the extensions that add commands to this CLI) and ``hook`` (hook
+plugins)."""
 
 
 def _normalize_kind(value: str | None) -> str | None:

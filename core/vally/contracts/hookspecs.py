@@ -7,6 +7,10 @@ are registered. Arguments are keyword-only and can only grow: implement the subs
 An observer that raises is reported as a warning and the run goes on, unless the observer
 is critical (a reporter declaring ``ReporterMetadata(..., critical=True)``, as the results
 writer does), in which case the run fails.
+
+What ``vally experiment run`` asks of the comparison (the ``--until-decided`` gate, the
+decision after the run) are the experiment hooks of :mod:`vally.tools.experiment_hooks`,
+which hook plugins (group ``vally.hooks``) implement.
 """
 
 from __future__ import annotations

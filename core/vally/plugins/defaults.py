@@ -30,6 +30,3 @@ JUNIT_REPORTER = "junit"
 
 TRACE_REPORTER = "otel"
 """Writes OpenTelemetry spans (``otel-spans.jsonl``, or to ``--otlp-endpoint``)."""
-
-PAIRWISE_JUDGE = "prompt"
-"""The grader whose pairwise judging ``vally compare`` uses."""

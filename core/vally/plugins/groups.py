@@ -1,12 +1,16 @@
 """Plugin kinds and their entry-point groups: the one table of what the registry serves.
 
-Two families of kinds share the registry (named lookup, conflicts, blocking, provenance):
+Three families of kinds share the registry (named lookup, conflicts, blocking, provenance):
 
 * the **run kinds** (:data:`ENTRY_POINT_GROUPS`): classes with ``metadata`` and ``Config``
   that a spec, ``.vally.yaml`` or a flag selects for a run;
 * **CLI command extensions** (:data:`CLI_COMMAND_KIND`, group ``vally.cli``): ``register(app)``
   functions that add commands to the ``vally`` CLI (``vally docker prune``). They are not run
-  plugins: no spec selects them and they have no config.
+  plugins: no spec selects them and they have no config;
+* **hook plugins** (:data:`HOOK_KIND`, group ``vally.hooks``): classes whose methods
+  implement the experiment hooks (:mod:`vally.tools.experiment_hooks`), such as the
+  comparison behind ``vally experiment run --compare``. Not run plugins either: every
+  installed one is loaded when an experiment needs its hooks.
 
 This module imports nothing heavy, so the CLI can use it at start.
 """
@@ -20,7 +24,7 @@ if TYPE_CHECKING:
 
     from vally.contracts.metadata import PluginKind
 
-    RegistryKind: TypeAlias = PluginKind | Literal["cli_command"]
+    RegistryKind: TypeAlias = PluginKind | Literal["cli_command", "hook"]
     """Every kind a :class:`vally.plugins.registry.Registry` can serve."""
 
 ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
@@ -39,11 +43,15 @@ ENTRY_POINT_GROUPS: dict[PluginKind, str] = {
 CLI_COMMAND_KIND: Literal["cli_command"] = "cli_command"
 """The kind of CLI command extensions: each entry point is a ``register(app)`` function."""
 
+HOOK_KIND: Literal["hook"] = "hook"
+"""The kind of hook plugins: each entry point is a class implementing experiment hooks."""
+
 REGISTRY_GROUPS: dict[RegistryKind, str] = {
     kind: group for kind, group in ENTRY_POINT_GROUPS.items()
 }
 """Every kind the registry serves -> its entry-point group."""
 REGISTRY_GROUPS[CLI_COMMAND_KIND] = "vally.cli"
+REGISTRY_GROUPS[HOOK_KIND] = "vally.hooks"
 
 KIND_LABELS: dict[RegistryKind, str] = {
     "backend": "backend",
@@ -56,6 +64,7 @@ KIND_LABELS: dict[RegistryKind, str] = {
     "exporter": "exporter",
     "runner": "runner",
     CLI_COMMAND_KIND: "CLI command",
+    HOOK_KIND: "hook plugin",
 }
 """Human-readable kind names for messages."""
 

@@ -2,7 +2,8 @@
 
 A run plugin is a class with a ``metadata`` of its kind whose name is the name it was found
 under, and a ``Config`` that is a pydantic model. A CLI command extension is a callable
-``register(app)``.
+``register(app)``. A hook plugin is a class (instantiated with no arguments); its hook
+methods are checked when it is registered (:mod:`vally.tools.experiment_hooks`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vally.errors import PluginValidationError
-from vally.plugins.groups import CLI_COMMAND_KIND, kind_label
+from vally.plugins.groups import CLI_COMMAND_KIND, HOOK_KIND, kind_label
 from vally.plugins.provenance import class_target
 
 if TYPE_CHECKING:
@@ -24,11 +25,13 @@ def validate_plugin(
     """Check ``obj`` against the contract of ``kind`` and return its name.
 
     Raises:
-        PluginValidationError: See :func:`validate_plugin_class` and
-            :func:`validate_command_extension`.
+        PluginValidationError: See :func:`validate_plugin_class`,
+            :func:`validate_command_extension` and :func:`validate_hook_plugin`.
     """
     if kind == CLI_COMMAND_KIND:
         return validate_command_extension(obj, expected_name=expected_name, specifier=specifier)
+    if kind == HOOK_KIND:
+        return validate_hook_plugin(obj, expected_name=expected_name, specifier=specifier)
     return validate_plugin_class(kind, obj, expected_name=expected_name, specifier=specifier)
 
 
@@ -49,6 +52,27 @@ def validate_command_extension(obj: Any, *, expected_name: str | None, specifier
         raise PluginValidationError(
             f"{where} is a {type(obj).__name__}, not a register(app) function",
             hint="point the 'vally.cli' entry point at a function that adds commands to the app",
+        )
+    return expected_name
+
+
+def validate_hook_plugin(obj: Any, *, expected_name: str | None, specifier: str) -> str:
+    """Check that a ``vally.hooks`` entry point is a class; return its name.
+
+    Raises:
+        PluginValidationError: ``obj`` is not a class, or it was not found under a name
+            (hook plugins come only from the ``vally.hooks`` entry-point group).
+    """
+    where = f"hook plugin {specifier!r} ({class_target(obj)})"
+    if expected_name is None:
+        raise PluginValidationError(
+            f"{where} cannot be registered explicitly",
+            hint="declare it in the 'vally.hooks' entry-point group of a distribution",
+        )
+    if not isinstance(obj, type):
+        raise PluginValidationError(
+            f"{where} is a {type(obj).__name__}, not a class",
+            hint="point the 'vally.hooks' entry point at a class whose methods implement hooks",
         )
     return expected_name
 

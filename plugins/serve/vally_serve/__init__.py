@@ -2,7 +2,8 @@
 queries, REST API and dashboard that ``vally serve`` offers over it.
 
 A package outside the kernel, like any third-party one: it imports only the public ``vally``
-API, and its two commands (``vally ingest``, ``vally serve``) are ``vally.cli`` entry points
+API (and the top-level API of ``vally_compare``, for the comparison figures), and its two
+commands (``vally ingest``, ``vally serve``) are ``vally.cli`` entry points
 (:mod:`~vally_serve.cli`). Modules, one concept each:
 
 * :mod:`~vally_serve.schema`: the tables (SQLAlchemy Core) and the schema version;
@@ -23,8 +24,8 @@ API, and its two commands (``vally ingest``, ``vally serve``) are ``vally.cli`` 
   :mod:`~vally_serve.analysis` and :mod:`~vally_serve.crossrun`: the reads behind the
   endpoints (runs; outcomes; one run's matrix, ranking, graders and tools; comparisons and
   history across runs);
-* :mod:`~vally_serve.graded`: two runs' stored records streamed into vally's judge-free
-  comparison of graded runs (``/api/compare/graded``);
+* :mod:`~vally_serve.graded`: two runs' stored records streamed into the judge-free
+  comparison of graded runs of ``vally_compare`` (``/api/compare/graded``);
 * :mod:`~vally_serve.access`: the ``Host`` check (DNS rebinding) and the access token;
 * :mod:`~vally_serve.api` and :mod:`~vally_serve.openapi`: the REST API (one table of
   endpoints), its OpenAPI document and the dashboard (a Starlette app; the dashboard's

@@ -84,7 +84,7 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     Raises:
         ApiError: The run is not an experiment.
     """
-    from vally import mcnemar_from_pairs, metric_delta
+    from vally_compare import mcnemar_from_pairs, metric_delta
 
     row = require_run(connection, run_id)
     if row.kind != "experiment":

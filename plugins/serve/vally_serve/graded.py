@@ -1,9 +1,9 @@
 """The judge-free comparison of two graded runs of the store (``GET /api/compare/graded``).
 
-The figures are vally's own (:class:`vally.RunTally`, :func:`vally.compare_tallies`,
-:func:`vally.comparison_json`): this module only streams each run's stored full records
-(and its summaries) into a tally, one record at a time, so memory grows with the cases,
-not the trials.
+The figures are vally's own (:class:`vally_compare.RunTally`,
+:func:`vally_compare.compare_tallies`, :func:`vally_compare.comparison_json`): this module
+only streams each run's stored full records (and its summaries) into a tally, one record at
+a time, so memory grows with the cases, not the trials.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def stored_summaries(connection: Connection, run_id: str, variant: str | None) -
 
 
 def tally_of(connection: Connection, run_id: str, variant: str | None, skipped: list[int]) -> Any:
-    """One run (or one variant of it) folded into a :class:`vally.RunTally`."""
-    from vally import RunTally
+    """One run (or one variant of it) folded into a :class:`vally_compare.RunTally`."""
+    from vally_compare import RunTally
 
     tally = RunTally(_label(run_id, variant))
     tally.add_all(stored_records(connection, run_id, variant, skipped))
@@ -112,7 +112,7 @@ def graded_comparison(connection: Connection, params: Mapping[str, str]) -> dict
         ApiError: A missing or identical run, a level outside (0, 1) (400); an unknown
             run (404).
     """
-    from vally import compare_tallies, comparison_json
+    from vally_compare import compare_tallies, comparison_json
 
     baseline, candidate = _side(params, "baseline"), _side(params, "candidate")
     if baseline == candidate:

@@ -22,15 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import (
-    Estimate,
-    TrialResultRecord,
-    is_errored,
-    is_graded,
-    mean_rate,
-    pass_rate_deltas,
-)
+from vally import TrialResultRecord, is_errored, is_graded
 from vally_builtin.reporters import markdown_text
+from vally_compare import Estimate, mean_rate, pass_rate_deltas
 
 _EPSILON = 1e-9
 NO_DIFFERENCE = "no detectable difference"

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from vally import Estimate, RunInfo, RunOutcome, RunSummaryRecord, TrialResultRecord, utc_now
+from vally import RunInfo, RunOutcome, RunSummaryRecord, TrialResultRecord, utc_now
 from vally_builtin.reporters.experiment import Comparison, cell, compare_stats, pct
 from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
 from vally_builtin.reporters.jsonl import RESULTS_FILE
+from vally_compare import Estimate
 
 
 def _test_text(estimate: Estimate | None) -> str:
