@@ -140,36 +140,11 @@ async def converse(
     validate: Callable[[dict[str, Any]], str | None],
     reader: EvidenceReader | None,
 ) -> JudgeAnswer:
-    """Run the judge until it gives a valid answer (see :func:`_converse` for the arguments).
+    """Run the judge until it gives a valid answer.
 
     With tool delivery its requests are keyed in the judge cache on the digest of the
     evidence it may read as well (``vally.judging_evidence``): the first request names only
     file paths, so two runs' evidence must not share an answer.
-    """
-    scope = judging_evidence(reader.digest()) if reader is not None else contextlib.nullcontext()
-    with scope:
-        return await _converse(
-            llm,
-            judge,
-            system=system,
-            prompt=prompt,
-            schema=schema,
-            validate=validate,
-            reader=reader,
-        )
-
-
-async def _converse(
-    llm: LLMProvider | None,
-    judge: JudgeSettings,
-    *,
-    system: str,
-    prompt: str,
-    schema: Mapping[str, Any],
-    validate: Callable[[dict[str, Any]], str | None],
-    reader: EvidenceReader | None,
-) -> JudgeAnswer:
-    """Run the judge until it gives a valid answer.
 
     Args:
         llm: The provider; None raises a GradingError explaining how to configure one.
@@ -181,6 +156,7 @@ async def _converse(
         reader: Evidence tools; None for inline delivery (no tools offered).
     """
     provider, model = _require_judge(llm, judge)
+    evidence = reader.digest() if reader is not None else None
     tools: tuple[ToolSpec, ...] = TOOLS if reader is not None else ()
     messages: list[ChatMessage] = [
         ChatMessage(role="system", content=system),
@@ -208,7 +184,8 @@ async def _converse(
             timeout=judge.timeout,
         )
         try:
-            response = await provider.chat(request)
+            with judging_evidence(evidence) if evidence else contextlib.nullcontext():
+                response = await provider.chat(request)
         except LLMError as exc:
             if response_format is not None and exc.status == 400 and "response_format" in str(exc):
                 response_format = None
