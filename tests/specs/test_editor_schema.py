@@ -140,7 +140,8 @@ def test_write_puts_every_schema_in_the_project(
     eval_schema = json.loads((folder / "eval.schema.json").read_text())
     assert eval_schema["title"] == "vally eval spec (eval.yaml)"
     assert "grader.file-exists" in eval_schema["$defs"]
-    assert "docs/editors.md" in result.output
+    assert "# yaml-language-server: $schema=" in result.output
+    assert "eval.schema.json" in result.output
 
 
 def test_kind_is_needed_without_write() -> None:

@@ -25,5 +25,6 @@ def require(module: str, purpose: str) -> ModuleType:
             raise
         raise ConfigError(
             f"{purpose} needs the Python package {top!r}, which is not installed",
-            hint=f"install the extra: pip install 'vally[{EXTRA}]'",
+            hint=f"install the extra: pip install 'vally[{EXTRA}]' (in a clone of vally: "
+            f"pip install -e '.[{EXTRA}]')",
         ) from exc

@@ -48,7 +48,13 @@ def schema_command(
     import json
 
     from vally import user_errors
-    from vally_authoring.schema import SCHEMA_KINDS, PluginConfigs, json_schema, write_schemas
+    from vally_authoring.schema import (
+        SCHEMA_FILES,
+        SCHEMA_KINDS,
+        PluginConfigs,
+        json_schema,
+        write_schemas,
+    )
 
     if kind is not None and kind not in SCHEMA_KINDS:
         raise typer.BadParameter(
@@ -61,7 +67,14 @@ def schema_command(
             written = write_schemas(output or _schema_dir(), plugins)
         for path in written:
             typer.echo(f"wrote {path}", err=True)
-        typer.echo("Point your editor at them: see docs/editors.md.", err=True)
+        if written:
+            eval_schema = next((p for p in written if p.name == SCHEMA_FILES["eval"]), written[0])
+            typer.echo(
+                "Point your editor at them, e.g. with this first line in an eval file "
+                f"(YAML language server: VS Code, JetBrains, Neovim):\n"
+                f"  # yaml-language-server: $schema={eval_schema}",
+                err=True,
+            )
         return
     if kind is None:
         raise typer.BadParameter("name a KIND, or pass --write for all three", param_hint="KIND")
