@@ -341,12 +341,12 @@ def _hook_section(name: str, function: Callable[..., Any], level: str) -> list[s
 def render_hooks() -> str:
     """The hook reference, from the hookspecs and their docstrings: the run hooks of
     ``vally.contracts.hookspecs``, then the experiment hooks of
-    ``vally.tools.experiment_hooks``."""
+    ``vally.engine.experiment_hooks``."""
     from vally.contracts import hookspecs
-    from vally.tools import experiment_hooks
+    from vally.engine import experiment_hooks
 
     lines = [
-        _header("core/vally/contracts/hookspecs.py and core/vally/tools/experiment_hooks.py"),
+        _header("core/vally/contracts/hookspecs.py and core/vally/engine/experiment_hooks.py"),
         "# Hook reference\n",
         _md(inspect.getdoc(hookspecs) or "") + "\n",
         "Implement a hook as a method (or module function) with the hook's name, marked with",

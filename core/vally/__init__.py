@@ -144,8 +144,8 @@ _EXPORTS: dict[str, str] = {
     "bypass_cache": "vally.engine.trials.judge_cache",
     "PriceTable": "vally.models.pricing",
     # experiment hooks (hook plugins, entry-point group vally.hooks)
-    "FinishedExperiment": "vally.tools.experiment_hooks",
-    "ExperimentGate": "vally.tools.experiment_hooks",
+    "FinishedExperiment": "vally.engine.experiment_hooks",
+    "ExperimentGate": "vally.engine.experiment_hooks",
     "PlannedTrial": "vally.engine.planning.plan",
     "model_label": "vally.engine.records.run_folder",
     # command extensions (entry-point group vally.cli)
@@ -308,6 +308,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         TrialKey as TrialKey,
     )
     from vally.engine.evals import EvalRequest as EvalRequest, run_eval as run_eval
+    from vally.engine.experiment_hooks import (
+        ExperimentGate as ExperimentGate,
+        FinishedExperiment as FinishedExperiment,
+    )
     from vally.engine.experiments import (
         ExperimentRequest as ExperimentRequest,
         run_experiment as run_experiment,
@@ -470,8 +474,4 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Positions as Positions,
         format_path as format_path,
         load_yaml as load_yaml,
-    )
-    from vally.tools.experiment_hooks import (
-        ExperimentGate as ExperimentGate,
-        FinishedExperiment as FinishedExperiment,
     )

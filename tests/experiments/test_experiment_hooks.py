@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vally import FinishedExperiment, PluginNotFoundError, Session, hookimpl
-from vally.tools.experiment_hooks import ExperimentHooks
+from vally.engine.experiment_hooks import ExperimentHooks
 
 from .conftest import EXPERIMENT, make_project, vally
 
@@ -78,7 +78,7 @@ class _Declines:
 def test_a_decision_no_plugin_gives_is_an_error(tmp_path: Path) -> None:
     import pluggy
 
-    from vally.tools import experiment_hooks
+    from vally.engine import experiment_hooks
 
     manager = pluggy.PluginManager("vally")
     manager.add_hookspecs(experiment_hooks)

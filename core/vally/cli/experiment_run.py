@@ -1,7 +1,7 @@
 """What ``vally experiment run`` and ``vally experiment merge`` do once their flags are
 parsed: run or merge through the library, print the dry run and why the command exits as it
 does. The ``--until-decided`` gate and the decision on the variants (promotion rules,
-``--compare``) come from hook plugins (:mod:`vally.tools.experiment_hooks`)."""
+``--compare``) come from hook plugins (:mod:`vally.engine.experiment_hooks`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from vally.cli.common import EXIT_BUDGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_O
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from vally.engine.experiment_hooks import ExperimentGate, ExperimentHooks
     from vally.engine.experiments import ExperimentRequest, ExperimentSetup
     from vally.engine.trials.run_engine import RunResult
     from vally.models.records import RunSummaryRecord
-    from vally.tools.experiment_hooks import ExperimentGate, ExperimentHooks
 
 
 def _echo(message: str = "", *, err: bool = False) -> None:
@@ -80,7 +80,7 @@ def _prepare_hooks(
     Raises:
         PluginError: No hook plugin provides what the run asks for, or one is broken.
     """
-    from vally.tools.experiment_hooks import ExperimentHooks
+    from vally.engine.experiment_hooks import ExperimentHooks
 
     prepared = setup.prepared
     hooks = ExperimentHooks(prepared.request.session)
@@ -121,7 +121,7 @@ def _decide(
     hooks: ExperimentHooks, opts: ExperimentRequest, setup: ExperimentSetup, run_dir: Path
 ) -> int:
     """The hook plugins' decision on the finished run's variants: its exit code."""
-    from vally.tools.experiment_hooks import FinishedExperiment
+    from vally.engine.experiment_hooks import FinishedExperiment
 
     experiment = FinishedExperiment(
         run_dir=run_dir,

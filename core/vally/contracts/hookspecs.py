@@ -9,7 +9,7 @@ is critical (a reporter declaring ``ReporterMetadata(..., critical=True)``, as t
 writer does), in which case the run fails.
 
 What ``vally experiment run`` asks of the comparison (the ``--until-decided`` gate, the
-decision after the run) are the experiment hooks of :mod:`vally.tools.experiment_hooks`,
+decision after the run) are the experiment hooks of :mod:`vally.engine.experiment_hooks`,
 which hook plugins (group ``vally.hooks``) implement.
 """
 

@@ -8,7 +8,7 @@ Three families of kinds share the registry (named lookup, conflicts, blocking, p
   functions that add commands to the ``vally`` CLI (``vally docker prune``). They are not run
   plugins: no spec selects them and they have no config;
 * **hook plugins** (:data:`HOOK_KIND`, group ``vally.hooks``): classes whose methods
-  implement the experiment hooks (:mod:`vally.tools.experiment_hooks`), such as the
+  implement the experiment hooks (:mod:`vally.engine.experiment_hooks`), such as the
   comparison behind ``vally experiment run --compare``. Not run plugins either: every
   installed one is loaded when an experiment needs its hooks.
 

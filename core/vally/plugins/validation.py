@@ -3,7 +3,7 @@
 A run plugin is a class with a ``metadata`` of its kind whose name is the name it was found
 under, and a ``Config`` that is a pydantic model. A CLI command extension is a callable
 ``register(app)``. A hook plugin is a class (instantiated with no arguments); its hook
-methods are checked when it is registered (:mod:`vally.tools.experiment_hooks`).
+methods are checked when it is registered (:mod:`vally.engine.experiment_hooks`).
 """
 
 from __future__ import annotations

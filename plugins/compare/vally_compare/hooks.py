@@ -10,7 +10,7 @@ run`` asks of the comparison.
   variant is held, cannot be decided, or its comparison fails; the trial results are kept
   either way.
 
-The hooks are specified in :mod:`vally.tools.experiment_hooks`; this module imports nothing
+The hooks are specified in :mod:`vally.engine.experiment_hooks`; this module imports nothing
 heavy, the work is imported when a hook runs.
 """
 

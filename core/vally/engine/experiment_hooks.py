@@ -211,7 +211,7 @@ def _hook_manager(session: Session) -> pluggy.PluginManager:
         except (pluggy.PluginValidationError, ValueError) as exc:
             raise PluginValidationError(
                 f"{where} cannot be registered: {exc}",
-                hint="a hook plugin implements only the hooks of vally.tools.experiment_hooks, "
+                hint="a hook plugin implements only the hooks of vally.engine.experiment_hooks, "
                 "named and taking arguments as there",
             ) from exc
     return manager
