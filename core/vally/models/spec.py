@@ -110,14 +110,10 @@ class McpServerConfig(SpecModel):
                     f"got {self.url!r}"
                 )
         foreign = ["url", "headers"] if self.type == "stdio" else ["command", "args", "env", "cwd"]
-        # A field written with its empty default (``url: null``, ``headers: {}``, as every
-        # record holds them) is not a conflict: records of stdio servers read back.
-        given = [
-            name
-            for name in foreign
-            if name in self.model_fields_set and getattr(self, name) not in (None, {}, [])
-        ]
-        if given:
+        given = [name for name in foreign if name in self.model_fields_set]
+        # Fields written only with their empty defaults (``url: null``, ``headers: {}``, as
+        # every record holds them) are no conflict: records of stdio servers read back.
+        if given and any(getattr(self, name) not in (None, {}, []) for name in given):
             raise ValueError(
                 f"{', '.join(repr(n) for n in given)} cannot be used with an MCP server of "
                 f"type '{self.type}'"
