@@ -9,7 +9,7 @@ Usage (from the repository root)::
 It writes a sharded run's shard folders (``results.jsonl`` of one variant and one eval,
 small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards), seals
 each one as a finished shard seals itself (``shard-seal.json``, see
-``vally.engine.shards.seal``; ``seal_seconds`` is what that costs all shards together) and
+``vally_experiment.seal``; ``seal_seconds`` is what that costs all shards together) and
 then, each in a fresh interpreter so the peak resident memory is its own:
 
 * ``lines``: reads every shard's lines and writes them to one file (the physical limit of
@@ -18,7 +18,7 @@ then, each in a fresh interpreter so the peak resident memory is its own:
   manifests and plan snapshots, read and validated in full, and the trial index), with
   vally imported: memory that grows with the plan;
 * ``unsealed``: vally's merge path over the shards read in full, seals ignored
-  (``vally.engine.shards.merge.merge_records``): every record parsed, checked against its shard's
+  (``vally_experiment.merge.merge_records``): every record parsed, checked against its shard's
   manifest, passed through to the merged file and counted into the run summaries, which
   are then written;
 * ``merge``: the same path as a merge takes it, over the sealed shards: the seals read and
@@ -134,7 +134,7 @@ def generate(folder: Path, records: int, shards: int) -> None:
 def seal(folder: Path) -> None:
     """Seal every generated shard, as a finished shard seals itself."""
     from vally.engine.shards.partition import MANIFEST_FILE, SNAPSHOT_FILE
-    from vally.engine.shards.seal import seal as seal_shard
+    from vally_experiment.seal import seal as seal_shard
 
     for shard_dir in sorted(folder.glob("shard-*")):
         manifest = json.loads((shard_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
@@ -156,8 +156,8 @@ def _prepare(folder: Path) -> tuple[Any, ...]:
     """What a merge of unsealed shards holds before it reads a record: the shards'
     manifests and plan snapshots, read and validated as ``vally experiment merge`` does,
     and the trial index (all of them grow with the plan)."""
-    from vally.engine.shards.merge import read_full_shards
-    from vally.engine.shards.validation import TrialIndex
+    from vally_experiment.merge import read_full_shards
+    from vally_experiment.validation import TrialIndex
 
     shards = read_full_shards(sorted(folder.glob("shard-*")))
     return shards, TrialIndex(shards[0].snapshot, shards, shards[0].plan_keys)
@@ -165,14 +165,14 @@ def _prepare(folder: Path) -> tuple[Any, ...]:
 
 def run_plan(folder: Path) -> None:
     """Only the plan state of an unsealed merge (see :func:`_prepare`), vally imported."""
-    import vally.engine.shards.merge  # noqa: F401
+    import vally_experiment.merge  # noqa: F401
 
     _prepare(folder)
 
 
 def _merge_path(folder: Path, shards: Any, out: str) -> None:
-    from vally.engine.shards.merge import merge_records
     from vally.engine.trials.summaries import VariantSummaries
+    from vally_experiment.merge import merge_records
 
     target = folder / out
     summarizer = VariantSummaries(shards[0].snapshot, run_id="bench", run_dir=target)
@@ -182,14 +182,14 @@ def _merge_path(folder: Path, shards: Any, out: str) -> None:
 
 def run_unsealed(folder: Path) -> None:
     """vally's merge path over the shards read in full, their seals ignored."""
-    from vally.engine.shards.merge import read_full_shards
+    from vally_experiment.merge import read_full_shards
 
     _merge_path(folder, read_full_shards(sorted(folder.glob("shard-*"))), "merged-unsealed")
 
 
 def run_merge(folder: Path) -> None:
     """vally's merge path as a merge takes it: over the sealed shards."""
-    from vally.engine.shards.seal import read_sealed_shards
+    from vally_experiment.seal import read_sealed_shards
 
     shards = read_sealed_shards(sorted(folder.glob("shard-*")))
     if shards is None:

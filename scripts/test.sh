@@ -33,9 +33,9 @@ for example in plugins/examples/*/; do
 done
 "$python" -m ruff check .
 # mypy --strict over the kernel, the built-ins, the history package, the comparison package,
-# the authoring commands, vally grade, the backends and the Ray runner (source roots in
+# the authoring commands, vally grade, vally experiment, the backends and the Ray runner (source roots in
 # pyproject).
 "$python" -m mypy -p vally -p vally_builtin -p vally_serve -p vally_compare -p vally_authoring \
-  -p vally_regrade -p vally_backends -p vally_ray
+  -p vally_regrade -p vally_experiment -p vally_backends -p vally_ray
 "$python" -c "from importlinter.cli import lint_imports_command as c; c()"
 "$python" -m pytest "$@"

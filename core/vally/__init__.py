@@ -103,7 +103,7 @@ _EXPORTS: dict[str, str] = {
     # bounded parsing of untrusted JSON
     "loads_bounded": "vally.models.jsontext",
     "JsonTooDeepError": "vally.models.jsontext",
-    "order_records": "vally.engine.shards.validation",
+    "order_records": "vally.engine.shards.partition",
     # reading a finished run back, for scripts and notebooks
     "read_run": "vally.engine.records.reading",
     "RunRecords": "vally.engine.records.reading",
@@ -150,13 +150,48 @@ _EXPORTS: dict[str, str] = {
     "model_label": "vally.engine.records.run_folder",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
+    "cli_options": "vally.cli.options:",
+    "report_observer_failures": "vally.cli.common",
+    "report_judge_cache": "vally.cli.common",
+    "report_tracebacks": "vally.cli.common",
+    "EXIT_OK": "vally.cli.common",
+    "EXIT_FAILURE": "vally.cli.common",
+    "EXIT_BUDGET": "vally.cli.common",
+    "EXIT_INTERRUPTED": "vally.cli.common",
     "user_errors": "vally.cli.common",
     "source_excerpt": "vally.cli.common",
     # the run API, for Python scripts and notebooks
     "EvalRequest": "vally.engine.evals",
     "run_eval": "vally.engine.evals",
-    "ExperimentRequest": "vally.engine.experiments",
+    "ExperimentRequest": "vally.engine.options",
     "run_experiment": "vally.engine.experiments",
+    "ExperimentSetup": "vally.engine.experiments",
+    "prepare_experiment": "vally.engine.experiments",
+    "execute_experiment": "vally.engine.experiments",
+    "experiment_run_dir": "vally.engine.experiments",
+    "ExperimentHooks": "vally.engine.experiment_hooks",
+    # run folders and shards (vally experiment merge)
+    "WrittenRecords": "vally.engine.records.record_log",
+    "RESULTS_FILE": "vally.engine.records.run_folder",
+    "TRACE_CONTEXT_FILE": "vally.engine.records.run_folder",
+    "require_directory": "vally.engine.records.run_folder",
+    "TrialFacts": "vally.engine.records.trial_facts",
+    "read_fact_lines": "vally.engine.records.trial_facts",
+    "MANIFEST_FILE": "vally.engine.shards.partition",
+    "SNAPSHOT_FILE": "vally.engine.shards.partition",
+    "EXPERIMENT_MANIFEST_FILE": "vally.engine.shards.partition",
+    "ShardValidationError": "vally.engine.shards.partition",
+    "plan_digest": "vally.engine.shards.partition",
+    "record_key_id": "vally.engine.shards.partition",
+    "write_json_file": "vally.engine.shards.partition",
+    "PlanTallies": "vally.engine.trials.summaries",
+    "VariantSummaries": "vally.engine.trials.summaries",
+    "create_reporters": "vally.engine.trials.components",
+    "REPORT_REPORTER": "vally.plugins.defaults",
+    "TRACE_REPORTER": "vally.plugins.defaults",
+    "display_path": "vally.specs.selection",
+    "absolute_path": "vally.specs.selection:absolute",
+    "loads_json": "vally.models.jsontext:loads",
     "RunResult": "vally.engine.trials.run_engine",
     "RunRequest": "vally.engine.run",
     "PreparedRun": "vally.engine.run",
@@ -228,15 +263,19 @@ def lazy_attributes(
     package: str, exports: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` that import each exported name from its
-    module on first use (``exports`` maps name -> module), so importing the package stays
-    cheap. Use as ``__getattr__, __dir__ = lazy_attributes(__name__, EXPORTS)``."""
+    module on first use (``exports`` maps name -> module, -> ``module:attribute`` for a name
+    exported under another name, or -> ``module:`` for the module itself), so importing the
+    package stays cheap. Use as
+    ``__getattr__, __dir__ = lazy_attributes(__name__, EXPORTS)``."""
     namespace = sys.modules[package].__dict__
 
     def get(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
+        target = exports.get(name)
+        if target is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        module, colon, attribute = target.partition(":")
+        found = importlib.import_module(module)
+        value = found if colon and not attribute else getattr(found, attribute or name)
         namespace[name] = value
         return value
 
@@ -250,8 +289,16 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
+    from vally.cli import options as cli_options
     from vally.cli.common import (
+        EXIT_BUDGET as EXIT_BUDGET,
+        EXIT_FAILURE as EXIT_FAILURE,
+        EXIT_INTERRUPTED as EXIT_INTERRUPTED,
+        EXIT_OK as EXIT_OK,
         command_group as command_group,
+        report_judge_cache as report_judge_cache,
+        report_observer_failures as report_observer_failures,
+        report_tracebacks as report_tracebacks,
         source_excerpt as source_excerpt,
         user_errors as user_errors,
     )
@@ -310,12 +357,17 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.engine.evals import EvalRequest as EvalRequest, run_eval as run_eval
     from vally.engine.experiment_hooks import (
         ExperimentGate as ExperimentGate,
+        ExperimentHooks as ExperimentHooks,
         FinishedExperiment as FinishedExperiment,
     )
     from vally.engine.experiments import (
-        ExperimentRequest as ExperimentRequest,
+        ExperimentSetup as ExperimentSetup,
+        execute_experiment as execute_experiment,
+        experiment_run_dir as experiment_run_dir,
+        prepare_experiment as prepare_experiment,
         run_experiment as run_experiment,
     )
+    from vally.engine.options import ExperimentRequest as ExperimentRequest
     from vally.engine.planning.plan import (
         PlanInput as PlanInput,
         PlannedTrial as PlannedTrial,
@@ -329,17 +381,21 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.engine.planning.spec_files import SpecArchive as SpecArchive
     from vally.engine.records.offload import restore_texts as restore_texts
     from vally.engine.records.reading import RunRecords as RunRecords, read_run as read_run
+    from vally.engine.records.record_log import WrittenRecords as WrittenRecords
     from vally.engine.records.run_folder import (
         ARTIFACTS_DIR as ARTIFACTS_DIR,
         EVENTS_FILE as EVENTS_FILE,
         METADATA_FILE as METADATA_FILE,
+        RESULTS_FILE as RESULTS_FILE,
         SUMMARY_FILE as SUMMARY_FILE,
+        TRACE_CONTEXT_FILE as TRACE_CONTEXT_FILE,
         find_trial_dir as find_trial_dir,
         iter_raw_json_lines as iter_raw_json_lines,
         iter_records as iter_records,
         model_label as model_label,
         output_errors as output_errors,
         reading_results as reading_results,
+        require_directory as require_directory,
         results_file as results_file,
         safe_name as safe_name,
         trial_relpath as trial_relpath,
@@ -350,16 +406,30 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         is_graded as is_graded,
         pass_at_k as pass_at_k,
     )
+    from vally.engine.records.trial_facts import (
+        TrialFacts as TrialFacts,
+        read_fact_lines as read_fact_lines,
+    )
     from vally.engine.run import (
         PreparedRun as PreparedRun,
         RunRequest as RunRequest,
         prepare_run as prepare_run,
     )
-    from vally.engine.shards.validation import order_records as order_records
+    from vally.engine.shards.partition import (
+        EXPERIMENT_MANIFEST_FILE as EXPERIMENT_MANIFEST_FILE,
+        MANIFEST_FILE as MANIFEST_FILE,
+        SNAPSHOT_FILE as SNAPSHOT_FILE,
+        ShardValidationError as ShardValidationError,
+        order_records as order_records,
+        plan_digest as plan_digest,
+        record_key_id as record_key_id,
+        write_json_file as write_json_file,
+    )
     from vally.engine.trials.components import (
         BackendChoice as BackendChoice,
         ReporterChoice as ReporterChoice,
         RunnerChoice as RunnerChoice,
+        create_reporters as create_reporters,
         load_evals as load_evals,
     )
     from vally.engine.trials.grading import grade_trial as grade_trial
@@ -380,6 +450,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         run_trial_job as run_trial_job,
     )
     from vally.engine.trials.run_engine import RunResult as RunResult
+    from vally.engine.trials.summaries import (
+        PlanTallies as PlanTallies,
+        VariantSummaries as VariantSummaries,
+    )
     from vally.errors import (
         BackendError as BackendError,
         CleanupError as CleanupError,
@@ -414,6 +488,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     )
     from vally.models.jsontext import (
         JsonTooDeepError as JsonTooDeepError,
+        loads as _loads,
         loads_bounded as loads_bounded,
     )
     from vally.models.limits import record_depth as record_depth
@@ -436,7 +511,9 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     )
     from vally.plugins.defaults import (
         CONSOLE_REPORTER as CONSOLE_REPORTER,
+        REPORT_REPORTER as REPORT_REPORTER,
         RESULTS_REPORTER as RESULTS_REPORTER,
+        TRACE_REPORTER as TRACE_REPORTER,
     )
     from vally.plugins.groups import ENTRY_POINT_GROUPS as ENTRY_POINT_GROUPS
     from vally.plugins.registrar import KindRegistrar as KindRegistrar, Registrar as Registrar
@@ -464,6 +541,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         schema_issues as schema_issues,
         validate_model as validate_model,
     )
+    from vally.specs.selection import absolute as _absolute, display_path as display_path
     from vally.specs.skills import (
         SKILL_FILE as SKILL_FILE,
         SkillInfo as SkillInfo,
@@ -475,3 +553,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         format_path as format_path,
         load_yaml as load_yaml,
     )
+
+    # Exported under another name than their module's (see lazy_attributes).
+    loads_json = _loads
+    absolute_path = _absolute

@@ -13,12 +13,12 @@ import pytest
 from tests.scoring.test_tally import mixed_records
 from vally.engine.records.tally import EvalTally
 from vally.engine.records.trial_facts import TrialFacts, facts_from_json
-from vally.engine.shards.merge import stream_records
 from vally.engine.shards.partition import ShardValidationError
-from vally.engine.shards.validation import TrialIndex, read_run_shards, validate_shards
 from vally.engine.trials.summaries import VariantSummaries
 from vally.models.records import TrialResultRecord
 from vally.models.usage import TokenTotals, Usage
+from vally_experiment.merge import stream_records
+from vally_experiment.validation import TrialIndex, read_run_shards, validate_shards
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

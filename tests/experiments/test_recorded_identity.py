@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vally.engine.planning.variants import content_hash
-from vally.engine.shards.seal import SEAL_FILE
+from vally_experiment.seal import SEAL_FILE
 
 from .conftest import make_project, only_run_dir, read_jsonl, vally
 from .test_shards import RUN_ID, run_shard
@@ -99,8 +99,16 @@ def test_a_merged_sharded_experiment_keeps_what_it_measured(tmp_path: Path) -> N
     shards = [run_shard(tmp_path, index, 2) for index in (1, 2)]
     snapshot = json.loads((shards[0] / "plan-snapshot.json").read_text())
     assert all(HEX16.fullmatch(item["suiteHash"]) for item in snapshot["evals"])
-    full = vally("experiment", "run", "experiment.yaml", "--run-id", RUN_ID,
-                 "--output-dir", "full", cwd=tmp_path)
+    full = vally(
+        "experiment",
+        "run",
+        "experiment.yaml",
+        "--run-id",
+        RUN_ID,
+        "--output-dir",
+        "full",
+        cwd=tmp_path,
+    )
     assert full.code == 0, full.text
     full_dir = only_run_dir(tmp_path / "full")
     expected = {v: _identity(s) for v, s in _summaries(full_dir, ("base", "quiet")).items()}

@@ -15,10 +15,10 @@ import pytest
 from tests.scoring.test_tally import mixed_records
 from vally.engine.records.record_log import WrittenRecords
 from vally.engine.records.trial_facts import TrialFacts
-from vally.engine.shards import merge as merge_module, seal as shard_seal
-from vally.engine.shards.merge import MergeRequest, merge, read_shards
-from vally.engine.shards.seal import SEAL_FILE, place_ranges, read_sealed_shards
 from vally.engine.trials.summaries import PlanTallies
+from vally_experiment import merge as merge_module, seal as shard_seal
+from vally_experiment.merge import MergeRequest, merge, read_shards
+from vally_experiment.seal import SEAL_FILE, place_ranges, read_sealed_shards
 
 from .conftest import read_jsonl, vally
 from .test_shards import RUN_ID, run_shard, sharded, without_render_line
@@ -149,9 +149,7 @@ def test_an_edited_manifest_or_snapshot_ignores_the_seals(sharded: Path) -> None
 
 
 @pytest.mark.parametrize("damage", ["blank line", "torn last line", "another record type"])
-def test_a_shard_whose_lines_a_merge_would_change_is_not_sealed(
-    sharded: Path, damage: str
-) -> None:
+def test_a_shard_whose_lines_a_merge_would_change_is_not_sealed(sharded: Path, damage: str) -> None:
     shard = _shards(sharded, 2)[0]
     path = shard / "quiet" / "results.jsonl"
     text = path.read_text()
@@ -216,7 +214,9 @@ def test_a_shard_with_offloaded_texts_is_not_sealed_and_merges_in_full(tmp_path:
     from .conftest import make_project
 
     long_output = "x" * 70_000
-    make_project(tmp_path, experiment=f"""
+    make_project(
+        tmp_path,
+        experiment=f"""
         name: long
         evals: [evals/*/eval.yaml]
         vary: [/defaults/executor/config/output]
@@ -224,7 +224,8 @@ def test_a_shard_with_offloaded_texts_is_not_sealed_and_merges_in_full(tmp_path:
         variants:
           base: {{}}
           long: {{defaults: {{executor: {{config: {{output: "hello {long_output}"}}}}}}}}
-        """)
+        """,
+    )
     shards = [run_shard(tmp_path, i, 2) for i in (1, 2)]
     assert not any((shard / SEAL_FILE).exists() for shard in shards)
     merged, _ = _merged(tmp_path, shards, "m")

@@ -142,8 +142,8 @@ def test_truncation_is_flagged_in_docker_too(
 
 
 def test_merge_points_offloaded_texts_at_the_shard_folders(tmp_path: Path) -> None:
-    from vally.engine.shards.merge import _offloaded_from
     from vally.models.records import OffloadedText, TrialResultRecord
+    from vally_experiment.merge import _offloaded_from
 
     line = Path(__file__).with_name("old_record.json").read_text(encoding="utf-8")
     entry = OffloadedText(

@@ -1,15 +1,16 @@
-"""No import cycle inside the kernel, nor inside the comparison package.
+"""No import cycle inside the kernel, nor inside the packages moved out of it.
 
-The import graph of package ``vally`` (and of ``vally_compare``) is built with grimp
-(module-level and function-level imports; ``if TYPE_CHECKING:`` imports are left out, since
-they never run), and its strongly connected components between modules are found with
-Tarjan's algorithm. A component of more than one module is a cycle, and the test fails on
-any, in the kernel as in ``vally_compare``.
+The import graph of package ``vally`` (and of ``vally_compare`` and ``vally_experiment``)
+is built with grimp (module-level and function-level imports; ``if TYPE_CHECKING:`` imports
+are left out, since they never run), and its strongly connected components between
+modules are found with Tarjan's algorithm. A component of more than one module is a cycle,
+and the test fails on any, in the kernel as in ``vally_compare`` and ``vally_experiment``.
 """
 
 from __future__ import annotations
 
 import grimp
+import pytest
 
 
 def _components(graph: grimp.ImportGraph) -> list[set[str]]:
@@ -69,10 +70,11 @@ def test_the_kernel_has_no_import_cycle() -> None:
     )
 
 
-def test_the_comparison_package_has_no_import_cycle() -> None:
-    graph = grimp.build_graph("vally_compare", exclude_type_checking_imports=True)
+@pytest.mark.parametrize("package", ["vally_compare", "vally_experiment"])
+def test_the_moved_packages_have_no_import_cycle(package: str) -> None:
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True)
     cycles = _components(graph)
-    assert not cycles, "import cycles in vally_compare:\n" + "\n".join(
+    assert not cycles, f"import cycles in {package}:\n" + "\n".join(
         " <-> ".join(sorted(c)) for c in cycles
     )
 

@@ -31,7 +31,7 @@ def test_import_contracts_hold() -> None:
         "The kernel is layered: each layer imports only the layers below it KEPT",
         "Built-ins and backends import only the public vally API KEPT",
         "The kernel never imports the built-ins or the backends KEPT",
-        "The engine is layered: a run, shards, trials, planning, records KEPT",
+        "The engine is layered: a run, hooks, options, shards, trials, planning, records KEPT",
         "vally_compare imports no other built-in package KEPT",
         "The other packages do not import vally_compare KEPT",
     ):

@@ -28,7 +28,6 @@ app = command_group(
 COMMAND_MODULES = (
     "vally.cli.plugins",
     "vally.cli.eval",
-    "vally.cli.experiment",
 )
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
@@ -37,6 +36,9 @@ COMMAND_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "e
 re-grade, compare, scaffold, start, export), whether the kernel or a command extension adds
 them; the other commands follow in the order they were added, and command groups after
 them. A name that no installed package provides is skipped."""
+
+GROUP_ORDER = ("plugins", "experiment")
+"""The command groups listed first, in this order; the others follow as added."""
 
 
 def _version_callback(value: bool) -> None:
@@ -90,10 +92,12 @@ def _register_extensions() -> None:
 
 
 def _order_commands() -> None:
-    """Sort the registered commands by :data:`COMMAND_ORDER` (stable: the others keep their
-    order after the named ones)."""
+    """Sort the registered commands by :data:`COMMAND_ORDER` and the groups by
+    :data:`GROUP_ORDER` (stable: the others keep their order after the named ones)."""
     rank = {name: place for place, name in enumerate(COMMAND_ORDER)}
     app.registered_commands.sort(key=lambda command: rank.get(command.name or "", len(rank)))
+    groups = {name: place for place, name in enumerate(GROUP_ORDER)}
+    app.registered_groups.sort(key=lambda group: groups.get(group.name or "", len(groups)))
 
 
 def _mount_extension(registration: Registration) -> None:

@@ -7,11 +7,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
 from vally.errors import SourceLocation, VallyError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from vally.engine.run import PreparedRun
+    from vally.models.records import TrialResultRecord
 
 T = TypeVar("T")
 
@@ -136,3 +142,40 @@ def command_group(
         rich_markup_mode=None,
         **extra,
     )
+
+
+def _say(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def report_observer_failures(prepared: PreparedRun) -> None:
+    """Print the failures of non-critical reporters as warnings."""
+    for failure in prepared.request.session.emitter.failures:
+        if not failure.critical:
+            _say(
+                f"warning: reporter {failure.observer!r} failed in {failure.hook}: "
+                f"{type(failure.error).__name__}: {failure.error}"
+            )
+
+
+def report_judge_cache(prepared: PreparedRun) -> None:
+    """Print the judge cache's hits and misses when graders called a judge."""
+    judge = prepared.judge
+    cache = judge.cache if judge is not None else None
+    if cache is not None and cache.hits + cache.misses:
+        _say(cache.summary())
+
+
+def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
+    """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
+    how to see them."""
+    crashed = [r for r in records if r.error is not None and r.error.traceback]
+    if not crashed:
+        return
+    if not debug_enabled():
+        _say(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
+        return
+    for record in crashed:
+        assert record.error is not None and record.error.traceback is not None
+        _say(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
+        _say(record.error.traceback)

@@ -22,18 +22,19 @@ from vally.cli.common import (
     EXIT_OK,
     debug_enabled,
     fail,
+    report_judge_cache,
+    report_observer_failures,
+    report_tracebacks,
 )
 from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from pathlib import Path
 
     from vally.engine.evals import EvalRequest
     from vally.engine.run import PreparedRun
     from vally.engine.trials.run_engine import RunResult
-    from vally.models.records import TrialResultRecord
     from vally.models.spec import EvalSpec
 
 
@@ -58,39 +59,6 @@ def existing_tags(spec: EvalSpec) -> list[str]:
 
     found = {f"{k}={v}" for s in spec.stimuli for k, v in stimulus_tags(spec, s).items()}
     return sorted(found)
-
-
-def report_observer_failures(prepared: PreparedRun) -> None:
-    """Print the failures of non-critical reporters as warnings."""
-    for failure in prepared.request.session.emitter.failures:
-        if not failure.critical:
-            _echo(
-                f"warning: reporter {failure.observer!r} failed in {failure.hook}: "
-                f"{type(failure.error).__name__}: {failure.error}"
-            )
-
-
-def report_judge_cache(prepared: PreparedRun) -> None:
-    """Print the judge cache's hits and misses when graders called a judge."""
-    judge = prepared.judge
-    cache = judge.cache if judge is not None else None
-    if cache is not None and cache.hits + cache.misses:
-        _echo(cache.summary())
-
-
-def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
-    """With ``--debug``, print the traceback of each trial a plugin crashed; without it, say
-    how to see them."""
-    crashed = [r for r in records if r.error is not None and r.error.traceback]
-    if not crashed:
-        return
-    if not debug_enabled():
-        _echo(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
-        return
-    for record in crashed:
-        assert record.error is not None and record.error.traceback is not None
-        _echo(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
-        _echo(record.error.traceback)
 
 
 def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:

@@ -1,19 +1,23 @@
 """Experiment hooks: what ``vally experiment run`` asks of hook plugins.
 
-The kernel runs an experiment's trials; it does not compare runs. Two steps of ``vally
-experiment run`` are therefore left to a hook plugin: the gate of ``--until-decided``, made
-before the first trial starts, and the decision on the variants once the run is done (the
-experiment file's ``promotion:`` rules, ``--compare``). vally's own hook plugin is
-``compare``, from the package ``vally_compare`` that ships with vally.
+The kernel runs an experiment's trials; it neither compares runs nor merges shards. The
+steps of ``vally experiment run`` that do are therefore left to hook plugins: the gate of
+``--until-decided``, made before the first trial starts, the decision on the variants once
+the run is done (the experiment file's ``promotion:`` rules, ``--compare``), and the seal of
+a finished shard that lets ``vally experiment merge`` copy it without reading every record.
+vally's own hook plugins are ``compare``, from the package ``vally_compare``, and ``shards``,
+from the package ``vally_experiment``; both ship with vally.
 
 A hook plugin is a class in the entry-point group ``vally.hooks``, instantiated with no
 arguments, whose methods marked with :data:`vally.hookimpl` are named after the hooks below
 (it implements only these: run events go to reporters). Blocking (``VALLY_BLOCK_PLUGINS``),
 the distribution filter and ``vally plugins list --kind hook`` work as for every plugin.
-Each hook is answered by one plugin, the first by name that returns something other than
-None. When no plugin answers and the run needs one (``--until-decided``, ``--compare``, a
-``promotion:`` section of an unsharded run of two or more variants), the run stops before
-its first trial with an error naming what needed it.
+Each of the two deciding hooks is answered by one plugin, the first by name that returns
+something other than None; the shard hooks are called on every plugin that implements
+them. When no plugin answers a deciding hook and the run needs one (``--until-decided``,
+``--compare``, a ``promotion:`` section of an unsharded run of two or more variants), the
+run stops before its first trial with an error naming what needed it. Without a shard
+hook plugin, finished shards are not sealed and merge reads every record.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vally.contracts.hookspecs import PROJECT, hookspec
 from vally.engine.planning.plan import PlannedTrial
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     import pluggy
 
     from vally.contracts.protocols import LoadedEval
-    from vally.engine.experiments import ExperimentRequest
+    from vally.engine.options import ExperimentRequest
     from vally.models.promotion import PromotionRules
     from vally.models.records import TrialResultRecord
     from vally.plugins.session import Session
@@ -113,8 +117,37 @@ def vally_experiment_decide(experiment: FinishedExperiment) -> int | None:
     """
 
 
+@hookspec
+def vally_experiment_shard_opened(shard_dir: Path) -> None:
+    """Called when a shard run is about to write its first manifest into ``shard_dir``
+    (a new run of the shard, or a resumed one): drop what an earlier run of the shard left
+    there that this run makes stale.
+
+    Args:
+        shard_dir: The shard's folder (``<output-dir>/<run-id>/shard-<i>-of-<n>``).
+    """
+
+
+@hookspec
+def vally_experiment_shard_closed(
+    shard_dir: Path, manifest: Mapping[str, Any], snapshot: Mapping[str, Any]
+) -> None:
+    """Called once a shard has run every trial it selected and its final
+    ``shard-manifest.json`` is written (not for an interrupted or failed shard).
+
+    Args:
+        shard_dir: The shard's folder.
+        manifest: The manifest just written.
+        snapshot: The run's plan snapshot (``plan-snapshot.json``).
+
+    Raises:
+        VallyError: What the plugin wanted to write could not be written (the run lists it
+            among its missing outputs).
+    """
+
+
 class ExperimentHooks:
-    """The installed hook plugins, loaded on first use, and the two calls the run makes.
+    """The installed hook plugins, loaded on first use, and the calls the run makes.
 
     Args:
         session: The run's plugin session (its registries serve ``vally.hooks``).
@@ -155,6 +188,22 @@ class ExperimentHooks:
         if gate is None:
             raise _missing("vally_experiment_gate", "--until-decided", None)
         return gate  # type: ignore[no-any-return]
+
+    def shard_opened(self, shard_dir: Path) -> None:
+        """Tell every hook plugin that a shard run starts writing into ``shard_dir``."""
+        self.manager.hook.vally_experiment_shard_opened(shard_dir=shard_dir)
+
+    def shard_closed(
+        self, shard_dir: Path, manifest: Mapping[str, Any], snapshot: Mapping[str, Any]
+    ) -> None:
+        """Tell every hook plugin that the shard in ``shard_dir`` finished.
+
+        Raises:
+            VallyError: A plugin could not write what it writes for a finished shard.
+        """
+        self.manager.hook.vally_experiment_shard_closed(
+            shard_dir=shard_dir, manifest=manifest, snapshot=snapshot
+        )
 
     def decide(self, experiment: FinishedExperiment) -> int:
         """The decision on a finished run's variants; its exit code.

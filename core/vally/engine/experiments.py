@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from vally.contracts.metadata import PluginKind
-from vally.engine.options import RunOptions, check_folder_flag, plugin_paths
+from vally.engine.experiment_hooks import ExperimentHooks
+from vally.engine.options import ExperimentRequest, check_folder_flag, plugin_paths
 from vally.engine.planning.plan import PlanInput, PlanOptions
 from vally.engine.planning.variants import ResolvedExperiment
 from vally.engine.run import ExperimentMode, PreparedRun, RunRequest, prepare_run
@@ -39,76 +41,6 @@ from vally.specs.params import parse_key_values, parse_params
 from vally.specs.selection import absolute
 
 DEFAULT_OUTPUT_DIR = "vally-experiment-results"
-
-
-@dataclass(kw_only=True)
-class ExperimentRequest(RunOptions):
-    """Every option of ``vally experiment run`` (see its ``--help``)."""
-
-    experiment_file: str
-    variant: str | None = None
-    eval_filters: list[str] = field(default_factory=list)
-    dry_run: bool = False
-    run_id: str | None = None
-    shard: str | None = None
-    shard_strategy: str | None = None
-    compare: bool = False
-    judge_model: str | None = None
-    judge_timeout: str | None = None
-    judge_reasoning_effort: str | None = None
-    until_decided: bool = False
-
-    def check(self) -> None:
-        """Reject contradictory options before anything is loaded.
-
-        Raises:
-            ConfigError: Naming the flag and what to do.
-        """
-        self.check_common()
-        if self.until_decided and self.shard is not None:
-            raise ConfigError(
-                "--until-decided cannot be combined with --shard: stopping a variant early "
-                "needs every trial's outcome in one process",
-                hint="drop --shard, or drop --until-decided and run every planned trial",
-            )
-        if self.shard is not None and not (self.run_id or self.resume):
-            raise ConfigError(
-                "--shard needs --run-id (or --resume <shard-folder>): every shard of a run "
-                "must share one stable run id",
-                hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
-            )
-        if self.run_id is not None:
-            from vally.engine.records.run_folder import safe_name
-
-            if not self.run_id.strip() or safe_name(self.run_id) != self.run_id:
-                raise ConfigError(
-                    f"--run-id {self.run_id!r} cannot be used as a folder name",
-                    hint="use letters, digits, '-', '_' and '.' (a UUID is recommended)",
-                )
-        self._check_judge_flags()
-
-    def _check_judge_flags(self) -> None:
-        for flag, value in (
-            ("--judge-model", self.judge_model),
-            ("--judge-timeout", self.judge_timeout),
-            ("--judge-reasoning-effort", self.judge_reasoning_effort),
-        ):
-            if value is not None and not self.compare:
-                raise ConfigError(
-                    f"{flag} needs --compare: it only configures the post-run comparison judge",
-                    hint="add --compare, or drop the flag (trial grading uses the evals' settings)",
-                )
-        if self.judge_reasoning_effort is not None and not self.judge_reasoning_effort.strip():
-            raise ConfigError("--judge-reasoning-effort must not be empty")
-        if self.judge_timeout is not None:
-            from vally.models.durations import parse_duration
-
-            # Checked before any trial runs, not only when the comparison starts.
-            if parse_duration(self.judge_timeout, field="--judge-timeout") <= 0:
-                raise ConfigError(
-                    f"--judge-timeout must be longer than zero, got {self.judge_timeout!r}",
-                    hint="write e.g. --judge-timeout 2m",
-                )
 
 
 @dataclass
@@ -345,11 +277,18 @@ def experiment_run_dir(opts: ExperimentRequest, setup: ExperimentSetup) -> Path:
 
 @dataclass
 class ShardBook:
-    """Keeps a shard's ``plan-snapshot.json`` and ``shard-manifest.json`` up to date."""
+    """Keeps a shard's ``plan-snapshot.json`` and ``shard-manifest.json`` up to date, and
+    tells the hook plugins when the shard opens and when it has finished (vally's own seals
+    it then: see :mod:`vally.engine.experiment_hooks`)."""
 
     setup: ExperimentSetup
     run_dir: Path
     started_at: str = field(default_factory=utc_now)
+
+    @cached_property
+    def hooks(self) -> ExperimentHooks:
+        """The run's hook plugins."""
+        return ExperimentHooks(self.setup.prepared.request.session)
 
     def _selected(self) -> list[str]:
         """The shard's trials in plan order: those to run and, when resumed, those kept."""
@@ -363,11 +302,12 @@ class ShardBook:
     def write(
         self, *, completed: list[str], finished: bool, completed_at: str | None
     ) -> dict[str, Any]:
-        """Write the manifest (and, the first time, the snapshot, removing the seal of an
-        earlier run of the shard); returns the manifest.
+        """Write the manifest (and, the first time, the snapshot, after telling the hook
+        plugins that the shard opens); returns the manifest.
 
         Raises:
             OutputError: A file cannot be written.
+            PluginError: A hook plugin cannot be loaded.
         """
         from vally.engine.shards.partition import (
             MANIFEST_FILE,
@@ -376,13 +316,12 @@ class ShardBook:
             shard_manifest,
             write_json_file,
         )
-        from vally.engine.shards.seal import discard_seal
 
         setup = self.setup
         mode = setup.prepared.request.experiment
         assert mode is not None and setup.shard is not None
         if completed_at is None:
-            discard_seal(self.run_dir)
+            self.hooks.shard_opened(self.run_dir)
             write_json_file(self.run_dir / SNAPSHOT_FILE, mode.snapshot)
         manifest = shard_manifest(
             run_id=str(setup.prepared.request.run_id),
@@ -400,14 +339,13 @@ class ShardBook:
         return manifest
 
     def close(self, result: RunResult) -> None:
-        """Record which selected trials completed and whether the shard finished; seal a
-        finished shard (see :mod:`vally.engine.shards.seal`).
+        """Record which selected trials completed and whether the shard finished; tell the
+        hook plugins when it did.
 
         Raises:
-            OutputError: The manifest or the seal cannot be written.
+            VallyError: The manifest, or what a hook plugin writes, cannot be written.
         """
         from vally.engine.shards.partition import record_key_id
-        from vally.engine.shards.seal import seal
 
         done = {record_key_id(r) for r in result.records if r.status != "cancelled"}
         finished = not result.cancelled and result.error is None and not result.missing_outputs
@@ -418,7 +356,7 @@ class ShardBook:
         )
         mode = self.setup.prepared.request.experiment
         if finished and mode is not None:
-            seal(self.run_dir, manifest, mode.snapshot)
+            self.hooks.shard_closed(self.run_dir, manifest, mode.snapshot)
 
 
 def execute_experiment(setup: ExperimentSetup, run_dir: Path) -> RunResult:

@@ -178,3 +178,73 @@ class RunOptions:
             )
         self.runner_choice()
         self.budget()
+
+
+@dataclass(kw_only=True)
+class ExperimentRequest(RunOptions):
+    """Every option of ``vally experiment run`` (see its ``--help``)."""
+
+    experiment_file: str
+    variant: str | None = None
+    eval_filters: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    run_id: str | None = None
+    shard: str | None = None
+    shard_strategy: str | None = None
+    compare: bool = False
+    judge_model: str | None = None
+    judge_timeout: str | None = None
+    judge_reasoning_effort: str | None = None
+    until_decided: bool = False
+
+    def check(self) -> None:
+        """Reject contradictory options before anything is loaded.
+
+        Raises:
+            ConfigError: Naming the flag and what to do.
+        """
+        self.check_common()
+        if self.until_decided and self.shard is not None:
+            raise ConfigError(
+                "--until-decided cannot be combined with --shard: stopping a variant early "
+                "needs every trial's outcome in one process",
+                hint="drop --shard, or drop --until-decided and run every planned trial",
+            )
+        if self.shard is not None and not (self.run_id or self.resume):
+            raise ConfigError(
+                "--shard needs --run-id (or --resume <shard-folder>): every shard of a run "
+                "must share one stable run id",
+                hint='generate one id (e.g. a UUID) and pass --run-id "$RUN_ID" to every shard',
+            )
+        if self.run_id is not None:
+            from vally.engine.records.run_folder import safe_name
+
+            if not self.run_id.strip() or safe_name(self.run_id) != self.run_id:
+                raise ConfigError(
+                    f"--run-id {self.run_id!r} cannot be used as a folder name",
+                    hint="use letters, digits, '-', '_' and '.' (a UUID is recommended)",
+                )
+        self._check_judge_flags()
+
+    def _check_judge_flags(self) -> None:
+        for flag, value in (
+            ("--judge-model", self.judge_model),
+            ("--judge-timeout", self.judge_timeout),
+            ("--judge-reasoning-effort", self.judge_reasoning_effort),
+        ):
+            if value is not None and not self.compare:
+                raise ConfigError(
+                    f"{flag} needs --compare: it only configures the post-run comparison judge",
+                    hint="add --compare, or drop the flag (trial grading uses the evals' settings)",
+                )
+        if self.judge_reasoning_effort is not None and not self.judge_reasoning_effort.strip():
+            raise ConfigError("--judge-reasoning-effort must not be empty")
+        if self.judge_timeout is not None:
+            from vally.models.durations import parse_duration
+
+            # Checked before any trial runs, not only when the comparison starts.
+            if parse_duration(self.judge_timeout, field="--judge-timeout") <= 0:
+                raise ConfigError(
+                    f"--judge-timeout must be longer than zero, got {self.judge_timeout!r}",
+                    hint="write e.g. --judge-timeout 2m",
+                )

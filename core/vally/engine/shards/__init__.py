@@ -1,2 +1,2 @@
-"""Shards and merge: splitting a run's trials across machines, sealing each finished shard,
-and merging the shards' folders back into one run."""
+"""Shards: splitting a run's trials across machines (shard selection, the plan snapshot and
+each shard's manifest). Sealing and merging shards are the package ``vally_experiment``'s."""

@@ -1,5 +1,6 @@
-"""Sharded experiment runs: shard selection, the plan snapshot, shard manifests, and the
-validation of shards before merge (:mod:`vally.engine.shards.validation`).
+"""Sharded experiment runs: shard selection, the plan snapshot, shard manifests and the plan
+order of records. Sealing, validating and merging shards are the package
+``vally_experiment``'s.
 
 Every shard plans the whole run and executes only its slice. The **plan snapshot**
 (``plan-snapshot.json``) describes the planned run without anything machine-specific (eval
@@ -18,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -267,3 +268,11 @@ def write_json_file(path: Path, data: Any) -> None:
 
 
 # --------------------------------------------------------------------------- merge
+
+
+def order_records(
+    records: Iterable[TrialResultRecord], planned: Sequence[str]
+) -> list[TrialResultRecord]:
+    """``records`` in plan order (records of unknown keys last, stably)."""
+    position = {key: i for i, key in enumerate(planned)}
+    return sorted(records, key=lambda r: position.get(record_key_id(r), len(position)))

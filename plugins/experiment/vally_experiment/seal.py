@@ -28,26 +28,34 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from vally.contracts.events import RunInfo
-from vally.engine.records.record_log import WrittenRecords
-from vally.engine.records.run_folder import RESULTS_FILE, safe_name
-from vally.engine.shards.partition import MANIFEST_FILE, SNAPSHOT_FILE, write_json_file
-from vally.engine.shards.validation import (
+from vally import (
+    CONSOLE_REPORTER,
+    MANIFEST_FILE,
+    REPORT_REPORTER,
+    RESULTS_FILE,
+    SNAPSHOT_FILE,
+    TRACE_REPORTER,
+    PlanTallies,
+    ReporterChoice,
+    RunInfo,
+    Session,
+    VallyError,
+    WrittenRecords,
+    create_reporters,
+    loads_bounded,
+    loads_json,
+    record_depth,
+    safe_name,
+    utc_now,
+    write_json_file,
+)
+from vally_experiment.validation import (
     PlanKeys,
     ShardInput,
     TrialIndex,
     share_keys,
     stream_shard_records,
 )
-from vally.engine.trials import components
-from vally.engine.trials.components import ReporterChoice
-from vally.engine.trials.summaries import PlanTallies
-from vally.errors import VallyError
-from vally.models.jsontext import loads, loads_bounded
-from vally.models.limits import record_depth
-from vally.models.trajectory import utc_now
-from vally.plugins import defaults
-from vally.plugins.session import Session
 
 SEAL_FILE = "shard-seal.json"
 SEAL_SCHEMA_VERSION = 1
@@ -67,14 +75,14 @@ def merge_reporters(
     Raises:
         ConfigError: ``otlp_endpoint`` is invalid, or a reporter cannot be created.
     """
-    chosen = [ReporterChoice(defaults.REPORT_REPORTER)]
+    chosen = [ReporterChoice(REPORT_REPORTER)]
     if console:
-        chosen.append(ReporterChoice(defaults.CONSOLE_REPORTER, {"style": "lines"}))
+        chosen.append(ReporterChoice(CONSOLE_REPORTER, {"style": "lines"}))
     if trace:
         chosen.append(
-            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": otlp_endpoint}, "--otlp-endpoint")
+            ReporterChoice(TRACE_REPORTER, {"endpoint": otlp_endpoint}, "--otlp-endpoint")
         )
-    return components.create_reporters(session, chosen, (), base_dir=Path.cwd())
+    return create_reporters(session, chosen, (), base_dir=Path.cwd())
 
 
 def merge_run_info(
@@ -280,7 +288,7 @@ def seal(shard_dir: Path, manifest: Mapping[str, Any], snapshot: Mapping[str, An
 
 def _read_seal(path: Path) -> dict[str, Any] | None:
     try:  # vally writes seals; orjson refuses nesting over 1,024 levels, json recursing
-        data = loads((path / SEAL_FILE).read_bytes())
+        data = loads_json((path / SEAL_FILE).read_bytes())
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.get("schemaVersion") != SEAL_SCHEMA_VERSION:
@@ -330,7 +338,7 @@ def read_sealed_shards(paths: Sequence[Path]) -> list[ShardInput] | None:
     """The shards of one run read from their seals, in shard order, when every shard is
     sealed, its manifest unchanged since, and the seals make one finished run whose
     selections partition the plan; else None (read the shards in full with
-    :func:`vally.engine.shards.validation.read_run_shards`, which names what is wrong). The results
+    :func:`vally_experiment.validation.read_run_shards`, which names what is wrong). The results
     files are checked against their pins later, while they are copied
     (:func:`copy_sealed_results`).
     """

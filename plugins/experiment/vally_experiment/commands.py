@@ -1,7 +1,7 @@
 """What ``vally experiment run`` and ``vally experiment merge`` do once their flags are
 parsed: run or merge through the library, print the dry run and why the command exits as it
 does. The ``--until-decided`` gate and the decision on the variants (promotion rules,
-``--compare``) come from hook plugins (:mod:`vally.engine.experiment_hooks`)."""
+``--compare``) come from hook plugins (:class:`vally.ExperimentHooks`)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,32 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from vally.cli.common import EXIT_BUDGET, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK
+from vally import (
+    EXIT_BUDGET,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ExperimentHooks,
+    display_path,
+    eval_name,
+    execute_experiment,
+    experiment_run_dir,
+    prepare_experiment,
+    report_judge_cache,
+    report_observer_failures,
+    report_tracebacks,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vally.engine.experiment_hooks import ExperimentGate, ExperimentHooks
-    from vally.engine.experiments import ExperimentRequest, ExperimentSetup
-    from vally.engine.trials.run_engine import RunResult
-    from vally.models.records import RunSummaryRecord
+    from vally import (
+        ExperimentGate,
+        ExperimentRequest,
+        ExperimentSetup,
+        RunResult,
+        RunSummaryRecord,
+    )
 
 
 def _echo(message: str = "", *, err: bool = False) -> None:
@@ -27,9 +44,6 @@ def _echo(message: str = "", *, err: bool = False) -> None:
 
 def print_dry_run(setup: ExperimentSetup) -> None:
     """Print the resolved plan (reference format) without executing anything."""
-    from vally.engine.planning.planner import eval_name
-    from vally.specs.selection import display_path
-
     resolved, plan = setup.resolved, setup.prepared.plan
     _echo(f"Experiment: {resolved.name}")
     _echo(f"Baseline:   {resolved.baseline}")
@@ -80,15 +94,11 @@ def _prepare_hooks(
     Raises:
         PluginError: No hook plugin provides what the run asks for, or one is broken.
     """
-    from vally.engine.experiment_hooks import ExperimentHooks
-
     prepared = setup.prepared
     hooks = ExperimentHooks(prepared.request.session)
     if _decides(opts, setup):
         promotion = setup.experiment.promotion is not None
-        what = " and ".join(
-            ["the promotion: section"] * promotion + ["--compare"] * opts.compare
-        )
+        what = " and ".join(["the promotion: section"] * promotion + ["--compare"] * opts.compare)
         hooks.require("vally_experiment_decide", what, where=setup.path if promotion else None)
     gate = None
     if opts.until_decided:
@@ -121,7 +131,7 @@ def _decide(
     hooks: ExperimentHooks, opts: ExperimentRequest, setup: ExperimentSetup, run_dir: Path
 ) -> int:
     """The hook plugins' decision on the finished run's variants: its exit code."""
-    from vally.engine.experiment_hooks import FinishedExperiment
+    from vally import FinishedExperiment
 
     experiment = FinishedExperiment(
         run_dir=run_dir,
@@ -142,8 +152,6 @@ def _exit_code(
     run_dir: Path,
     hooks: ExperimentHooks,
 ) -> int:
-    from vally.cli.eval import report_judge_cache, report_observer_failures, report_tracebacks
-
     report_observer_failures(setup.prepared)
     report_judge_cache(setup.prepared)
     _echo(f"Results: {run_dir}")
@@ -185,12 +193,6 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
     Raises:
         VallyError: A configuration, plugin, planning or output error (exit 1).
     """
-    from vally.engine.experiments import (
-        execute_experiment,
-        experiment_run_dir,
-        prepare_experiment,
-    )
-
     setup = prepare_experiment(opts)
     if opts.dry_run:
         print_dry_run(setup)
@@ -222,7 +224,7 @@ def merge_command_main(
     Raises:
         VallyError: A shard-validation or required output-write error (exit 1).
     """
-    from vally.engine.shards.merge import MergeRequest, merge, read_shards
+    from vally_experiment.merge import MergeRequest, merge, read_shards
 
     request = MergeRequest(shard_dirs, output_dir, otlp_endpoint=otlp_endpoint)
     shards = read_shards(request)

@@ -3,7 +3,7 @@
 The shards are validated (one run, one plan, finished, partitioning the plan), then the
 merged folder gets every variant's ``results.jsonl`` and ``run-summary.jsonl``, the plan
 snapshot and ``experiment-manifest.json``, written here. When every shard is sealed
-(:mod:`vally.engine.shards.seal`), the results files are copied and checked against their
+(:mod:`vally_experiment.seal`), the results files are copied and checked against their
 seals and the summaries are the sum of the sealed tallies; otherwise every record is read,
 checked and counted; the report, the spans (linked to
 each shard's root span) and the console comparison come from the reporters, through the
@@ -22,12 +22,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vally.contracts.events import RunOutcome
-from vally.engine.records.record_log import WrittenRecords
-from vally.engine.records.run_folder import RESULTS_FILE, TRACE_CONTEXT_FILE, safe_name
-from vally.engine.records.trial_facts import TrialFacts
-from vally.engine.shards.partition import EXPERIMENT_MANIFEST_FILE, SNAPSHOT_FILE, write_json_file
-from vally.engine.shards.seal import (
+from vally import (
+    EXPERIMENT_MANIFEST_FILE,
+    RESULTS_FILE,
+    SNAPSHOT_FILE,
+    TRACE_CONTEXT_FILE,
+    OutputError,
+    PlanTallies,
+    RunOutcome,
+    RunSummaryRecord,
+    Session,
+    TrialFacts,
+    TrialResultRecord,
+    VariantSummaries,
+    WrittenRecords,
+    absolute_path,
+    loads_bounded,
+    record_depth,
+    safe_name,
+    utc_now,
+    write_json_file,
+)
+from vally_experiment.seal import (
     copy_sealed_results,
     merge_reporters,
     merge_run_info,
@@ -35,21 +51,13 @@ from vally.engine.shards.seal import (
     sealed_reporter_states,
     sealed_tallies,
 )
-from vally.engine.shards.validation import (
+from vally_experiment.validation import (
     ShardInput,
     TrialIndex,
     read_run_shards,
     stream_shard_records,
     validate_shards,
 )
-from vally.engine.trials.summaries import PlanTallies, VariantSummaries
-from vally.errors import OutputError
-from vally.models.jsontext import loads_bounded
-from vally.models.limits import record_depth
-from vally.models.records import RunSummaryRecord, TrialResultRecord
-from vally.models.trajectory import utc_now
-from vally.plugins.session import Session
-from vally.specs.selection import absolute
 
 
 @dataclass
@@ -78,7 +86,7 @@ class MergeResult:
         target: The merged folder.
         shards: How many shards were merged.
         records: Every trial record, in the merged files' order, read back from those
-            files on each pass (:class:`~vally.engine.records.record_log.WrittenRecords`), never all
+            files on each pass (:class:`~vally.WrittenRecords`), never all
             held at once.
         summaries: The merged summaries (every variant).
         warnings: Torn last lines skipped in the shards' results, and failures of
@@ -312,7 +320,7 @@ def read_shards(request: MergeRequest) -> list[ShardInput]:
         ShardValidationError: A folder is not a shard, or the shards do not make one run.
     """
     cwd = Path.cwd()
-    paths = [absolute(cwd, d) for d in request.shard_dirs]
+    paths = [absolute_path(cwd, d) for d in request.shard_dirs]
     return read_sealed_shards(paths) or read_full_shards(paths)
 
 
@@ -367,7 +375,7 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     reporters = merge_reporters(
         session, console=request.console, otlp_endpoint=request.otlp_endpoint
     )
-    target = absolute(Path.cwd(), request.output_dir)
+    target = absolute_path(Path.cwd(), request.output_dir)
     _check_target(target, shards)
     first = shards[0]
     snapshot = first.snapshot

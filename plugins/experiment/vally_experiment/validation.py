@@ -1,7 +1,7 @@
 """Reading shard folders back and the validation ``vally experiment merge`` performs before it
 concatenates shard results: shards that are missing or duplicated, disagree on the run
 identity or plan, did not finish, or whose selections do not partition the plan exactly are
-refused. Also the index of trial keys and the plan order of merged records."""
+refused. Also the index of trial keys."""
 
 from __future__ import annotations
 
@@ -13,21 +13,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally.errors import VallyError
-from vally.models.jsontext import loads_bounded
-from vally.models.limits import record_depth
-
-if TYPE_CHECKING:
-    from vally.engine.records.trial_facts import TrialFacts
-    from vally.models.records import TrialResultRecord
-
-from vally.engine.shards.partition import (
+from vally import (
     MANIFEST_FILE,
     SNAPSHOT_FILE,
     ShardValidationError,
+    VallyError,
+    loads_bounded,
     plan_digest,
-    record_key_id,
+    read_fact_lines,
+    record_depth,
+    require_directory,
 )
+
+if TYPE_CHECKING:
+    from vally import TrialFacts
 
 
 @dataclass
@@ -43,7 +42,7 @@ class ShardInput:
         selected_places: The place in the plan of each of the manifest's ``selectedKeys``
             (-1 for a key not planned), when read by :func:`read_run_shards`.
         seal: Its ``shard-seal.json``, when read from its seal
-            (:func:`vally.engine.shards.seal.read_sealed_shards`); then ``manifest`` holds
+            (:func:`vally_experiment.seal.read_sealed_shards`); then ``manifest`` holds
             only the fields the seal repeats, not the trial keys.
     """
 
@@ -113,8 +112,6 @@ def read_shard(path: Path, snapshots: dict[bytes, dict[str, Any]] | None = None)
     Raises:
         ShardValidationError: The directory, manifest or snapshot is missing or unreadable.
     """
-    from vally.engine.records.run_folder import require_directory
-
     require_directory(
         path,
         "shard directory",
@@ -413,7 +410,7 @@ def stream_shard_records(
     """``(variant, line text, facts, place in the plan)`` for every record of one shard,
     variant by variant in file order, one at a time (memory does not grow with the
     records). Only the fields the facts come from are validated (see
-    :func:`vally.engine.records.trial_facts.facts_from_json`); the line is passed on as written.
+    :class:`vally.TrialFacts`); the line is passed on as written.
 
     Args:
         shard: The shard.
@@ -427,8 +424,6 @@ def stream_shard_records(
             one trial twice; or the shard completed a trial that no results file holds
             (checked once every record was read).
     """
-    from vally.engine.records.trial_facts import read_fact_lines
-
     for variant, folder in variant_dirs.items():
         path = shard.path / folder / "results.jsonl"
         if not path.is_file():
@@ -448,14 +443,3 @@ def stream_shard_records(
             hint="a results.jsonl of that shard was removed or truncated; restore it, or "
             "re-run that shard with the same --run-id and --shard",
         )
-
-
-# --------------------------------------------------------------------------- summaries
-
-
-def order_records(
-    records: Iterable[TrialResultRecord], planned: Sequence[str]
-) -> list[TrialResultRecord]:
-    """``records`` in plan order (records of unknown keys last, stably)."""
-    position = {key: i for i, key in enumerate(planned)}
-    return sorted(records, key=lambda r: position.get(record_key_id(r), len(position)))

@@ -1,9 +1,8 @@
 """``vally experiment run`` and ``vally experiment merge``.
 
-``run`` parses its flags into an :class:`~vally.engine.experiments.ExperimentRequest` and
-runs it through the run API (every variant x eval x stimulus x model x trial in one worker
-pool); ``merge`` reconciles the shard folders of a sharded run
-(:mod:`vally.engine.shards.merge`).
+``run`` parses its flags into an :class:`~vally.ExperimentRequest` and runs it through the
+run API (every variant x eval x stimulus x model x trial in one worker pool); ``merge``
+reconciles the shard folders of a sharded run (:mod:`vally_experiment.merge`).
 
 Exit codes: 0 when the run completed (whatever the verdicts); 1 on a planning, execution,
 grading, configuration, cleanup or required-output error, with ``--require-pass`` when a
@@ -20,27 +19,16 @@ from typing import Annotated
 
 import typer
 
-from vally.cli import options as o
-from vally.cli.common import command_group, debug_enabled, fail
-from vally.cli.options import opt, request_from, switch
-from vally.errors import VallyError
+from vally import cli_options as o, command_group, user_errors
 
 experiment_app = command_group(
     "experiment", "Run an eval set across variants (A/B experiments) and merge sharded runs."
 )
 
 
-def _echo(message: str = "", *, err: bool = False) -> None:
-    typer.echo(message, err=err)
-
-
 def _guarded(run: Callable[[], int]) -> None:
-    try:
+    with user_errors():
         code = run()
-    except VallyError as exc:
-        if debug_enabled():
-            raise
-        fail(exc)
     sys.stdout.flush()
     raise typer.Exit(code)
 
@@ -48,38 +36,44 @@ def _guarded(run: Callable[[], int]) -> None:
 ExperimentFileArg = Annotated[
     str, typer.Argument(metavar="EXPERIMENT_FILE", help="Path to the experiment YAML file.")
 ]
-Variant = Annotated[str | None, opt("NAME", "Run only the named variant.")]
+Variant = Annotated[str | None, o.opt("NAME", "Run only the named variant.")]
 EvalFilters = Annotated[
     list[str] | None,
-    opt(
+    o.opt(
         "PATTERN",
         "Run only declared evals matching this path/glob (repeatable, case-sensitive; "
         "each must match).",
         "--eval-filter",
     ),
 ]
-OutputDir = Annotated[str | None, opt("DIR", "Output folder (default ./vally-experiment-results).")]
-Shard = Annotated[str | None, opt("I/N", "Run only shard i of n (needs --run-id).")]
-RunId = Annotated[str | None, opt("ID", "Stable run id (default: a new UUID).")]
+OutputDir = Annotated[
+    str | None, o.opt("DIR", "Output folder (default ./vally-experiment-results).")
+]
+Shard = Annotated[str | None, o.opt("I/N", "Run only shard i of n (needs --run-id).")]
+RunId = Annotated[str | None, o.opt("ID", "Stable run id (default: a new UUID).")]
 ShardStrategy = Annotated[
-    str | None, opt("SPEC", "round-robin (default), by-stimulus, or a module.")
+    str | None, o.opt("SPEC", "round-robin (default), by-stimulus, or a module.")
 ]
 Workspace = Annotated[
-    str | None, opt("DIR", "Keep agent workspaces here, keyed by variant/stimulus.")
+    str | None, o.opt("DIR", "Keep agent workspaces here, keyed by variant/stimulus.")
 ]
-DryRun = Annotated[bool, switch("--dry-run", "Print the resolved plan without executing.")]
-Compare = Annotated[bool, switch("--compare", "Compare each variant with the baseline afterwards.")]
-JudgeModel = Annotated[str | None, opt("MODEL", "Comparison judge model (needs --compare).")]
-JudgeTimeout = Annotated[str | None, opt("DURATION", "Comparison judge timeout (needs --compare).")]
+DryRun = Annotated[bool, o.switch("--dry-run", "Print the resolved plan without executing.")]
+Compare = Annotated[
+    bool, o.switch("--compare", "Compare each variant with the baseline afterwards.")
+]
+JudgeModel = Annotated[str | None, o.opt("MODEL", "Comparison judge model (needs --compare).")]
+JudgeTimeout = Annotated[
+    str | None, o.opt("DURATION", "Comparison judge timeout (needs --compare).")
+]
 UntilDecided = Annotated[
     bool,
-    switch(
+    o.switch(
         "--until-decided",
         "Stop each variant's trials once an anytime-valid test decides it against the baseline.",
     ),
 ]
 JudgeEffort = Annotated[
-    str | None, opt("LEVEL", "Comparison judge reasoning effort (needs --compare).")
+    str | None, o.opt("LEVEL", "Comparison judge reasoning effort (needs --compare).")
 ]
 
 
@@ -122,10 +116,10 @@ def run_command(
     until_decided: UntilDecided = False,
 ) -> None:
     """Run the declared eval set across every variant of the experiment file."""
-    from vally.cli.experiment_run import run_experiment_command
-    from vally.engine.experiments import ExperimentRequest
+    from vally import ExperimentRequest
+    from vally_experiment.commands import run_experiment_command
 
-    opts = request_from(ExperimentRequest, locals())
+    opts = o.request_from(ExperimentRequest, locals())
     _guarded(lambda: run_experiment_command(opts))
 
 
@@ -133,7 +127,7 @@ ShardDirs = Annotated[
     list[str],
     typer.Argument(metavar="SHARD_DIR", help="Every shard folder of the run (one or more)."),
 ]
-MergeOutput = Annotated[str, opt("PATH", "Folder for the merged output.", "--output-dir", "-o")]
+MergeOutput = Annotated[str, o.opt("PATH", "Folder for the merged output.", "--output-dir", "-o")]
 
 
 @experiment_app.command("merge")
@@ -144,7 +138,7 @@ def merge_command(
     otlp_endpoint: o.OtlpEndpoint = None,
 ) -> None:
     """Reconcile the shard directories of a sharded run into one result and report."""
-    from vally.cli.experiment_run import merge_command_main
+    from vally_experiment.commands import merge_command_main
 
     _guarded(
         lambda: merge_command_main(
