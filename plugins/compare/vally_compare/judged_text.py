@@ -134,7 +134,9 @@ def _agreement_lines(result: ComparisonResult) -> list[str]:
 
 def _mcnemar_line(mc: McNemarResult) -> str:
     ties = f", {mc.n_ties} tied stimuli left out" if mc.n_ties else ""
-    errored = f", {mc.n_errored} errored grades left out" if mc.n_errored else ""
+    errored = (
+        f", {mc.n_errored} pairs left out for an errored trial or grade" if mc.n_errored else ""
+    )
     line = (
         f"McNemar: {mc.b} pass→fail, {mc.c} fail→pass, "
         f"p = {fmt_p(mc.p_value)} ({mc.n_units} stimuli{ties}{errored})"

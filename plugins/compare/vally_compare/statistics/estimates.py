@@ -171,7 +171,7 @@ class McNemarResult:
     n_ties: int
     p_value: float | None
     n_errored: int = 0
-    """Pairs left out because a grade (or its trial) errored."""
+    """Pairs left out because a side's trial errored: its agent, or its grade."""
 
     @property
     def discordant(self) -> int:
