@@ -368,5 +368,3 @@ async def _rejudge(
         if first.score is not None and second.score is not None
     ]
     return self_consistency(scores)
-
-

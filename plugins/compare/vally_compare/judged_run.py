@@ -41,7 +41,6 @@ RunSource = tuple[str, "list[TrialResultRecord] | Path"]
 them (then the comparison reads one pair at a time)."""
 
 
-
 def _print_warning(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
@@ -263,9 +262,7 @@ async def _compare_one(
     if not (isinstance(base, Path) and isinstance(treat, Path)):
         base_records = base if isinstance(base, list) else list(_records(base))
         treat_records = treat if isinstance(treat, list) else list(_records(treat))
-        return await compare_runs(
-            baseline_name, base_records, name, treat_records, judge, options
-        )
+        return await compare_runs(baseline_name, base_records, name, treat_records, judge, options)
     index = index_pairs(base, treat, _already_warned)
     writer = None
     if request.output is not None:

@@ -91,11 +91,7 @@ def _decision_line(result: ComparisonResult) -> str:
     score = result.score
     test = score.test
     kind = "exact" if test is None or test.exact else "Monte Carlo, fixed seed"
-    mde = (
-        f"smallest detectable at 80% power: ±{score.mde:.2f}"
-        if score.mde is not None
-        else "too few stimuli to detect any difference"
-    )
+    mde = mde_text(score)
     decision = result.decision
     if decision == "n/a":
         status = result.status
@@ -105,6 +101,22 @@ def _decision_line(result: ComparisonResult) -> str:
             f"Verdict: no detectable difference ({mde}); sign-flip test ({kind}) {_p_text(score)}"
         )
     return f"Verdict: {decision}; sign-flip test ({kind}) {_p_text(score)} ({mde})"
+
+
+def mde_text(score: Estimate) -> str:
+    """The smallest detectable difference as printed, or why none is detectable at this n:
+    too few stimuli for the test to reach 0.05, or a figure beyond the scale (not even
+    the largest possible difference would be detected with 80% power)."""
+    from vally_compare.statistics.power import min_stimuli
+
+    if score.mde is not None:
+        return f"smallest detectable at 80% power: ±{score.mde:.2f}"
+    if score.n_stimuli < min_stimuli():
+        return f"not detectable at this n: fewer than {min_stimuli()} stimuli"
+    return (
+        f"not detectable at this n: with {score.n_stimuli} stimuli this spread hides even "
+        "the largest possible difference"
+    )
 
 
 def _agreement_lines(result: ComparisonResult) -> list[str]:
