@@ -46,7 +46,7 @@ def comparison_lines(result: ComparisonResult, verbose: bool) -> list[str]:
         ]
     lines += _statistics_lines(result)
     if verbose:
-        lines += [_pair_line(pair) for pair in result.results]
+        lines += [line for pair in result.results for line in pair_lines(pair)]
     return lines + _failure_lines(result)
 
 
@@ -193,11 +193,32 @@ def _statistics_lines(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _pair_line(pair: PairResult) -> str:
+BASELINE_FOLDER = "run-1"
+"""The evidence folder holding the baseline's run (see :mod:`vally_compare.judged_pairs`)."""
+
+
+def pair_lines(pair: PairResult) -> list[str]:
+    """A pair's lines under ``--verbose``: its verdict, then each judge pass (which run was
+    A, the winner and magnitude it gave) with the judge's full reasoning indented below."""
     key = pair.pair.key
     if pair.failure is not None:
-        return f"  {_trial(key)}: failed ({pair.failure.error_class})"
-    return f"  {_trial(key)}: {pair.verdict} ({fmt(pair.score, digits=1)})"
+        return [f"  {_trial(key)}: failed ({pair.failure.error_class})"]
+    lines = [f"  {_trial(key)}: {pair.verdict} ({fmt(pair.score, digits=1)})"]
+    panel = len({p.get("judgeModel") for p in pair.passes}) > 1
+    for number, judged in enumerate(pair.passes):
+        order = number % 2 + 1
+        a, b = (
+            ("baseline", "treatment")
+            if judged["a"] == BASELINE_FOLDER
+            else ("treatment", "baseline")
+        )
+        judge = f"judge {judged.get('judgeModel')}, " if panel else ""
+        magnitude = f", {judged['magnitude']}" if judged.get("magnitude") else ""
+        lines.append(f"    order {order} ({judge}A = {a}, B = {b}): {judged['winner']}{magnitude}")
+        reasoning = str(judged.get("reasoning") or "").strip()
+        text = reasoning.splitlines() if reasoning else ["(the judge gave no reasoning)"]
+        lines += [f"      {line}".rstrip() for line in text]
+    return lines
 
 
 def _failure_lines(result: ComparisonResult) -> list[str]:
