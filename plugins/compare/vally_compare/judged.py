@@ -72,17 +72,16 @@ class Failure:
     other_messages: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``failure`` object of ``--output`` records."""
-        data: dict[str, Any] = {
+        """The ``failure`` object of ``--output`` records: every field always present
+        (``otherMessages`` empty when the passes failed alike)."""
+        return {
             "errorClass": self.error_class,
             "retryable": self.retryable,
             "attempts": self.attempts,
             "message": self.message,
             "model": self.model,
+            "otherMessages": list(self.other_messages),
         }
-        if self.other_messages:
-            data["otherMessages"] = self.other_messages
-        return data
 
 
 @dataclass(frozen=True)
