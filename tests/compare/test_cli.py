@@ -207,3 +207,40 @@ def test_eval_spec_overrides_rubric_and_warns_about_ignored_evidence(
     judged = [r for r in server.requests if not is_preflight(r)]
     assert len(judged) == len(server.requests) - 1 == 2
     assert all("OVERRIDDEN-RUBRIC-LINE" in r.messages[1]["content"] for r in judged)
+
+
+def test_verbose_prints_each_pairs_reasoning_in_both_orders(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    """``--verbose`` shows what the judge said for every pair, order by order, with which
+    run was A; a reasoning over several lines stays indented under its pair."""
+
+    def decide(first: str, treatment_is_a: bool) -> Any:
+        stimulus = "a" if "do a" in first else "b" if "do b" in first else "c"
+        order = "treatment first" if treatment_is_a else "baseline first"
+        reasoning = f"{stimulus}: {order} read\nsecond line of {stimulus}"
+        winner = "A" if treatment_is_a else "B"
+        return completion(
+            json.dumps({"winner": winner, "magnitude": "much", "reasoning": reasoning})
+        )
+
+    server.default = judge(decide)
+    base, treat = runs(tmp_path)
+    quiet = compare_pair(server, base, treat, "--judge-model", "j", cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "baseline first read" not in quiet.stdout
+    proc = compare_pair(server, base, treat, "--judge-model", "j", "--verbose", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for stimulus in "abc":
+        at = lines.index(f"  ev/{stimulus} #0: much better (+1.0)")
+        assert lines[at + 1 : at + 5] == [
+            "    order 1 (A = baseline, B = treatment): B, much",
+            f"      {stimulus}: baseline first read",
+            f"      second line of {stimulus}",
+            "    order 2 (A = treatment, B = baseline): A, much",
+        ], lines[at : at + 7]
+        assert lines[at + 5 : at + 7] == [
+            f"      {stimulus}: treatment first read",
+            f"      second line of {stimulus}",
+        ]

@@ -75,17 +75,60 @@ def test_judge_asked_for_without_a_model_is_one_error_and_no_request(
     assert "Graded comparison:" not in proc.stdout  # the judge is checked before printing
 
 
-def test_no_judge_model_with_an_eval_spec_points_at_its_defaults(
+SPEC_WITH_JUDGE = (
+    "defaults:\n  executor: mock\n  judge_model: from-spec\n  judge_reasoning_effort: high\n"
+    "  judge_timeout: 1s\nstimuli:\n  - name: a\n    prompt: do a\n"
+)
+
+
+def test_the_eval_specs_judge_settings_are_not_inherited(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    """Standalone compare takes no judge setting from ``--eval-spec``: with no judge of its
+    own it compares the graded runs only, and says why the spec's judge was not used."""
+    base, treat = runs(tmp_path, "a")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(SPEC_WITH_JUDGE)
+    proc = compare(server.base_url, base, treat, "-e", str(spec), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "No judged comparison (no judge model configured)" in proc.stdout
+    assert server.requests == []
+    assert (
+        "the --eval-spec file's judge settings (judge_model, judge_reasoning_effort, "
+        "judge_timeout) are not used by vally compare" in proc.stderr
+    )
+
+
+def test_judge_asked_for_with_only_the_specs_judge_is_one_error(
     server: ChatServer, tmp_path: Path
 ) -> None:
     base, treat = runs(tmp_path, "a")
     spec = tmp_path / "eval.yaml"
-    spec.write_text("defaults: {executor: mock}\nstimuli:\n  - name: a\n    prompt: do a\n")
+    spec.write_text(SPEC_WITH_JUDGE)
     proc = compare(server.base_url, base, treat, "-e", str(spec), "--judge", cwd=tmp_path)
     assert proc.returncode == 1
-    assert len(error_lines(proc.stderr)) == 1
-    assert "'judge_model' in the --eval-spec file's defaults" in proc.stderr
+    assert error_lines(proc.stderr) == ["error[VALLY_CONFIG]: no judge model for the comparison"]
+    assert "--judge-model" in proc.stderr and "defaults: {judge_model: MODEL}" in proc.stderr
+    assert "does not inherit the --eval-spec file's judge_model" in proc.stderr
     assert server.requests == []
+
+
+def test_the_flags_judge_with_an_eval_spec_ignores_its_judge_settings(
+    server: ChatServer, tmp_path: Path
+) -> None:
+    """``--judge-model`` sets the model; the spec's reasoning effort is not taken either."""
+    server.default = lambda request: (
+        completion("OK") if is_preflight(request) else treatment_better("", False)
+    )
+    base, treat = runs(tmp_path, "a")
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(SPEC_WITH_JUDGE)
+    proc = compare(
+        server.base_url, base, treat, "-e", str(spec), "--judge-model", "flag-judge", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert {r.model for r in server.requests} == {"flag-judge"}
+    assert all("reasoning_effort" not in r.body for r in server.requests)
 
 
 def test_judge_model_from_the_project_file(server: ChatServer, tmp_path: Path) -> None:

@@ -146,7 +146,7 @@ def test_metrics_of_errored_trials_and_errored_grades_are_left_out() -> None:
     # the errored trial and the errored grade are left out, not read as fails
     assert mc.n_errored == 2 and (mc.b, mc.c) == (0, 1)
     text = "\n".join(comparison_lines(result, verbose=False))
-    assert "2 errored grades left out" in text
+    assert "2 pairs left out for an errored trial or grade" in text
     assert "with 1 discordant stimuli p cannot fall below 0.05 (needs 6)" in text
     assert "(1 pairs without metrics left out)" in text
     rec = judged_record.to_record(result)
@@ -198,3 +198,50 @@ def test_cli_panel_judges_with_every_model(chat: ChatServer, tmp_path: Path) -> 
     assert bad.returncode != 0 and "distinct, non-empty models" in bad.stderr
     plan_bad = compare_pair(chat, base, treat, "--judge-model", "a", "--plan", "3", cwd=tmp_path)
     assert plan_bad.returncode != 0 and "--plan must be" in plan_bad.stderr
+
+
+def test_mcnemar_counts_pairs_left_out_for_an_errored_agent() -> None:
+    """A trial whose agent errored has no grade at all (``grade_result`` None): its pair is
+    left out of McNemar for an error like one with an errored grade, on either side."""
+    base = [record(s) for s in NAMES[:6]]
+    treat = [record(s, passed=False) for s in NAMES[:6]]
+    agent_error = {"trajectory": None, "status": "error", "grade_result": None}
+    treat[0] = treat[0].model_copy(update=agent_error)
+    base[1] = base[1].model_copy(update=agent_error)
+    errored_grade = GradeResult(
+        passed=False, score=0.0, threshold=None, mode="binary", has_graders=True, errored=True
+    )
+    base[2] = base[2].model_copy(update={"grade_result": errored_grade})
+    result = _run(
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+    )
+    mc = result.mcnemar
+    assert mc is not None
+    assert mc.n_errored == 3 and mc.n_units == 3 and (mc.b, mc.c) == (3, 0)
+    assert judged_record.to_record(result)["mcnemar"]["erroredLeftOut"] == 3
+    text = "\n".join(comparison_lines(result, verbose=False))
+    assert "3 pairs left out for an errored trial or grade" in text
+
+
+def test_mcnemar_of_a_run_whose_every_treatment_trial_errored() -> None:
+    """Every treatment agent errored: McNemar is still shown, with every pair left out."""
+    base = [record(s) for s in NAMES[:3]]
+    treat = [
+        record(s).model_copy(update={"trajectory": None, "status": "error", "grade_result": None})
+        for s in NAMES[:3]
+    ]
+    result = _run(
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+    )
+    mc = result.mcnemar
+    assert mc is not None and mc.n_errored == 3 and mc.n_units == 0
+
+
+def test_mcnemar_is_absent_for_ungraded_runs() -> None:
+    """Trials without grades that did not error (graders skipped) leave McNemar out."""
+    base = [record(s, passed=None) for s in NAMES[:3]]
+    treat = [record(s, passed=None) for s in NAMES[:3]]
+    result = _run(
+        judging.compare_runs("b", base, "t", treat, ScriptedJudge(longer_wins), options())
+    )
+    assert result.mcnemar is None

@@ -4,6 +4,12 @@ and the output says what was saved."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from tests.compare.records import record
+from vally.contracts.protocols import TrialKey
+from vally_compare.sequential_gate import SequentialGate
 
 from .conftest import make_project, only_run_dir, read_jsonl, vally
 
@@ -49,7 +55,10 @@ def test_variants_stop_once_decided(tmp_path: Path) -> None:
     # which makes same futile), so same/beta and quiet's round never start.
     assert counts["same"] == 13
     assert counts["base"] == 14
-    assert "quiet: worse after 8 of 20 pairs (0 wins, 8 losses, 0 ties" in res.stdout
+    assert (
+        "quiet: worse after 8 of 20 planned pairs (0 wins + 8 losses + 0 ties = 8 pairs tested"
+        in res.stdout
+    )
     assert "same: no decision (cannot be decided within the planned trials)" in res.stdout
     saved = 60 - sum(counts.values())
     assert f"Saved {saved} of 60 planned trials" in res.stdout
@@ -71,3 +80,43 @@ def test_until_decided_refuses_shards(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert res.code == 1 and "--until-decided cannot be combined with --shard" in res.stderr
+
+
+def _planned(variant: str, stimulus: str, trial: int) -> Any:
+    return SimpleNamespace(key=TrialKey(variant, "ev", stimulus, "m", trial))
+
+
+def _finished(variant: str, stimulus: str, trial: int, passed: bool) -> Any:
+    return record(stimulus, trial, passed=passed).model_copy(update={"variant": variant})
+
+
+def test_pairs_finished_after_the_decision_are_labelled_apart() -> None:
+    stimuli = [f"s{i}" for i in range(4)]
+    plan = [_planned(v, s, t) for v in ("base", "worse") for t in range(3) for s in stimuli]
+    gate = SequentialGate("base", plan)
+    # the baseline passes everything, the variant fails everything: worse after 8 pairs
+    for t in range(3):
+        for s in stimuli:
+            gate.observe(_finished("base", s, t, True))
+    for t in range(3):
+        for s in stimuli:
+            gate.observe(_finished("worse", s, t, False))  # 4 of these finish after it
+    state = gate.variants["worse"].state
+    assert state.status == "worse"
+    assert state.wins + state.losses + state.ties == gate.variants["worse"].observed == 8
+    line = next(line for line in gate.lines() if line.startswith("  worse:"))
+    assert (
+        "worse after 8 of 12 planned pairs (0 wins + 8 losses + 0 ties = 8 pairs tested; "
+        "4 more finished after the decision and were not counted;" in line
+    ), line
+
+
+def test_a_trial_seen_twice_pairs_once() -> None:
+    plan = [_planned(v, "s0", 0) for v in ("base", "t")]
+    gate = SequentialGate("base", plan)
+    gate.observe(_finished("t", "s0", 0, True))
+    gate.observe(_finished("base", "s0", 0, True))
+    gate.observe(_finished("base", "s0", 0, True))
+    monitored = gate.variants["t"]
+    assert monitored.observed == 1
+    assert monitored.state.ties == 1

@@ -48,6 +48,13 @@ EXPORTS: dict[str, str] = {
     "RunTally": "vally_compare.graded",
     "compare_tallies": "vally_compare.graded",
     "comparison_json": "vally_compare.graded_records",
+    # the judged pairwise comparison, for library callers (results carry the judge's
+    # evidence reads and cleanup in each pair's ``metadata``)
+    "CompareOptions": "vally_compare.judged_pairs",
+    "compare_runs": "vally_compare.judged_pairs",
+    "judge_pair": "vally_compare.judged_pairs",
+    "ComparisonResult": "vally_compare.judged",
+    "PairResult": "vally_compare.judged",
 }
 """Public name -> the module that defines it."""
 
@@ -62,6 +69,15 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         compare_tallies as compare_tallies,
     )
     from vally_compare.graded_records import comparison_json as comparison_json
+    from vally_compare.judged import (
+        ComparisonResult as ComparisonResult,
+        PairResult as PairResult,
+    )
+    from vally_compare.judged_pairs import (
+        CompareOptions as CompareOptions,
+        compare_runs as compare_runs,
+        judge_pair as judge_pair,
+    )
     from vally_compare.pass_rates import (
         mean_rate as mean_rate,
         pass_rate_deltas as pass_rate_deltas,

@@ -4,8 +4,9 @@
 or its server refuses or cannot be reached, every pair would fail the same way, one after
 the other. :func:`resolve_judge_model` and :func:`check_judge` turn both cases into one
 error raised before the first pair: the first names the flag and the ``.vally.yaml`` key
-to set, the second sends one cheap request (a minimal chat with a small ``max_tokens``)
-and explains what failed, where and what to do.
+to set (standalone compare inherits no judge setting from an eval spec), the second sends
+one cheap request (a minimal chat with a small ``max_tokens``) and explains what failed,
+where and what to do.
 """
 
 from __future__ import annotations
@@ -26,26 +27,29 @@ PREFLIGHT_PROMPT = "Reply with the single word OK."
 
 
 def resolve_judge_model(
-    flag: str | None, spec_model: str | None, project_model: str | None, *, spec_given: bool
+    flag: str | None, project_model: str | None, *, spec_model: str | None = None
 ) -> str:
-    """The judge model: ``--judge-model``, then the ``--eval-spec`` defaults' ``judge_model``,
-    then ``.vally.yaml`` ``defaults.judge_model``, then ``EVAL_JUDGE_MODEL``.
+    """The judge model: ``--judge-model``, then ``.vally.yaml`` ``defaults.judge_model``,
+    then ``EVAL_JUDGE_MODEL``. Standalone compare never takes the ``--eval-spec`` file's
+    ``judge_model`` (``spec_model``, named only in the error).
 
     Raises:
-        ConfigError: None of them is set; the message names where to set one (the spec's
-            defaults only when ``--eval-spec`` was given, as compare reads no other spec).
+        ConfigError: None of them is set; the message names where to set one, and says
+            that the ``--eval-spec`` file's ``judge_model`` is not inherited when it has one.
     """
-    model = flag or spec_model or project_model or os.environ.get("EVAL_JUDGE_MODEL")
+    model = flag or project_model or os.environ.get("EVAL_JUDGE_MODEL")
     if model:
         return model
-    places = ["pass --judge-model MODEL", "set 'defaults: {judge_model: MODEL}' in .vally.yaml"]
-    if spec_given:
-        places.append("set 'judge_model' in the --eval-spec file's defaults")
-    places.append("set EVAL_JUDGE_MODEL")
-    raise ConfigError(
-        "no judge model for the comparison",
-        hint=", ".join(places[:-1]) + " or " + places[-1],
+    hint = (
+        "pass --judge-model MODEL, set 'defaults: {judge_model: MODEL}' in .vally.yaml "
+        "or set EVAL_JUDGE_MODEL"
     )
+    if spec_model:
+        hint += (
+            f" (vally compare does not inherit the --eval-spec file's judge_model "
+            f"{spec_model!r}: pass --judge-model {spec_model} to use it)"
+        )
+    raise ConfigError("no judge model for the comparison", hint=hint)
 
 
 def _hint(exc: LLMError, url: str, settings: LLMSettings) -> str:

@@ -72,17 +72,16 @@ class Failure:
     other_messages: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``failure`` object of ``--output`` records."""
-        data: dict[str, Any] = {
+        """The ``failure`` object of ``--output`` records: every field always present
+        (``otherMessages`` empty when the passes failed alike)."""
+        return {
             "errorClass": self.error_class,
             "retryable": self.retryable,
             "attempts": self.attempts,
             "message": self.message,
             "model": self.model,
+            "otherMessages": list(self.other_messages),
         }
-        if self.other_messages:
-            data["otherMessages"] = self.other_messages
-        return data
 
 
 @dataclass(frozen=True)
@@ -97,6 +96,18 @@ class PairResult:
     cleanup: tuple[str, ...] = ()
     votes: tuple[tuple[str | None, float], ...] = ()
     """Each panel member's (model, score) when a panel judged the pair; empty otherwise."""
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+    """For library callers only (never in ``--output``): ``evidence_usage``, one entry per
+    pass of the attempt that settled the pair (``pass``, ``judge_model``, ``a``, ``b``,
+    ``delivery``, ``reads`` (None for a pass that failed), ``read_budget``), and
+    ``judge_cleanup``, what became of the shared evidence directories: ``status``
+    (``removed``, ``pending`` while a pass still runs, ``failed``: the worst of its
+    directories'), ``directories`` (one per attempt and judge: ``judge_model``,
+    ``attempt``, ``directory``, ``status``, ``error``; a pending one is updated once its
+    passes settle) and ``session_failures`` (each failed pass: ``pass``, ``judge_model``,
+    ``attempt``, ``error_class``, ``message``, ``settled``: False when the pass was still
+    running at the deadline, so that its judge session cannot be confirmed stopped). See
+    :mod:`vally_compare.judged_pairs`."""
 
 
 @dataclass(frozen=True)

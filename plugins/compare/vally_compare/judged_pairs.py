@@ -156,23 +156,85 @@ async def _run_passes(
     judge: PairwiseJudge, contexts: list[PairwiseContext], timeout: float | None
 ) -> tuple[list[Any], list[asyncio.Future[Any]]]:
     """Each pass's verdict or exception (a pass still running after ``timeout`` counts as
-    a :class:`TimeoutError`), and the passes still running."""
-    tasks = [asyncio.ensure_future(judge.judge_pair(c)) for c in contexts]
-    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    a :class:`TimeoutError`), and each pass's task (those still running are not done)."""
+    tasks: list[asyncio.Future[Any]] = [
+        asyncio.ensure_future(judge.judge_pair(c)) for c in contexts
+    ]
+    done, _ = await asyncio.wait(tasks, timeout=timeout)
     outcomes = [
         (task.exception() or task.result()) if task in done else TimeoutError() for task in tasks
     ]
-    return outcomes, list(pending)
+    return outcomes, tasks
 
 
-def _release_evidence(evidence: Path, pending: list[asyncio.Future[Any]]) -> str | None:
+CLEANUP_ORDER = ("removed", "pending", "failed")
+"""Cleanup statuses from best to worst: ``judge_cleanup["status"]`` is the worst of its
+directories'."""
+
+
+def _restatus(report: dict[str, Any]) -> None:
+    """Set a ``judge_cleanup`` report's status to the worst of its directories'."""
+    statuses = [d["status"] for d in report["directories"]] or ["removed"]
+    report["status"] = max(statuses, key=CLEANUP_ORDER.index)
+
+
+def _release_evidence(
+    evidence: Path,
+    pending: list[asyncio.Future[Any]],
+    entry: dict[str, Any],
+    report: dict[str, Any],
+) -> str | None:
     """Remove the evidence folder now, or once the passes still running settle; a note
-    when it is kept or could not be removed."""
+    when it is kept or could not be removed. ``entry`` (the folder's line in ``report``,
+    the pair's ``judge_cleanup``) says what became of it, and is updated when a kept
+    folder is removed later."""
     if pending:
-        _cleanup_when_settled(pending, evidence)
+        entry["status"] = "pending"
+        _restatus(report)
+        _cleanup_when_settled(pending, evidence, entry, report)
         return f"{CLEANUP_PENDING}: evidence kept at {evidence} until the judge settles"
     error = _remove(evidence)
+    entry["status"], entry["error"] = ("failed", error) if error else ("removed", None)
+    _restatus(report)
     return f"{CLEANUP_FAILED}: {evidence}: {error}" if error else None
+
+
+def _pass_reports(
+    contexts: list[PairwiseContext],
+    outcomes: list[Any],
+    running: Sequence[bool],
+    settings: JudgeSettings,
+    attempt: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each pass's ``evidence_usage`` entry, and the ``session_failures`` of the passes
+    that failed or were still running at the deadline (``running``), labelled by pass."""
+    usage, failures = [], []
+    for number, (context, outcome) in enumerate(zip(contexts, outcomes, strict=True), 1):
+        failed = isinstance(outcome, BaseException)
+        usage.append(
+            {
+                "pass": number,
+                "judge_model": settings.model,
+                "a": context.a,
+                "b": context.b,
+                "delivery": context.delivery,
+                "reads": None if failed else int(getattr(outcome, "reads", 0)),
+                "read_budget": context.read_budget,
+            }
+        )
+        if failed:
+            error_class, _, message, _ = _classify(outcome, settings.model)
+            failures.append(
+                {
+                    "pass": number,
+                    "judge_model": settings.model,
+                    "attempt": attempt,
+                    "error_class": error_class,
+                    "message": message,
+                    "settled": not running[number - 1],
+                }
+            )
+    return usage, failures
 
 
 def _failure(errors: list[BaseException], attempts: int, model: str | None) -> Failure:
@@ -198,6 +260,8 @@ class _Outcome:
     passes: tuple[dict[str, Any], ...]
     failure: Failure | None
     cleanup: tuple[str, ...]
+    usage: tuple[dict[str, Any], ...] = ()
+    """``evidence_usage`` of the attempt that settled the pair, one entry per pass."""
 
 
 async def _judge_member(
@@ -206,8 +270,10 @@ async def _judge_member(
     options: CompareOptions,
     settings: JudgeSettings,
     sleep: Callable[[float], Awaitable[None]],
+    report: dict[str, Any],
 ) -> _Outcome:
-    """One judge's two position-swapped passes over a pair, with retries."""
+    """One judge's two position-swapped passes over a pair, with retries; each attempt's
+    evidence folder and failed passes go into ``report`` (the pair's ``judge_cleanup``)."""
     rubric = _rubric(pair, options)
     task = task_text(pair.treatment)
     cleanup_notes: list[str] = []
@@ -218,8 +284,20 @@ async def _judge_member(
         write_evidence(evidence / "run-1", pair.baseline)
         write_evidence(evidence / "run-2", pair.treatment)
         contexts = _contexts(evidence, task, rubric, options, settings)
-        outcomes, pending = await _run_passes(judge, contexts, options.pass_timeout)
-        note = _release_evidence(evidence, pending)
+        outcomes, tasks = await _run_passes(judge, contexts, options.pass_timeout)
+        pending = [task for task in tasks if not task.done()]
+        entry: dict[str, Any] = {
+            "judge_model": settings.model,
+            "attempt": attempts,
+            "directory": str(evidence),
+            "status": "pending",
+            "error": None,
+        }
+        report["directories"].append(entry)
+        running = [task in pending for task in tasks]
+        usage, failures = _pass_reports(contexts, outcomes, running, settings, attempts)
+        report["session_failures"] += failures
+        note = _release_evidence(evidence, pending, entry, report)
         if note is not None:
             cleanup_notes.append(note)
         errors = [o for o in outcomes if isinstance(o, BaseException)]
@@ -236,13 +314,13 @@ async def _judge_member(
                 }
                 for c, o in zip(contexts, outcomes, strict=True)
             )
-            return _Outcome(score, label, passes, None, tuple(cleanup_notes))
+            return _Outcome(score, label, passes, None, tuple(cleanup_notes), tuple(usage))
         failure = _failure(errors, attempts, settings.model)
         if failure.retryable and attempts <= options.max_retries:
             delay = options.backoff_base * (2 ** (attempts - 1)) * (1 + random.random() * 0.25)
             await sleep(delay)
             continue
-        return _Outcome(None, None, (), failure, tuple(cleanup_notes))
+        return _Outcome(None, None, (), failure, tuple(cleanup_notes), tuple(usage))
 
 
 def score_label(score: float) -> str:
@@ -265,21 +343,29 @@ async def judge_pair(
     panel); the pair fails when any member fails after its retries.
     """
     members = options.panel or (options.judge,)
+    report: dict[str, Any] = {"status": "removed", "directories": [], "session_failures": []}
     outcomes = await asyncio.gather(
-        *(_judge_member(pair, judge, options, m, sleep) for m in members)
+        *(_judge_member(pair, judge, options, m, sleep, report) for m in members)
     )
     cleanup = tuple(note for o in outcomes for note in o.cleanup)
     passes = tuple(p for o in outcomes for p in o.passes)
+    metadata = {
+        "evidence_usage": [dict(u) for o in outcomes for u in o.usage],
+        "judge_cleanup": report,
+    }
     failed = next((o.failure for o in outcomes if o.failure is not None), None)
     if failed is not None:
-        return PairResult(pair, None, None, (), failed, cleanup)
+        return PairResult(pair, None, None, (), failed, cleanup, metadata=metadata)
     if len(members) == 1:
-        return PairResult(pair, outcomes[0].score, outcomes[0].label, passes, None, cleanup)
+        first = outcomes[0]
+        return PairResult(pair, first.score, first.label, passes, None, cleanup, metadata=metadata)
     scores = sorted(o.score for o in outcomes if o.score is not None)
     middle = len(scores) // 2
     score = scores[middle] if len(scores) % 2 else (scores[middle - 1] + scores[middle]) / 2
     votes = tuple((m.model, o.score or 0.0) for m, o in zip(members, outcomes, strict=True))
-    return PairResult(pair, score, score_label(score), passes, None, cleanup, votes)
+    return PairResult(
+        pair, score, score_label(score), passes, None, cleanup, votes, metadata=metadata
+    )
 
 
 def _remove(folder: Path) -> str | None:
@@ -292,7 +378,14 @@ def _remove(folder: Path) -> str | None:
     return None
 
 
-def _cleanup_when_settled(pending: list[asyncio.Future[Any]], folder: Path) -> None:
+def _cleanup_when_settled(
+    pending: list[asyncio.Future[Any]],
+    folder: Path,
+    entry: dict[str, Any],
+    report: dict[str, Any],
+) -> None:
+    """Remove ``folder`` once every pass in ``pending`` has settled, and record in
+    ``entry`` (and the status of ``report``) whether that worked."""
     remaining = {"n": len(pending)}
 
     def settled(future: asyncio.Future[Any]) -> None:
@@ -300,7 +393,9 @@ def _cleanup_when_settled(pending: list[asyncio.Future[Any]], folder: Path) -> N
             future.exception()  # consume, so asyncio does not warn
         remaining["n"] -= 1
         if remaining["n"] == 0:
-            _remove(folder)
+            error = _remove(folder)
+            entry["status"], entry["error"] = ("failed", error) if error else ("removed", None)
+            _restatus(report)
 
     for future in pending:
         future.add_done_callback(settled)
@@ -368,5 +463,3 @@ async def _rejudge(
         if first.score is not None and second.score is not None
     ]
     return self_consistency(scores)
-
-

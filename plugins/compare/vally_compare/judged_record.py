@@ -145,5 +145,3 @@ def trial_json(result: PairResult) -> dict[str, Any]:
         "failure": result.failure.to_json() if result.failure else None,
         "votes": [{"judgeModel": model, "score": score} for model, score in result.votes],
     }
-
-

@@ -41,7 +41,6 @@ RunSource = tuple[str, "list[TrialResultRecord] | Path"]
 them (then the comparison reads one pair at a time)."""
 
 
-
 def _print_warning(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
@@ -131,30 +130,49 @@ def _llm_settings(session: Session) -> LLMSettings:
     return session.project.llm if session.project is not None else LLMSettings()
 
 
+JUDGE_DEFAULTS = ("judge_model", "judge_reasoning_effort", "judge_provider", "judge_timeout")
+"""The eval-spec defaults that configure a judge; standalone compare takes none of them."""
+
+
+def spec_judge_note(spec: EvalSpec | None) -> str | None:
+    """The warning that the ``--eval-spec`` file's judge settings are not used, when it
+    sets any (None otherwise)."""
+    if spec is None:
+        return None
+    names = [name for name in JUDGE_DEFAULTS if getattr(spec.defaults, name) is not None]
+    if not names:
+        return None
+    return (
+        f"the --eval-spec file's judge settings ({', '.join(names)}) are not used by vally "
+        "compare, which takes only its rubrics: pass --judge-model, --judge-reasoning-effort "
+        "or --judge-timeout, or set defaults.judge_model in .vally.yaml"
+    )
+
+
 def judge_settings(
     request: CompareRequest, session: Session, spec: EvalSpec | None
 ) -> JudgeSettings:
-    """The judge's settings: flags, then the ``--eval-spec`` defaults, then ``.vally.yaml``,
-    then the ``EVAL_JUDGE_*`` environment variables.
+    """The judge's settings: the request's (the flags, or for ``experiment run --compare``
+    the settings the selected evals share), then ``.vally.yaml`` ``defaults.judge_model``,
+    then the ``EVAL_JUDGE_*`` environment variables. Nothing comes from ``spec`` (the
+    ``--eval-spec`` file): it is read only to say, when no model is found, that its
+    ``judge_model`` is not inherited.
 
     Raises:
-        ConfigError: No judge model is configured anywhere.
+        ConfigError: No judge model is configured.
     """
     from vally import JudgeSettings
     from vally_compare.judge_preflight import resolve_judge_model
 
-    defaults = spec.defaults if spec is not None else None
     project = session.project.defaults if session.project is not None else None
     model = resolve_judge_model(
         request.judge_model,
-        defaults.judge_model if defaults is not None else None,
         project.judge_model if project is not None else None,
-        spec_given=spec is not None,
+        spec_model=spec.defaults.judge_model if spec is not None else None,
     )
     return JudgeSettings(
         model=model,
         reasoning_effort=request.judge_reasoning_effort
-        or (defaults.judge_reasoning_effort if defaults is not None else None)
         or os.environ.get("EVAL_JUDGE_REASONING_EFFORT")
         or None,
         provider=request.judge_provider,
@@ -187,6 +205,9 @@ async def run_comparisons(
     from vally_compare.judge_preflight import check_judge
 
     spec = load_spec(request, warn)
+    note = spec_judge_note(spec)
+    if note is not None:
+        warn(note)
     settings = judge_settings(request, session, spec)
     panel = panel_settings(settings)
     judge, llm = _judge_and_llm(session, request)
@@ -263,9 +284,7 @@ async def _compare_one(
     if not (isinstance(base, Path) and isinstance(treat, Path)):
         base_records = base if isinstance(base, list) else list(_records(base))
         treat_records = treat if isinstance(treat, list) else list(_records(treat))
-        return await compare_runs(
-            baseline_name, base_records, name, treat_records, judge, options
-        )
+        return await compare_runs(baseline_name, base_records, name, treat_records, judge, options)
     index = index_pairs(base, treat, _already_warned)
     writer = None
     if request.output is not None:

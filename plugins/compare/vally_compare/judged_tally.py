@@ -93,6 +93,8 @@ class PairTally:
     failed: int = 0
     with_grades: int = 0
     usable_grades: int = 0
+    errored_grades: int = 0
+    """Pairs left out of McNemar because a side's trial or its grade errored."""
     missing: dict[str, int] = field(default_factory=dict)
     agreement: dict[str | None, OrderAgreement] = field(default_factory=dict)
     panel_units: list[list[float | None]] = field(default_factory=list)
@@ -124,14 +126,20 @@ class PairTally:
     def _add_grades(
         self, stimulus: _Stimulus, baseline: TrialResultRecord, treatment: TrialResultRecord
     ) -> None:
+        """Count the pair in McNemar: both sides graded, or left out for an error when
+        either side's trial (its agent or its grade) errored."""
         from vally import is_graded
 
-        if baseline.grade_result is None or treatment.grade_result is None:
-            return
+        errored = _errored(baseline) or _errored(treatment)
+        if not errored and (baseline.grade_result is None or treatment.grade_result is None):
+            return  # an ungraded trial that did not error: no pass or fail to compare
         self.with_grades += 1
+        if errored:
+            self.errored_grades += 1
         if not (is_graded(baseline) and is_graded(treatment)):
             return
         self.usable_grades += 1
+        assert baseline.grade_result is not None and treatment.grade_result is not None
         stimulus.graded += 1
         stimulus.baseline_passed += baseline.grade_result.passed
         stimulus.treatment_passed += treatment.grade_result.passed
@@ -191,7 +199,8 @@ class PairTally:
         return _per_stimulus(means, self.judged, stats.SCORE_BOUNDS)
 
     def mcnemar(self) -> stats.McNemarResult | None:
-        """McNemar over the stimuli with graded pairs; None when no pair had grades."""
+        """McNemar over the stimuli with graded pairs; None when no pair had grades (nor
+        an errored trial)."""
         if not self.with_grades:
             return None
         rates = [
@@ -199,7 +208,7 @@ class PairTally:
             for _, s in self._ordered()
             if s.graded
         ]
-        return stats.mcnemar_from_rates(rates, self.with_grades - self.usable_grades)
+        return stats.mcnemar_from_rates(rates, self.errored_grades)
 
     def deltas(self) -> list[stats.MetricDelta]:
         """Every metric's delta, Holm-adjusted across the metrics."""
@@ -227,6 +236,13 @@ class PairTally:
     def panel_alpha(self) -> float | None:
         """Krippendorff's alpha between panel members' scores (None without a panel)."""
         return krippendorff_alpha(self.panel_units) if self.panel_units else None
+
+
+def _errored(record: TrialResultRecord) -> bool:
+    """The trial failed operationally: its agent (status not ``success``) or its grade."""
+    if record.status != "success":
+        return True
+    return record.grade_result is not None and record.grade_result.errored
 
 
 def _per_stimulus(

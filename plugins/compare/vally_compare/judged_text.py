@@ -46,7 +46,7 @@ def comparison_lines(result: ComparisonResult, verbose: bool) -> list[str]:
         ]
     lines += _statistics_lines(result)
     if verbose:
-        lines += [_pair_line(pair) for pair in result.results]
+        lines += [line for pair in result.results for line in pair_lines(pair)]
     return lines + _failure_lines(result)
 
 
@@ -91,11 +91,7 @@ def _decision_line(result: ComparisonResult) -> str:
     score = result.score
     test = score.test
     kind = "exact" if test is None or test.exact else "Monte Carlo, fixed seed"
-    mde = (
-        f"smallest detectable at 80% power: ±{score.mde:.2f}"
-        if score.mde is not None
-        else "too few stimuli to detect any difference"
-    )
+    mde = mde_text(score)
     decision = result.decision
     if decision == "n/a":
         status = result.status
@@ -105,6 +101,22 @@ def _decision_line(result: ComparisonResult) -> str:
             f"Verdict: no detectable difference ({mde}); sign-flip test ({kind}) {_p_text(score)}"
         )
     return f"Verdict: {decision}; sign-flip test ({kind}) {_p_text(score)} ({mde})"
+
+
+def mde_text(score: Estimate) -> str:
+    """The smallest detectable difference as printed, or why none is detectable at this n:
+    too few stimuli for the test to reach 0.05, or a figure beyond the scale (not even
+    the largest possible difference would be detected with 80% power)."""
+    from vally_compare.statistics.power import min_stimuli
+
+    if score.mde is not None:
+        return f"smallest detectable at 80% power: ±{score.mde:.2f}"
+    if score.n_stimuli < min_stimuli():
+        return f"not detectable at this n: fewer than {min_stimuli()} stimuli"
+    return (
+        f"not detectable at this n: with {score.n_stimuli} stimuli this spread hides even "
+        "the largest possible difference"
+    )
 
 
 def _agreement_lines(result: ComparisonResult) -> list[str]:
@@ -134,7 +146,9 @@ def _agreement_lines(result: ComparisonResult) -> list[str]:
 
 def _mcnemar_line(mc: McNemarResult) -> str:
     ties = f", {mc.n_ties} tied stimuli left out" if mc.n_ties else ""
-    errored = f", {mc.n_errored} errored grades left out" if mc.n_errored else ""
+    errored = (
+        f", {mc.n_errored} pairs left out for an errored trial or grade" if mc.n_errored else ""
+    )
     line = (
         f"McNemar: {mc.b} pass→fail, {mc.c} fail→pass, "
         f"p = {fmt_p(mc.p_value)} ({mc.n_units} stimuli{ties}{errored})"
@@ -179,11 +193,32 @@ def _statistics_lines(result: ComparisonResult) -> list[str]:
     return lines
 
 
-def _pair_line(pair: PairResult) -> str:
+BASELINE_FOLDER = "run-1"
+"""The evidence folder holding the baseline's run (see :mod:`vally_compare.judged_pairs`)."""
+
+
+def pair_lines(pair: PairResult) -> list[str]:
+    """A pair's lines under ``--verbose``: its verdict, then each judge pass (which run was
+    A, the winner and magnitude it gave) with the judge's full reasoning indented below."""
     key = pair.pair.key
     if pair.failure is not None:
-        return f"  {_trial(key)}: failed ({pair.failure.error_class})"
-    return f"  {_trial(key)}: {pair.verdict} ({fmt(pair.score, digits=1)})"
+        return [f"  {_trial(key)}: failed ({pair.failure.error_class})"]
+    lines = [f"  {_trial(key)}: {pair.verdict} ({fmt(pair.score, digits=1)})"]
+    panel = len({p.get("judgeModel") for p in pair.passes}) > 1
+    for number, judged in enumerate(pair.passes):
+        order = number % 2 + 1
+        a, b = (
+            ("baseline", "treatment")
+            if judged["a"] == BASELINE_FOLDER
+            else ("treatment", "baseline")
+        )
+        judge = f"judge {judged.get('judgeModel')}, " if panel else ""
+        magnitude = f", {judged['magnitude']}" if judged.get("magnitude") else ""
+        lines.append(f"    order {order} ({judge}A = {a}, B = {b}): {judged['winner']}{magnitude}")
+        reasoning = str(judged.get("reasoning") or "").strip()
+        text = reasoning.splitlines() if reasoning else ["(the judge gave no reasoning)"]
+        lines += [f"      {line}".rstrip() for line in text]
+    return lines
 
 
 def _failure_lines(result: ComparisonResult) -> list[str]:

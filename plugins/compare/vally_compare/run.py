@@ -210,15 +210,20 @@ def _graded_comparisons(
 
 def _judge_wanted(request: CompareRequest, session: Session, warn: Echo) -> bool:
     """Whether to run the judged comparison: as asked, or when a judge model is
-    configured (the flag, the ``--eval-spec`` defaults, ``.vally.yaml`` or
-    ``EVAL_JUDGE_MODEL``)."""
-    from vally_compare.judged_run import judge_settings, load_spec
+    configured (the flag, ``.vally.yaml`` or ``EVAL_JUDGE_MODEL``; never the
+    ``--eval-spec`` file, whose judge settings are not inherited: when it has some and no
+    judge is configured, ``warn`` says so)."""
+    from vally_compare.judged_run import judge_settings, load_spec, spec_judge_note
 
     if request.judge is not None:
         return request.judge
     try:
-        judge_settings(request, session, load_spec(request, lambda _text: None))
+        judge_settings(request, session, None)
     except ConfigError:
+        if request.eval_spec is not None:
+            note = spec_judge_note(load_spec(request, lambda _text: None))
+            if note is not None:
+                warn(note)
         return False
     return True
 

@@ -8,14 +8,15 @@ variant's anytime-valid sequential sign test (:mod:`vally_compare.statistics.seq
 A variant stops as soon as its test decides (better or worse at 5%) or can no longer decide
 within the planned trials (futility); its remaining trials, and the baseline's once no
 variant needs them, are never started. Trials already running when a variant stops finish
-and are saved but do not change its decision.
+and are saved but do not change its decision; the summary counts their pairs apart, so
+that the pairs tested are exactly its wins + losses + ties.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vally import PlannedTrial, TrialResultRecord, is_graded, model_label
 from vally_compare.statistics.sequential import ALPHA, SequentialState, observe
@@ -31,6 +32,12 @@ class _Variant:
     planned: int
     state: SequentialState
     observed: int = 0
+    """Pairs that fed the test: its wins + losses + ties."""
+    late: int = 0
+    """Pairs that finished after the test had stopped (trials already running): saved, but
+    not counted in the decision."""
+    paired: set[PairKey] = field(default_factory=set)
+    """The pairs seen, so that a trial observed twice does not pair twice."""
 
 
 class SequentialGate:
@@ -93,6 +100,12 @@ class SequentialGate:
         base, treat = self.outcomes[(self.baseline, key)], self.outcomes[(name, key)]
         sign = 0 if base is None or treat is None else treat - base
         monitored = self.variants[name]
+        if key in monitored.paired:
+            return
+        monitored.paired.add(key)
+        if monitored.state.stopped:
+            monitored.late += 1
+            return
         monitored.observed += 1
         remaining = max(0, monitored.planned - monitored.observed)
         monitored.state = observe(monitored.state, [sign], remaining=remaining, alpha=self.alpha)
@@ -114,9 +127,15 @@ class SequentialGate:
                 "budget": "no decision (planned trials spent)",
                 "running": "no decision (run stopped)",
             }[state.status]
+            late = (
+                f"{monitored.late} more finished after the decision and were not counted; "
+                if monitored.late
+                else ""
+            )
             lines.append(
-                f"  {name}: {status} after {monitored.observed} of {monitored.planned} pairs "
-                f"({state.wins} wins, {state.losses} losses, {state.ties} ties; "
+                f"  {name}: {status} after {monitored.observed} of {monitored.planned} planned "
+                f"pairs ({state.wins} wins + {state.losses} losses + {state.ties} ties = "
+                f"{monitored.observed} pairs tested; {late}"
                 f"always-valid p = {state.p_value:.3f})"
             )
         share = self.saved / self.planned_trials if self.planned_trials else 0.0

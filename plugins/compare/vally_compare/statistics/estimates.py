@@ -79,7 +79,10 @@ class Estimate:
         p_adjusted: The Holm-adjusted two-sided p-value within its family (None until
             adjusted).
         mde: Smallest mean detectable with 80% power at this sample size and spread; None
-            when the test cannot reach 0.05 with so few stimuli.
+            when no difference is detectable at this n: the test cannot reach 0.05 with so
+            few stimuli, or (on a bounded scale) the figure exceeds the largest mean the
+            scale allows, so that not even the largest possible difference would be
+            detected with 80% power.
         decision_ci: The interval that inverts the sign-flip test at the interval's level
             (:func:`vally_compare.statistics.signflip.sign_flip_interval`): zero lies outside it
             exactly when the test rejects, so it is the one printed next to a decision;
@@ -171,7 +174,7 @@ class McNemarResult:
     n_ties: int
     p_value: float | None
     n_errored: int = 0
-    """Pairs left out because a grade (or its trial) errored."""
+    """Pairs left out because a side's trial errored: its agent, or its grade."""
 
     @property
     def discordant(self) -> int:
@@ -269,7 +272,8 @@ def tested_mean(
     """:func:`clustered_mean` with the sign-flip test of the per-stimulus means and the
     smallest detectable mean; with ``bounds`` the interval comes from the bounded (padded)
     form, and so does the spread behind the MDE when the values are all equal, so that
-    neither is zero by accident."""
+    neither is zero by accident, and an MDE beyond the largest mean the bounds allow is
+    None (not detectable at this n), never a figure off the scale."""
     base = clustered_mean(pairs, level)
     if base.mean is None:
         return base
@@ -280,6 +284,8 @@ def tested_mean(
         if not spread:  # identical values: the padded spread, never a zero MDE
             spread = _sd([*means, *bounds])
     mde = smallest_detectable(spread, len(means)) if spread is not None else None
+    if mde is not None and bounds is not None and mde > max(abs(b) for b in bounds):
+        mde = None  # beyond the largest mean the scale allows: nothing is detectable at this n
     inverted = sign_flip_interval(means, level, bounds)
     decision_ci = None if inverted is None else Interval(inverted[0], inverted[1], level)
     return replace(base, ci=ci, test=sign_flip_test(means), mde=mde, decision_ci=decision_ci)
