@@ -2,290 +2,124 @@
 
 This module is the public API for plugin authors and library users. Import from here
 (``from vally import BaseGrader, GraderMetadata, hookimpl``), never from pluggy.
-Names are resolved lazily so that ``vally --help`` stays fast.
+Names are resolved lazily so that ``vally --help`` stays fast: the ``if TYPE_CHECKING:``
+block at the end of this file is the one list of the public names, read by type checkers
+as imports and, on first use, by :func:`lazy_attributes` as the map from each name to its
+module.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vally._version import __version__
+from vally._version import __version__ as __version__
 
-_EXPORTS: dict[str, str] = {
-    # errors
-    "VallyError": "vally.errors",
-    "ConfigError": "vally.errors",
-    "SchemaError": "vally.errors",
-    "PluginError": "vally.errors",
-    "PluginLoadError": "vally.errors",
-    "PluginNotFoundError": "vally.errors",
-    "PluginConflictError": "vally.errors",
-    "PluginValidationError": "vally.errors",
-    "ExecutionError": "vally.errors",
-    "UnsupportedError": "vally.errors",
-    "SetupError": "vally.errors",
-    "GradingError": "vally.errors",
-    "BackendError": "vally.errors",
-    "CleanupError": "vally.errors",
-    "OutputError": "vally.errors",
-    "LLMError": "vally.errors",
-    "PathEscapeError": "vally.errors",
-    "MissingExecutorError": "vally.errors",
-    "TrialTimeoutError": "vally.errors",
-    # metadata
-    "ExecutorMetadata": "vally.contracts.metadata",
-    "GraderBehavior": "vally.contracts.metadata",
-    "GraderMetadata": "vally.contracts.metadata",
-    "PluginMetadata": "vally.contracts.metadata",
-    "ReporterMetadata": "vally.contracts.metadata",
-    # hooks and registration
-    "hookimpl": "vally.contracts.hookspecs",
-    "KindRegistrar": "vally.plugins.registrar",
-    "Registrar": "vally.plugins.registrar",
-    "RunInfo": "vally.contracts.events",
-    "RunOutcome": "vally.contracts.events",
-    # protocols and values
-    "Backend": "vally.contracts.protocols",
-    "Sandbox": "vally.contracts.protocols",
-    "Process": "vally.contracts.protocols",
-    "ExecResult": "vally.contracts.protocols",
-    "Executor": "vally.contracts.protocols",
-    "ExecutorOptions": "vally.contracts.protocols",
-    "Grader": "vally.contracts.protocols",
-    "GradeContext": "vally.contracts.protocols",
-    "JudgeSettings": "vally.contracts.protocols",
-    "PairwiseContext": "vally.contracts.protocols",
-    "PairwiseJudge": "vally.contracts.protocols",
-    "PairwiseVerdict": "vally.contracts.protocols",
-    "EvalProvider": "vally.contracts.protocols",
-    "Exporter": "vally.contracts.protocols",
-    "LoadedEval": "vally.contracts.protocols",
-    "ShardStrategy": "vally.contracts.protocols",
-    "Runner": "vally.contracts.protocols",
-    "LLMGate": "vally.contracts.protocols",
-    "TrialDispatch": "vally.contracts.protocols",
-    "LLMProvider": "vally.contracts.llm",
-    "ChatMessage": "vally.contracts.llm",
-    "ChatRequest": "vally.contracts.llm",
-    "ChatResponse": "vally.contracts.llm",
-    "ToolCall": "vally.contracts.llm",
-    "ToolSpec": "vally.contracts.llm",
-    "SkillRef": "vally.contracts.protocols",
-    "TrialContext": "vally.contracts.protocols",
-    "TrialKey": "vally.contracts.protocols",
-    # bases
-    "Plugin": "vally.contracts.bases",
-    "BaseBackend": "vally.contracts.bases",
-    "BaseExecutor": "vally.contracts.bases",
-    "BaseGrader": "vally.contracts.bases",
-    "BaseReporter": "vally.contracts.bases",
-    "BaseSandbox": "vally.contracts.bases",
-    "ExecRequest": "vally.contracts.bases",
-    "EmptyConfig": "vally.contracts.bases",
-    "StrictConfig": "vally.contracts.bases",
-    # durations
-    "Duration": "vally.models.durations",
-    "parse_duration": "vally.models.durations",
-    "format_duration": "vally.models.durations",
-    # spec loading and scoring, for eval providers and reporters
-    "load_eval_file": "vally.specs.loading",
-    "pass_at_k": "vally.engine.records.scoring",
-    "safe_name": "vally.engine.records.run_folder",
-    "find_trial_dir": "vally.engine.records.run_folder",
-    # the layout of a run folder, for readers of runs (the history store's ingest)
-    "trial_relpath": "vally.engine.records.run_folder",
-    "METADATA_FILE": "vally.engine.records.run_folder",
-    "EVENTS_FILE": "vally.engine.records.run_folder",
-    "ARTIFACTS_DIR": "vally.engine.records.run_folder",
-    # bounded parsing of untrusted JSON
-    "loads_bounded": "vally.models.jsontext",
-    "JsonTooDeepError": "vally.models.jsontext",
-    "order_records": "vally.engine.shards.partition",
-    # reading a finished run back, for scripts and notebooks
-    "read_run": "vally.engine.records.reading",
-    "RunRecords": "vally.engine.records.reading",
-    "is_errored": "vally.engine.records.scoring",
-    "is_graded": "vally.engine.records.scoring",
-    # reading and writing run folders, for packages that compare runs (vally_compare)
-    "SUMMARY_FILE": "vally.engine.records.run_folder",
-    "results_file": "vally.engine.records.run_folder",
-    "iter_records": "vally.engine.records.run_folder",
-    "reading_results": "vally.engine.records.run_folder",
-    "iter_raw_json_lines": "vally.engine.records.run_folder",
-    "output_errors": "vally.engine.records.run_folder",
-    "write_text_atomic": "vally.engine.records.run_folder",
-    "case_fingerprint": "vally.models.fingerprint",
-    "suite_fingerprint": "vally.models.fingerprint",
-    # promotion rules (the experiment file's promotion: section, vally compare --rules)
-    "PromotionRules": "vally.models.promotion",
-    "NoRegressedCases": "vally.models.promotion",
-    "NoMoreFailed": "vally.models.promotion",
-    "Improves": "vally.models.promotion",
-    "NonInferior": "vally.models.promotion",
-    "WinRate": "vally.models.promotion",
-    "NoMissing": "vally.models.promotion",
-    "SameSuite": "vally.models.promotion",
-    # YAML files with file:line:column errors, and specs and projects found on disk
-    "SourceLocation": "vally.errors",
-    "load_yaml": "vally.specs.yamlio",
-    "validate_model": "vally.specs.schema_errors",
-    "find_project": "vally.specs.loading",
-    "parse_params": "vally.specs.params",
-    # LLM judges outside a run: the provider, the judge cache and what judging cost
-    "provider_config_from_settings": "vally.engine.trials.llm_config",
-    "is_pairwise": "vally.plugins.capabilities",
-    "CachedJudge": "vally.engine.trials.judge_cache",
-    "JudgeCache": "vally.engine.trials.judge_cache",
-    "JudgeSpend": "vally.engine.trials.judge_cache",
-    "cache_root": "vally.engine.trials.judge_cache",
-    "bypass_cache": "vally.engine.trials.judge_cache",
-    "PriceTable": "vally.models.pricing",
-    # experiment hooks (hook plugins, entry-point group vally.hooks)
-    "FinishedExperiment": "vally.engine.experiment_hooks",
-    "ExperimentGate": "vally.engine.experiment_hooks",
-    "PlannedTrial": "vally.engine.planning.plan",
-    "model_label": "vally.engine.records.run_folder",
-    # command extensions (entry-point group vally.cli)
-    "command_group": "vally.cli.common",
-    "cli_options": "vally.cli.options:",
-    "report_observer_failures": "vally.cli.common",
-    "report_judge_cache": "vally.cli.common",
-    "report_tracebacks": "vally.cli.common",
-    "EXIT_OK": "vally.cli.common",
-    "EXIT_FAILURE": "vally.cli.common",
-    "EXIT_BUDGET": "vally.cli.common",
-    "EXIT_INTERRUPTED": "vally.cli.common",
-    "user_errors": "vally.cli.common",
-    "source_excerpt": "vally.cli.common",
-    # the run API, for Python scripts and notebooks
-    "EvalRequest": "vally.engine.evals",
-    "run_eval": "vally.engine.evals",
-    "ExperimentRequest": "vally.engine.options",
-    "run_experiment": "vally.engine.experiments",
-    "ExperimentSetup": "vally.engine.experiments",
-    "prepare_experiment": "vally.engine.experiments",
-    "execute_experiment": "vally.engine.experiments",
-    "experiment_run_dir": "vally.engine.experiments",
-    "ExperimentHooks": "vally.engine.experiment_hooks",
-    # run folders and shards (vally experiment merge)
-    "WrittenRecords": "vally.engine.records.record_log",
-    "RESULTS_FILE": "vally.engine.records.run_folder",
-    "TRACE_CONTEXT_FILE": "vally.engine.records.run_folder",
-    "require_directory": "vally.engine.records.run_folder",
-    "TrialFacts": "vally.engine.records.trial_facts",
-    "read_fact_lines": "vally.engine.records.trial_facts",
-    "MANIFEST_FILE": "vally.engine.shards.partition",
-    "SNAPSHOT_FILE": "vally.engine.shards.partition",
-    "EXPERIMENT_MANIFEST_FILE": "vally.engine.shards.partition",
-    "ShardValidationError": "vally.engine.shards.partition",
-    "plan_digest": "vally.engine.shards.partition",
-    "record_key_id": "vally.engine.shards.partition",
-    "write_json_file": "vally.engine.shards.partition",
-    "PlanTallies": "vally.engine.trials.summaries",
-    "VariantSummaries": "vally.engine.trials.summaries",
-    "create_reporters": "vally.engine.trials.components",
-    "REPORT_REPORTER": "vally.plugins.defaults",
-    "TRACE_REPORTER": "vally.plugins.defaults",
-    "display_path": "vally.specs.selection",
-    "absolute_path": "vally.specs.selection:absolute",
-    "loads_json": "vally.models.jsontext:loads",
-    "RunResult": "vally.engine.trials.run_engine",
-    "RunRequest": "vally.engine.run",
-    "PreparedRun": "vally.engine.run",
-    "prepare_run": "vally.engine.run",
-    "ReporterChoice": "vally.engine.trials.components",
-    "BackendChoice": "vally.engine.trials.components",
-    "RunnerChoice": "vally.engine.trials.components",
-    "TrialJob": "vally.engine.trials.remote",
-    "TrialOutcome": "vally.engine.trials.remote",
-    "run_trial_job": "vally.engine.trials.remote",
-    "SpecArchive": "vally.engine.planning.spec_files",
-    "PlanInput": "vally.engine.planning.plan",
-    "PlanOptions": "vally.engine.planning.plan",
-    "Session": "vally.plugins.session",
-    # the judge cache: what a judge reading evidence through tools keys its answers on
-    "judging_evidence": "vally.engine.trials.judge_cache",
-    # skills
-    "SkillInfo": "vally.specs.skills",
-    "read_skill": "vally.specs.skills",
-    "SKILL_FILE": "vally.specs.skills",
-    "find_skills": "vally.specs.skills",
-    # projects, eval files and params, as the commands find and read them
-    "discover_eval_files": "vally.specs.loading",
-    "eval_files_in": "vally.specs.loading",
-    "resolve_environment": "vally.specs.environments",
-    "parse_key_values": "vally.specs.params",
-    "load_evals": "vally.engine.trials.components",
-    # checking spec files where they are written (vally lint, vally schema)
-    "SpecSchemaError": "vally.specs.schema_errors",
-    "Positions": "vally.specs.yamlio",
-    "schema_issues": "vally.specs.schema_errors",
-    "format_path": "vally.specs.yamlio",
-    "did_you_mean": "vally.specs.schema_errors",
-    "load_eval_with_positions": "vally.specs.loading",
-    "load_valid_parts": "vally.specs.partial",
-    "source_root": "vally.specs.environments",
-    "check_paths": "vally.specs.environments",
-    "CONFIGURABLE_KINDS": "vally.models.project",
-    "ENTRY_POINT_GROUPS": "vally.plugins.groups",
-    "needs_llm": "vally.plugins.capabilities",
-    "needs_workspace": "vally.plugins.capabilities",
-    # grading saved trials again (vally grade)
-    "grade_trial": "vally.engine.trials.grading",
-    "merge_constraints": "vally.engine.planning.planner",
-    "judge_settings": "vally.engine.planning.planner",
-    "eval_name": "vally.engine.planning.planner",
-    "restore_texts": "vally.engine.records.offload",
-    "record_depth": "vally.models.limits",
-    "CONSOLE_REPORTER": "vally.plugins.defaults",
-    "RESULTS_REPORTER": "vally.plugins.defaults",
-}
+_IMPORT = re.compile(r"^\s*from ([\w.]+) import (\(|\*|.+)$")
+_NAME = re.compile(r"^\s*(\w+)(?: as (\w+))?,?$")
+_ALIAS = re.compile(r"^\s*(\w+) = (\w+)$")
 
-_MODEL_NAMES = (
-    "AssistantMessageEvent Constraints EndReason EnvironmentConfig ErrorData ErrorEvent "
-    "EvalConfig EvalSpec ExperimentBlock ExperimentFile FileEntry GradeResult GraderConfig "
-    "GraderResult LLMSettings McpServerConfig MessageData ProjectConfig ReasoningEvent "
-    "RunSummaryRecord SkillActivationData SkillActivationEvent Stimulus TokenUsageData "
-    "TokenUsageEvent ToolCallData ToolCallEvent ToolResultData ToolResultEvent Trajectory "
-    "TrajectoryEvent TrajectoryMetadata TrajectoryMetrics TrajectoryRecorder TrialError "
-    "TrialResources TrialResultRecord Turn TurnData TurnEndEvent TurnStartEvent "
-    "UserMessageEvent compute_metrics last_assistant_text utc_now"
-).split()
-_EXPORTS.update({name: "vally.models" for name in _MODEL_NAMES})
 
-__all__ = ["__version__", "lazy_attributes", *sorted(_EXPORTS)]
+def type_checking_exports(source: Path) -> dict[str, str]:
+    """Each name the ``if TYPE_CHECKING:`` block of ``source`` imports (``from m import a as
+    a``, one per line or in parentheses; ``b = _a`` re-exports the private import ``_a`` as
+    ``b``; ``from m import *`` the names ``m``'s ``__init__.py`` imports), mapped to
+    ``module`` (the name is the module's attribute), ``module:attribute`` (exported under
+    another name) or ``module:submodule`` (a module). Names starting with ``_`` are left out.
+
+    Raises:
+        ValueError: ``source`` has no ``if TYPE_CHECKING:`` block.
+    """
+    text = source.read_text(encoding="utf-8")
+    block = text[text.index("\nif TYPE_CHECKING:") + 1 :].splitlines()[1:]
+    ended = next((i for i, line in enumerate(block) if line[:1] not in ("", " ", "#")), None)
+    found = _imported(block[:ended])
+    return {name: where for name, where in found.items() if not name.startswith("_")}
+
+
+def _imported(lines: list[str]) -> dict[str, str]:
+    """What the import statements among ``lines`` bind (see :func:`type_checking_exports`)."""
+    found: dict[str, str] = {}
+    module: str | None = None
+    for raw in lines:
+        line = raw.split("#", 1)[0].rstrip()
+        if module is not None:  # inside ``from m import (``
+            if line.strip() == ")":
+                module = None
+            elif (entry := _NAME.match(line)) is not None:
+                found[entry[2] or entry[1]] = _target(module, entry[1], entry[2])
+        elif (head := _IMPORT.match(line)) is not None:
+            if head[2] == "(":
+                module = head[1]
+            elif head[2] == "*":
+                origin = importlib.util.find_spec(head[1])
+                assert origin is not None and origin.origin is not None, head[1]
+                found.update(_imported(Path(origin.origin).read_text("utf-8").splitlines()))
+            else:
+                for part in head[2].split(","):
+                    name, _, alias = part.strip().partition(" as ")
+                    found[alias or name] = _target(head[1], name, alias or None)
+        elif (alias := _ALIAS.match(line)) is not None and alias[2] in found:
+            found[alias[1]] = found.pop(alias[2])
+    return found
+
+
+def _target(module: str, name: str, alias: str | None) -> str:
+    return module if alias in (None, name) else f"{module}:{name}"
 
 
 def lazy_attributes(
-    package: str, exports: Mapping[str, str]
+    package: str, exports: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__`` that import each exported name from its
-    module on first use (``exports`` maps name -> module, -> ``module:attribute`` for a name
-    exported under another name, or -> ``module:`` for the module itself), so importing the
-    package stays cheap. Use as
-    ``__getattr__, __dir__ = lazy_attributes(__name__, EXPORTS)``."""
+    module on first use, so importing the package stays cheap. ``exports`` maps name ->
+    module, or -> ``module:attribute`` for a name exported under another name; without it,
+    the map is read, on first use, from the ``if TYPE_CHECKING:`` block of the package's
+    ``__init__.py`` (see :func:`type_checking_exports`), so the names are written once. Use
+    as ``__getattr__, __dir__ = lazy_attributes(__name__)``."""
     namespace = sys.modules[package].__dict__
+    table: dict[str, str] = dict(exports) if exports is not None else {}
+
+    def known() -> dict[str, str]:
+        if exports is None and not table:
+            table.update(type_checking_exports(Path(namespace["__file__"])))
+        return table
 
     def get(name: str) -> Any:
-        target = exports.get(name)
-        if target is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        module, colon, attribute = target.partition(":")
-        found = importlib.import_module(module)
-        value = found if colon and not attribute else getattr(found, attribute or name)
+        if name == "__all__":
+            value: Any = names()
+        else:
+            target = known().get(name)
+            if target is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            module, _, attribute = target.partition(":")
+            value = _resolve(module, attribute or name)
         namespace[name] = value
         return value
 
     def names() -> list[str]:
-        return sorted({*exports, *namespace.get("__all__", ())})
+        return sorted({*known(), *namespace.get("_EAGER_EXPORTS", ())})
 
     return get, names
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
+def _resolve(module: str, attribute: str) -> Any:
+    """``module``'s ``attribute``, or its submodule of that name."""
+    found = importlib.import_module(module)
+    try:
+        return getattr(found, attribute)
+    except AttributeError:
+        return importlib.import_module(f"{module}.{attribute}")
+
+
+_EAGER_EXPORTS = ("__version__", "lazy_attributes", "type_checking_exports")
+
+__getattr__, __dir__ = lazy_attributes(__name__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
@@ -476,7 +310,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         UnsupportedError as UnsupportedError,
         VallyError as VallyError,
     )
-    from vally.models import *  # every model name (see _MODEL_NAMES)
+    from vally.models import *  # every name vally.models imports
     from vally.models.durations import (
         Duration as Duration,
         format_duration as format_duration,
@@ -527,16 +361,18 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         discover_eval_files as discover_eval_files,
         eval_files_in as eval_files_in,
         find_project as find_project,
+        finish_eval as finish_eval,
         load_eval_file as load_eval_file,
         load_eval_with_positions as load_eval_with_positions,
+        read_eval_data as read_eval_data,
     )
     from vally.specs.params import (
         parse_key_values as parse_key_values,
         parse_params as parse_params,
     )
-    from vally.specs.partial import load_valid_parts as load_valid_parts
     from vally.specs.schema_errors import (
         SpecSchemaError as SpecSchemaError,
+        data_path as data_path,
         did_you_mean as did_you_mean,
         schema_issues as schema_issues,
         validate_model as validate_model,
@@ -549,6 +385,8 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         read_skill as read_skill,
     )
     from vally.specs.yamlio import (
+        NodePosition as NodePosition,
+        PathKey as PathKey,
         Positions as Positions,
         format_path as format_path,
         load_yaml as load_yaml,

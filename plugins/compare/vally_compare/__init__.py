@@ -27,7 +27,8 @@ API. It plugs in twice: ``vally compare`` is a ``vally.cli`` entry point
 * :mod:`~vally_compare.sequential_gate`: the gate of ``--until-decided``;
 * :mod:`~vally_compare.pass_rates`: stimulus-level pass rates for the experiment table.
 
-The names below are this package's public API, imported on first use.
+The names imported in the ``if TYPE_CHECKING:`` block below are this package's public
+API, each imported on first use.
 """
 
 from __future__ import annotations
@@ -36,31 +37,7 @@ from typing import TYPE_CHECKING
 
 from vally import lazy_attributes
 
-EXPORTS: dict[str, str] = {
-    # stimulus-level comparison statistics, for reporters and the dashboard
-    "Estimate": "vally_compare.statistics.estimates",
-    "metric_delta": "vally_compare.statistics.estimates",
-    "mcnemar_from_pairs": "vally_compare.statistics.estimates",
-    "stimulus_pass_rates": "vally_compare.pass_rates",
-    "pass_rate_deltas": "vally_compare.pass_rates",
-    "mean_rate": "vally_compare.pass_rates",
-    # the judge-free comparison of graded runs, for the dashboard and scripts
-    "RunTally": "vally_compare.graded",
-    "compare_tallies": "vally_compare.graded",
-    "comparison_json": "vally_compare.graded_records",
-    # the judged pairwise comparison, for library callers (results carry the judge's
-    # evidence reads and cleanup in each pair's ``metadata``)
-    "CompareOptions": "vally_compare.judged_pairs",
-    "compare_runs": "vally_compare.judged_pairs",
-    "judge_pair": "vally_compare.judged_pairs",
-    "ComparisonResult": "vally_compare.judged",
-    "PairResult": "vally_compare.judged",
-}
-"""Public name -> the module that defines it."""
-
-__all__ = sorted(EXPORTS)
-
-__getattr__, __dir__ = lazy_attributes(__name__, EXPORTS)
+__getattr__, __dir__ = lazy_attributes(__name__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
