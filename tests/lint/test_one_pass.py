@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from tests.lint.test_lint import CATALOG, LINT, lint
 from vally.cli.app import app
 from vally.models.project import ProjectConfig
-from vally.specs.partial import load_valid_parts
 from vally_authoring.lint.spec_checks import lint_eval_file
+from vally_authoring.lint.valid_parts import load_valid_parts
 
 runner = CliRunner()
 

@@ -28,11 +28,12 @@ code                                      severity  catches
 
 
 A schema error does not hide the other findings of its file: the parts that did validate
-are still checked (see :func:`vally.load_valid_parts`), so one run lists every problem.
+are still checked (see :mod:`~vally_authoring.lint.valid_parts`), so one run lists every problem.
 
 The modules: :mod:`~vally_authoring.lint.diagnostics` (what a finding is, the result of a
 run), :mod:`~vally_authoring.lint.catalogs` (where grader and executor classes come from),
 :mod:`~vally_authoring.lint.spec_checks` (the checks of one eval file),
+:mod:`~vally_authoring.lint.valid_parts` (the parts of a spec that validate),
 :mod:`~vally_authoring.lint.skill_checks` (SKILL.md files) and
 :mod:`~vally_authoring.lint.run` (what ``vally lint [PATH]`` selects and checks).
 """

@@ -26,13 +26,13 @@ from vally import (
     find_project,
     format_path,
     load_eval_with_positions,
-    load_valid_parts,
     needs_llm,
     schema_issues,
     source_root,
 )
 from vally_authoring.lint.catalogs import GraderCatalog
 from vally_authoring.lint.diagnostics import Diagnostic, Severity
+from vally_authoring.lint.valid_parts import load_valid_parts
 
 
 class _Collector:
@@ -237,7 +237,7 @@ def _load_for_lint(
 ) -> tuple[tuple[LoadedEval, Positions] | None, list[Diagnostic]]:
     """The loaded spec and its YAML positions, and the ``invalid-spec`` diagnostics of a
     file that does not load. A file with schema errors is still returned without its
-    invalid parts (see :func:`vally.load_valid_parts`), so the other checks
+    invalid parts (see :mod:`~vally_authoring.lint.valid_parts`), so the other checks
     run on what did validate."""
     try:
         return load_eval_with_positions(path, cli_params=cli_params or {}, project=project), []

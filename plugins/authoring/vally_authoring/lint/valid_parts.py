@@ -17,13 +17,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from vally.contracts.protocols import LoadedEval
-from vally.errors import VallyError
-from vally.models.project import ProjectConfig
-from vally.models.spec import EvalSpec
-from vally.specs.loading import finish_eval, read_eval_data
-from vally.specs.schema_errors import data_path
-from vally.specs.yamlio import NodePosition, PathKey, Positions
+from vally import (
+    EvalSpec,
+    LoadedEval,
+    NodePosition,
+    PathKey,
+    Positions,
+    ProjectConfig,
+    VallyError,
+    data_path,
+    finish_eval,
+    read_eval_data,
+)
 
 MAX_REMOVALS = 100
 """Invalid parts removed from one document at most before giving up."""
