@@ -58,6 +58,9 @@ LISTED_KINDS: tuple[RegistryKind, ...] = tuple(REGISTRY_GROUPS)
 AUTOLOADED_PROJECT_KINDS: frozenset[PluginKind] = frozenset(KINDS) - {"eval_provider"}
 """Kinds whose ``.vally.yaml`` ``plugins:`` list loads on first use of the kind."""
 
+RawConfig = Mapping[str, Any] | None
+"""A plugin's ``config:`` as written (or None), before its ``Config`` validates it."""
+
 
 @dataclass(frozen=True)
 class PluginInfo:
@@ -273,32 +276,17 @@ class Session:
 
     @overload
     def create(
-        self,
-        kind: Literal["backend"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["backend"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> Backend: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["executor"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["executor"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> Executor: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["grader"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["grader"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> Grader: ...
 
     @overload
@@ -306,7 +294,7 @@ class Session:
         self,
         kind: Literal["eval_provider"],
         name: str,
-        config: Mapping[str, Any] | None = ...,
+        config: RawConfig = ...,
         *,
         where: str = ...,
     ) -> EvalProvider: ...
@@ -316,49 +304,29 @@ class Session:
         self,
         kind: Literal["shard_strategy"],
         name: str,
-        config: Mapping[str, Any] | None = ...,
+        config: RawConfig = ...,
         *,
         where: str = ...,
     ) -> ShardStrategy: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["llm_provider"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["llm_provider"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> LLMProvider: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["exporter"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["exporter"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> Exporter: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["runner"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["runner"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> Runner: ...
 
     @overload
     def create(
-        self,
-        kind: Literal["reporter"],
-        name: str,
-        config: Mapping[str, Any] | None = ...,
-        *,
-        where: str = ...,
+        self, kind: Literal["reporter"], name: str, config: RawConfig = ..., *, where: str = ...
     ) -> object: ...
 
     def create(
