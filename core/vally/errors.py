@@ -216,12 +216,6 @@ class LLMError(VallyError):
         super().__init__(message, hint=hint)
 
 
-class ShardError(VallyError):
-    """Shard validation failed during ``experiment merge`` or shard planning."""
-
-    code = "VALLY_SHARD"
-
-
 class CancelledRunError(VallyError):
     """The run was interrupted (Ctrl-C or SIGTERM)."""
 

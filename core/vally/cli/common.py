@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
     from vally.engine.run import PreparedRun
     from vally.models.records import TrialResultRecord
 
-T = TypeVar("T")
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -93,17 +91,6 @@ def user_errors() -> Iterator[None]:
         if debug_enabled():
             raise
         fail(exc)
-
-
-def run_guarded(fn: Callable[[], T]) -> T:
-    """Call ``fn`` under :func:`user_errors`."""
-    with user_errors():
-        return fn()
-
-
-def stdout_is_tty() -> bool:
-    """True when standard output is an interactive terminal."""
-    return sys.stdout.isatty()
 
 
 def show_argument_metavars() -> None:

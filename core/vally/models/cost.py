@@ -11,7 +11,6 @@ grader reports (``metadata.judgeUsage``) priced at the judge model's price
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -165,11 +164,3 @@ def trial_cost(
         judge_by_grader=by_grader,
         unpriced_trials=0 if total is not None else 1,
     )
-
-
-def total_cost(costs: Iterable[Cost]) -> Cost:
-    """The sum of ``costs`` (a run's)."""
-    total = Cost()
-    for cost in costs:
-        total = total.plus(cost)
-    return total

@@ -133,11 +133,3 @@ def trial_usage(trajectory: Trajectory | None, grade: GradeResult | None) -> Usa
         )
     judge = _graders_usage(grade.details) if grade is not None else TokenTotals()
     return Usage(agent=agent, judge=judge)
-
-
-def total_usage(usages: Iterable[Usage]) -> Usage:
-    """The sum of ``usages``."""
-    total = Usage()
-    for usage in usages:
-        total = total.plus(usage)
-    return total

@@ -295,26 +295,6 @@ def summarize_stimulus(records: Sequence[TrialResultRecord]) -> StimulusSummary:
     )
 
 
-def group_by_stimulus(
-    records: Sequence[TrialResultRecord],
-) -> list[list[TrialResultRecord]]:
-    """Group records by (stimulus, model) in order of first appearance, each group sorted
-    by trial index."""
-    groups: dict[tuple[str, str | None], list[TrialResultRecord]] = {}
-    for record in records:
-        groups.setdefault((record.stimulus_name, record.model), []).append(record)
-    return [sorted(group, key=lambda r: r.trial_index) for group in groups.values()]
-
-
-def eval_verdict(records: Sequence[TrialResultRecord]) -> Literal["pass", "fail", "none"]:
-    """``pass`` when every graded trial passed, ``fail`` when one failed, ``none`` when no
-    trial was graded."""
-    graded = [r for r in records if is_graded(r)]
-    if not graded:
-        return "none"
-    return "pass" if all(r.grade_result and r.grade_result.passed for r in graded) else "fail"
-
-
 @dataclass(frozen=True)
 class SkillScore:
     """Several stimuli rolled up (e.g. every stimulus exercising one skill).

@@ -10,7 +10,7 @@ models of the summary are listed by their first rank, whatever order the records
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from vally._version import __version__
@@ -305,8 +305,9 @@ class EvalTally:
         plugins: Sequence[Mapping[str, Any]] = (),
         experiment: ExperimentBlock | None = None,
     ) -> RunSummaryRecord:
-        """The eval's ``run-summary.jsonl`` line (see
-        :func:`vally.engine.records.tally.summarize_eval` for the arguments)."""
+        """The eval's ``run-summary.jsonl`` line: the counts so far with the eval's identity
+        (``started_at``/``completed_at`` default to the earliest start and latest completion
+        counted, or now)."""
         now = utc_now()
         groups = sorted(self.groups.values(), key=lambda g: g.rank)
         models = sorted(self.model_ranks, key=lambda m: self.model_ranks[m])
@@ -342,49 +343,16 @@ class EvalTally:
         )
 
 
-def summarize_eval(
-    records: Sequence[TrialResultRecord],
-    *,
-    run_id: str,
-    eval_name: str,
-    eval_file: str | None = None,
-    variant: str | None = None,
-    eval_hash: str | None = None,
-    config_hash: str | None = None,
-    suite_hash: str | None = None,
-    graders: Sequence[GraderIdentity] = (),
-    target: TargetIdentity | None = None,
-    threshold: float | None = None,
-    started_at: str | None = None,
-    completed_at: str | None = None,
-    vally_version: str = __version__,
-    plugins: Sequence[Mapping[str, Any]] = (),
-    experiment: ExperimentBlock | None = None,
-) -> RunSummaryRecord:
-    """Build the ``run-summary.jsonl`` line of one eval (and variant) of a run.
+def summarize_eval(records: Iterable[TrialResultRecord], **identity: Any) -> RunSummaryRecord:
+    """Build the ``run-summary.jsonl`` line of one eval (and variant) of a run: ``records``
+    counted into an :class:`EvalTally`, then its :meth:`EvalTally.summary` with the keyword
+    arguments ``identity`` (``run_id`` and ``eval_name``, and the optional identity fields).
 
     ``started_at``/``completed_at`` default to the earliest start and latest completion of
     the records (now, when there are none). See the module docstring for the verdict. The
-    stimuli and models are listed in the order they first appear in ``records``; the same
-    counters, fed one record at a time, are :class:`vally.engine.records.tally.EvalTally`.
+    stimuli and models are listed in the order they first appear in ``records``.
     """
     tally = EvalTally()
     for record in records:
         tally.add(record)
-    return tally.summary(
-        run_id=run_id,
-        eval_name=eval_name,
-        eval_file=eval_file,
-        variant=variant,
-        eval_hash=eval_hash,
-        config_hash=config_hash,
-        suite_hash=suite_hash,
-        graders=graders,
-        target=target,
-        threshold=threshold,
-        started_at=started_at,
-        completed_at=completed_at,
-        vally_version=vally_version,
-        plugins=plugins,
-        experiment=experiment,
-    )
+    return tally.summary(**identity)
