@@ -537,6 +537,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             env=env,
             on_close=self._closed,
             cgroups=self._cgroups,
+            fresh=lambda: self._open_fresh(trial, env),
         )
         self._sandboxes.add(sandbox)
         if trial.environment.git is not None:
@@ -546,6 +547,34 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 with contextlib.suppress(Exception):
                     await sandbox.close()
                 raise
+        return sandbox
+
+    async def _open_fresh(self, trial: TrialContext, env: dict[str, str]) -> DockerSandbox:
+        """A sandbox in a new container for ``trial`` beside its own (see
+        :meth:`DockerSandbox.open_fresh`): never a pooled spare (one made before may be
+        any age), not counted by the pool, removed with the run at the latest. Cancelled
+        while the container is being made, it still removes the container.
+
+        Raises:
+            SetupError: The container could not be created.
+        """
+        made = asyncio.ensure_future(self._create_for(trial))
+        try:
+            info = await asyncio.shield(made)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await run_blocking(self._remove_spare, await made)
+            raise
+        sandbox = DockerSandbox(
+            self.api,
+            info,
+            workdir=self.config.workdir,
+            memory=self.config.memory,
+            env=env,
+            on_close=self._sandboxes.discard,
+            cgroups=self._cgroups,
+        )
+        self._sandboxes.add(sandbox)
         return sandbox
 
     def _closed(self, sandbox: DockerSandbox) -> None:
