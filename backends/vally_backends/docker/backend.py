@@ -44,6 +44,7 @@ from vally_backends.docker.cleanup import (
     remove_dead_volumes,
 )
 from vally_backends.docker.config import Config as DockerConfig
+from vally_backends.docker.disk import DiskPlan, StorageFacts, disk_plan, storage_facts
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
 from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
@@ -208,6 +209,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self._cgroups = CgroupLocator()
         self.storage_quota = False
         """Whether the engine enforces ``disk`` as a storage quota (decided in start)."""
+        self.disk = self._disk_plan(StorageFacts("", None))
+        """What ``disk`` bounds in the run's containers (decided in start)."""
 
     @property
     def api(self) -> Any:
@@ -232,8 +235,13 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self.image = await run_blocking(self._ensure_image)
         await run_blocking(self._check_network)
         await run_blocking(self._decide_user)
+        facts = await run_blocking(self._storage_facts)
         if self.config.disk is not None:
             self.storage_quota = await run_blocking(self._storage_quota_works)
+        self.disk = self._disk_plan(facts)
+        disk_warning = self.disk.warning()
+        if disk_warning is not None:
+            self.warnings.append(disk_warning)
         self.container_image = self.image
         if not self.workspace_volume:
             self.container_image = await run_blocking(self._workspace_image)
@@ -409,6 +417,26 @@ class DockerBackend(BaseBackend[DockerConfig]):
             with contextlib.suppress(docker.errors.APIError):
                 self.api.remove_container(created["Id"], force=True)
         return found
+
+    def _storage_facts(self) -> StorageFacts:
+        """The engine's storage driver and backing file system (``docker info``)."""
+        try:
+            return storage_facts(self.api.info())
+        except Exception as exc:
+            logger.debug("docker backend: no storage driver facts (%s)", exc)
+            return StorageFacts("", None)
+
+    def _disk_plan(self, facts: StorageFacts) -> DiskPlan:
+        """What ``disk`` bounds, given :attr:`storage_quota`."""
+        config = self.config
+        return disk_plan(
+            config.disk,
+            config.disk_bytes,
+            quota=self.storage_quota,
+            read_only=config.read_only,
+            workdir=config.workdir,
+            facts=facts,
+        )
 
     def _storage_quota_works(self) -> bool:
         """Whether the engine accepts a per-container storage quota (``--storage-opt
@@ -617,7 +645,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
 
         config = self.config
         mounts: list[Any] = []
-        tmpfs: dict[str, str] | None = None
         disk = config.disk_bytes
         quota = disk is not None and self.storage_quota
         if self.workspace_volume:
@@ -638,8 +665,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
                     driver_config=DriverConfig("local", options=options),
                 )
             )
-        if config.read_only:
-            tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
+        tmpfs = self.disk.tmpfs()
         return self.api.create_host_config(
             # The first command's output travels over the attach stream (see
             # vally_backends.docker.channel); nothing reads the container's log.
@@ -701,6 +727,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             gid=self.gid,
             started_at=time.time(),
             warnings=list(self.warnings),
+            disk=self.disk.metadata(),
             channel=True,
             init=self.config.init,
         )

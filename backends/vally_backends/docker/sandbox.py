@@ -138,6 +138,8 @@ class ContainerInfo:
             :mod:`vally_backends.docker.channel` (its first command then runs there).
         init: Whether the container runs an init as process 1, with the main process as
             its child (``init`` of the backend's settings).
+        disk: What the ``disk`` limit bounds in it (see
+            :meth:`vally_backends.docker.disk.DiskPlan.metadata`).
     """
 
     id: str
@@ -150,6 +152,7 @@ class ContainerInfo:
     volume: str | None = None
     channel: bool = False
     init: bool = False
+    disk: dict[str, Any] = field(default_factory=dict)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
@@ -387,13 +390,15 @@ class DockerSandbox(BaseSandbox):
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Facts worth recording with the trial: container, image, user and warnings."""
+        """Facts recorded with the trial (``trajectory.metadata.extra.sandbox``): container,
+        image, user, warnings and what the disk limit bounds."""
         return {
             "backend": "docker",
             "container": self.info.id[:12],
             "image": self.info.image,
             "user": self.info.user,
             "warnings": list(self.info.warnings),
+            "disk": dict(self.info.disk),
         }
 
     # ----------------------------------------------------------------- paths
