@@ -90,13 +90,17 @@ def test_an_agent_that_tampers_with_the_verifier_scores_nothing(
     if not BUSYBOX.is_file():
         pytest.skip(f"a static busybox is needed at {BUSYBOX}")
     tasks: list[Path] = []
-    for name, agent in AGENTS.items():
+    # The last task's tests never end: the verifier stops within its time limit, fresh
+    # container and copies included.
+    runs = [(name, agent, VERIFIER, 60) for name, agent in AGENTS.items()]
+    runs.append(("verifier-hangs", AGENTS["honest"], "sleep 600\n", 3))
+    for name, agent, verifier, limit in runs:
         task = write_task(
             tmp_path / "dataset",
             name,
             instruction=agent,
-            test_sh=VERIFIER,
-            toml='version = "1.0"\n[verifier]\ntimeout_sec = 60\n',
+            test_sh=verifier,
+            toml=f'version = "1.0"\n[verifier]\ntimeout_sec = {limit}\n',
         )
         (task / "environment" / "Dockerfile").write_text(DOCKERFILE, encoding="utf-8")
         shutil.copy2(BUSYBOX, task / "environment" / "busybox")
@@ -128,6 +132,9 @@ def test_an_agent_that_tampers_with_the_verifier_scores_nothing(
         "fake-sh": ("success", False, 0.0),
         "fake-tool": ("success", False, 0.0),
         "survivor": ("success", False, 0.0),
+        "verifier-hangs": ("error", False, None),
     }, done.stderr
+    [hung] = [r for r in records if r["stimulusName"] == "verifier-hangs"]
+    assert "did not finish within the verifier's 3s" in hung["error"]["message"], hung["error"]
     run_id = records[0]["runId"]
     assert run_container_ids(docker_api, run_id) == set()  # the verifiers' containers too

@@ -93,7 +93,9 @@ class HarborVerifierConfig(StrictConfig):
     Attributes:
         tests: The task's tests folder, relative to the eval file's folder (the task folder
             for the ``harbor`` eval provider).
-        timeout: How long ``test.sh`` may run (the task's ``[verifier] timeout_sec``).
+        timeout: How long the verifier may take (the task's ``[verifier] timeout_sec``):
+            making its fresh container, copying the workspace and the tests in, and
+            running ``test.sh``.
         pass_reward: The reward at or above which the grader passes.
     """
 
@@ -103,11 +105,13 @@ class HarborVerifierConfig(StrictConfig):
 
 
 class HarborVerifierGrader(BaseGrader[HarborVerifierConfig]):
-    """Runs a Harbor task's ``tests/test.sh`` in the sandbox; the reward file is the score."""
+    """Runs a Harbor task's ``tests/test.sh`` in a fresh container of the task's image holding
+    a copy of the agent's workspace; the reward file is the score."""
 
     metadata: ClassVar[GraderMetadata] = GraderMetadata(
         name="harbor-verifier",
-        description="Runs a Harbor task's tests/test.sh; /logs/verifier/reward.txt is the score.",
+        description="Runs a Harbor task's tests/test.sh in a fresh container with the agent's "
+        "workspace; /logs/verifier/reward.txt is the score.",
         determinism="complex-static",
         cost_profile="low",
         portability="t2-domain",
