@@ -17,7 +17,7 @@ from vally.contracts.protocols import TrialContext, TrialKey
 from vally.models.spec import EnvironmentConfig
 from vally_backends.docker.backend import DockerBackend
 from vally_backends.docker.config import Config
-from vally_backends.docker.disk import StorageFacts, disk_plan, storage_facts
+from vally_backends.docker.disk import StorageFacts, disk_plan, quota_possible, storage_facts
 from vally_backends.docker.sandbox import DockerSandbox
 
 try:
@@ -185,3 +185,20 @@ def test_what_the_limit_covers_follows_the_quota_and_the_read_only_root() -> Non
     assert (
         unlimited.tmpfs() is not None and plan(None, quota=False, read_only=False).tmpfs() is None
     )
+
+
+@pytest.mark.parametrize(
+    ("driver", "backing", "possible"),
+    [
+        ("overlay2", "extfs", False),
+        ("overlay2", "xfs", True),
+        ("vfs", "extfs", False),
+        ("btrfs", "btrfs", True),
+        ("zfs", None, True),
+        ("", None, True),
+    ],
+)
+def test_a_quota_is_tried_only_where_the_storage_driver_may_take_one(
+    driver: str, backing: str | None, possible: bool
+) -> None:
+    assert quota_possible(StorageFacts(driver, backing)) is possible

@@ -44,7 +44,13 @@ from vally_backends.docker.cleanup import (
     remove_dead_volumes,
 )
 from vally_backends.docker.config import Config as DockerConfig
-from vally_backends.docker.disk import DiskPlan, StorageFacts, disk_plan, storage_facts
+from vally_backends.docker.disk import (
+    DiskPlan,
+    StorageFacts,
+    disk_plan,
+    quota_possible,
+    storage_facts,
+)
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
 from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
@@ -236,7 +242,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
         await run_blocking(self._check_network)
         await run_blocking(self._decide_user)
         facts = await run_blocking(self._storage_facts)
-        if self.config.disk is not None:
+        if self.config.disk is not None and quota_possible(facts):
             self.storage_quota = await run_blocking(self._storage_quota_works)
         self.disk = self._disk_plan(facts)
         disk_warning = self.disk.warning()

@@ -51,6 +51,21 @@ def storage_facts(info: Mapping[str, Any]) -> StorageFacts:
     return StorageFacts(driver=str(info.get("Driver") or ""), backing=backing)
 
 
+QUOTA_DRIVERS = ("overlay2", "devicemapper", "btrfs", "zfs", "windowsfilter")
+"""Storage drivers that can take ``--storage-opt size`` (overlay2 only on xfs)."""
+
+
+def quota_possible(facts: StorageFacts) -> bool:
+    """False when the storage driver is known to take no per-container quota (a driver not
+    in :data:`QUOTA_DRIVERS`, or overlay2 on anything but xfs); True when it may, and only
+    trying one tells (xfs must also be mounted with ``pquota``). An unknown driver may."""
+    if not facts.driver:
+        return True
+    if facts.driver not in QUOTA_DRIVERS:
+        return False
+    return facts.driver != "overlay2" or facts.backing in (None, "xfs")
+
+
 Enforcement = Literal["storage-quota", "tmpfs", "none"]
 
 
