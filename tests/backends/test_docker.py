@@ -299,7 +299,11 @@ async def test_defaults_isolate_the_container(docker_api: Any, busybox_image: st
         assert host["PidsLimit"] == 256
         assert host["Memory"] == 1024**3
         assert host["MemorySwap"] == 1024**3
-        assert sandbox.metadata["warnings"] == []
+        # The only warning: what disk=4g cannot bound on an engine without storage quotas.
+        disk = sandbox.metadata["disk"]
+        assert disk["limit"] == "4g" and disk["enforcement"] in ("storage-quota", "tmpfs")
+        warned = [] if disk["covers"] == ["/"] else ["disk=4g bounds only"]
+        assert [w[:19] for w in sandbox.metadata["warnings"]] == warned
     finally:
         await sandbox.close()
 

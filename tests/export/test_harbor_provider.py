@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.export.helpers import vally, write_task
-from vally import ConfigError, GradingError
-from vally_builtin.graders.harbor import _reward
+from vally import ConfigError, ExecResult, GradingError
+from vally.testing import FakeSandbox, grade, make_stimulus, make_trajectory
+from vally_builtin.graders.harbor import HarborVerifierGrader, _reward
 from vally_builtin.providers.harbor import HarborEvalProvider, HarborProviderConfig
 
 TOML = """
@@ -79,7 +80,24 @@ def test_the_verifier_refuses_a_backend_whose_workspace_is_the_host(tmp_path: Pa
     [record] = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines()]
     [detail] = record["gradeResult"]["details"]
     assert detail["status"] == "error" and "--backend docker" in detail["evidence"], detail
+    assert "fresh container" in detail["evidence"], detail
     assert done.code == 1 and "1 errored" in done.stdout + done.stderr
+
+
+def test_the_verifier_runs_nothing_in_a_sandbox_that_cannot_open_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    # A sandbox of the agent's own container, with no way to a fresh one: the tests must
+    # not run there (the agent may have replaced its shell and tools).
+    task = write_task(tmp_path, "t", instruction="true", test_sh="exit 0\n")
+    sandbox = FakeSandbox(
+        exec_handler=lambda argv: ExecResult(exit_code=0, stdout="txt\n1\n", stderr="")
+    )
+    trajectory = make_trajectory(stimulus=make_stimulus(prompt="true"))
+    with pytest.raises(GradingError, match="fresh container") as raised:
+        grade(HarborVerifierGrader, trajectory, {}, sandbox=sandbox, spec_dir=task)
+    assert "--backend docker" in str(raised.value)
+    assert sandbox.commands == [] and sandbox.files == {}
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ unprivileged agent owns its workspace without the container needing ``CAP_CHOWN`
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import posixpath
@@ -219,3 +220,50 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     else:
         path.unlink()
+
+
+def copy_tree_archive(archive: IO[bytes], root_name: str) -> IO[bytes]:
+    """Re-pack a ``get_archive`` stream of one folder for ``put_archive`` into another
+    container, keeping only what a folder of files can hold.
+
+    Kept: the folder ``root_name`` itself, and below it folders, regular files, symbolic
+    links (as they are: a link is resolved in the container it lands in, never here) and
+    hard links to files kept before them, with their numeric owners and permission bits
+    (set-uid and set-gid bits cleared). Dropped: devices, fifos, entries outside
+    ``root_name`` or whose path passes through a link, and everything when ``root_name``
+    is not a folder (a link put in the folder's place).
+
+    Returns:
+        The new archive, rewound.
+    """
+    buffer: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115
+    links: set[str] = set()
+    kept: set[str] = set()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as out:
+        for tar, member in members(archive):
+            name = posixpath.normpath(member.name)
+            if name == root_name:
+                if not member.isdir():
+                    break
+            elif not name.startswith(root_name + "/") or "/../" in f"/{name}/":
+                continue
+            if any(parent in links for parent in parents_of(name)):
+                continue
+            entry = copy.copy(member)
+            entry.name = name
+            entry.mode = member.mode & 0o1777
+            if member.isdir() or member.issym():
+                out.addfile(entry)
+                if member.issym():
+                    links.add(name)
+            elif member.isfile():
+                out.addfile(entry, tar.extractfile(member))
+            elif member.islnk() and posixpath.normpath(member.linkname) in kept:
+                entry.linkname = posixpath.normpath(member.linkname)
+                out.addfile(entry)
+            else:
+                continue
+            if member.isfile():
+                kept.add(name)
+    buffer.seek(0)
+    return buffer

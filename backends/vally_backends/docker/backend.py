@@ -44,6 +44,13 @@ from vally_backends.docker.cleanup import (
     remove_dead_volumes,
 )
 from vally_backends.docker.config import Config as DockerConfig
+from vally_backends.docker.disk import (
+    DiskPlan,
+    StorageFacts,
+    disk_plan,
+    quota_possible,
+    storage_facts,
+)
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
 from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
@@ -208,6 +215,8 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self._cgroups = CgroupLocator()
         self.storage_quota = False
         """Whether the engine enforces ``disk`` as a storage quota (decided in start)."""
+        self.disk = self._disk_plan(StorageFacts("", None))
+        """What ``disk`` bounds in the run's containers (decided in start)."""
 
     @property
     def api(self) -> Any:
@@ -232,8 +241,13 @@ class DockerBackend(BaseBackend[DockerConfig]):
         self.image = await run_blocking(self._ensure_image)
         await run_blocking(self._check_network)
         await run_blocking(self._decide_user)
-        if self.config.disk is not None:
+        facts = await run_blocking(self._storage_facts)
+        if self.config.disk is not None and quota_possible(facts):
             self.storage_quota = await run_blocking(self._storage_quota_works)
+        self.disk = self._disk_plan(facts)
+        disk_warning = self.disk.warning()
+        if disk_warning is not None:
+            self.warnings.append(disk_warning)
         self.container_image = self.image
         if not self.workspace_volume:
             self.container_image = await run_blocking(self._workspace_image)
@@ -410,6 +424,26 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 self.api.remove_container(created["Id"], force=True)
         return found
 
+    def _storage_facts(self) -> StorageFacts:
+        """The engine's storage driver and backing file system (``docker info``)."""
+        try:
+            return storage_facts(self.api.info())
+        except Exception as exc:
+            logger.debug("docker backend: no storage driver facts (%s)", exc)
+            return StorageFacts("", None)
+
+    def _disk_plan(self, facts: StorageFacts) -> DiskPlan:
+        """What ``disk`` bounds, given :attr:`storage_quota`."""
+        config = self.config
+        return disk_plan(
+            config.disk,
+            config.disk_bytes,
+            quota=self.storage_quota,
+            read_only=config.read_only,
+            workdir=config.workdir,
+            facts=facts,
+        )
+
     def _storage_quota_works(self) -> bool:
         """Whether the engine accepts a per-container storage quota (``--storage-opt
         size``): only some storage drivers do (e.g. overlay2 on xfs with project quotas)."""
@@ -537,6 +571,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             env=env,
             on_close=self._closed,
             cgroups=self._cgroups,
+            fresh=lambda: self._open_fresh(trial, env),
         )
         self._sandboxes.add(sandbox)
         if trial.environment.git is not None:
@@ -546,6 +581,34 @@ class DockerBackend(BaseBackend[DockerConfig]):
                 with contextlib.suppress(Exception):
                     await sandbox.close()
                 raise
+        return sandbox
+
+    async def _open_fresh(self, trial: TrialContext, env: dict[str, str]) -> DockerSandbox:
+        """A sandbox in a new container for ``trial`` beside its own (see
+        :meth:`DockerSandbox.open_fresh`): never a pooled spare (one made before may be
+        any age), not counted by the pool, removed with the run at the latest. Cancelled
+        while the container is being made, it still removes the container.
+
+        Raises:
+            SetupError: The container could not be created.
+        """
+        made = asyncio.ensure_future(self._create_for(trial))
+        try:
+            info = await asyncio.shield(made)
+        except asyncio.CancelledError:
+            with contextlib.suppress(BaseException):
+                await run_blocking(self._remove_spare, await made)
+            raise
+        sandbox = DockerSandbox(
+            self.api,
+            info,
+            workdir=self.config.workdir,
+            memory=self.config.memory,
+            env=env,
+            on_close=self._sandboxes.discard,
+            cgroups=self._cgroups,
+        )
+        self._sandboxes.add(sandbox)
         return sandbox
 
     def _closed(self, sandbox: DockerSandbox) -> None:
@@ -588,7 +651,6 @@ class DockerBackend(BaseBackend[DockerConfig]):
 
         config = self.config
         mounts: list[Any] = []
-        tmpfs: dict[str, str] | None = None
         disk = config.disk_bytes
         quota = disk is not None and self.storage_quota
         if self.workspace_volume:
@@ -609,8 +671,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
                     driver_config=DriverConfig("local", options=options),
                 )
             )
-        if config.read_only:
-            tmpfs = {"/tmp": "rw,nosuid,nodev,mode=1777,size=268435456"}
+        tmpfs = self.disk.tmpfs()
         return self.api.create_host_config(
             # The first command's output travels over the attach stream (see
             # vally_backends.docker.channel); nothing reads the container's log.
@@ -672,6 +733,7 @@ class DockerBackend(BaseBackend[DockerConfig]):
             gid=self.gid,
             started_at=time.time(),
             warnings=list(self.warnings),
+            disk=self.disk.metadata(),
             channel=True,
             init=self.config.init,
         )

@@ -36,17 +36,19 @@ class Config(StrictConfig):
         pids: Maximum number of processes in the container (stops fork bombs).
         user: The user commands run as (name or ``uid[:gid]``). Default: the image's user,
             else the first user with uid >= 1000 in the image's ``/etc/passwd``, else root.
-        read_only: Make the container's root file system read-only; the workspace and
-            ``/tmp`` then live on per-trial writable mounts.
+        read_only: Make the container's root file system read-only; the workspace,
+            ``/tmp`` and ``/var/tmp`` then live on per-trial writable mounts.
         env: Names of host environment variables passed into the container. Nothing else
             from the host environment enters it.
         workdir: The workspace folder inside the container.
         init: Run a minimal init as process 1, so orphaned processes are reaped.
-        disk: Most the workspace may hold (e.g. ``4g``; ``none`` for no limit). Enforced
-            by the engine's storage quota (``--storage-opt size``) where its storage driver
-            supports one (it then bounds the container's whole writable layer), else by
-            a size-limited in-memory workspace mount (which also counts against
-            ``memory``). No single file anywhere in the container may grow past it either
+        disk: Most a trial may write (e.g. ``4g``; ``none`` for no limit). Enforced by the
+            engine's storage quota (``--storage-opt size``) where its storage driver
+            supports one: it then bounds the container's whole writable layer. Elsewhere
+            the workspace, ``/tmp`` and ``/var/tmp`` are size-limited in-memory mounts (which
+            also count against ``memory``) and the rest is bounded per file only, which
+            the run's output and every record warn about (``read_only`` closes the gap).
+            No single file anywhere in the container may grow past it either
             (``RLIMIT_FSIZE``).
         pool: Most spare containers kept created and started ahead of the trials that
             will take them (never more than the most trials open at once, so never more

@@ -8,7 +8,7 @@ import posixpath
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -24,6 +24,7 @@ from vally import (
 )
 from vally_backends.docker.archive import (
     TarBuilder,
+    copy_tree_archive,
     extract_confined,
     link_target,
     members,
@@ -137,6 +138,8 @@ class ContainerInfo:
             :mod:`vally_backends.docker.channel` (its first command then runs there).
         init: Whether the container runs an init as process 1, with the main process as
             its child (``init`` of the backend's settings).
+        disk: What the ``disk`` limit bounds in it (see
+            :meth:`vally_backends.docker.disk.DiskPlan.metadata`).
     """
 
     id: str
@@ -149,6 +152,7 @@ class ContainerInfo:
     volume: str | None = None
     channel: bool = False
     init: bool = False
+    disk: dict[str, Any] = field(default_factory=dict)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any) -> T:
@@ -342,6 +346,8 @@ class DockerSandbox(BaseSandbox):
             before its trial is known can serve any trial.
         on_close: Called with the sandbox once its container was removed (or its removal
             failed): the backend's bookkeeping.
+        fresh: Makes a new sandbox in a fresh container of the run's image, with nothing
+            in its workspace (see :meth:`open_fresh`); None when the backend cannot.
     """
 
     def __init__(
@@ -355,6 +361,7 @@ class DockerSandbox(BaseSandbox):
         env: Mapping[str, str] | None = None,
         on_close: Callable[[DockerSandbox], None] | None = None,
         cgroups: CgroupLocator | None = None,
+        fresh: Callable[[], Awaitable[DockerSandbox]] | None = None,
     ) -> None:
         self.workdir: str = workdir
         self.host_workdir: Path | None = None
@@ -365,6 +372,7 @@ class DockerSandbox(BaseSandbox):
         self._env = dict(env or {})
         self._on_close = on_close
         self._cgroups = cgroups
+        self._fresh = fresh
         self._processes: list[DockerProcess] = []
         self._channel_lock = threading.Lock()
         self._channel_free = info.channel
@@ -382,13 +390,15 @@ class DockerSandbox(BaseSandbox):
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Facts worth recording with the trial: container, image, user and warnings."""
+        """Facts recorded with the trial (``trajectory.metadata.extra.sandbox``): container,
+        image, user, warnings and what the disk limit bounds."""
         return {
             "backend": "docker",
             "container": self.info.id[:12],
             "image": self.info.image,
             "user": self.info.user,
             "warnings": list(self.info.warnings),
+            "disk": dict(self.info.disk),
         }
 
     # ----------------------------------------------------------------- paths
@@ -889,6 +899,53 @@ class DockerSandbox(BaseSandbox):
                 )
                 return
         raise PathEscapeError(f"{absolute!r}: too many levels of symbolic links")
+
+    # ----------------------------------------------------------------- fresh copy
+
+    async def open_fresh(self) -> DockerSandbox:
+        """A new sandbox in a fresh container of the run's image (same user, limits,
+        network and trial environment) whose workspace holds a copy of this one's: its
+        folders, regular files and links (see
+        :func:`~vally_backends.docker.archive.copy_tree_archive`), nothing else of this
+        container. Nothing that ran here runs there, and every file outside the workspace
+        is the image's own, so a verifier run there uses the image's programs whatever
+        this container's processes did to theirs. Close it like any sandbox.
+
+        Raises:
+            BackendError: The backend gives this sandbox no fresh containers, or the copy
+                failed.
+        """
+        self._check_open()
+        if self._fresh is None:
+            raise BackendError(
+                f"the sandbox of container {self.info.id[:12]} cannot open a fresh container"
+            )
+        fresh = await self._fresh()
+        try:
+            await run_blocking(self._copy_workspace_to, fresh.info.id)
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await fresh.close()
+            if isinstance(exc, Exception) and not isinstance(exc, BackendError):
+                raise BackendError(
+                    f"cannot copy the workspace of container {self.info.id[:12]} to a fresh "
+                    f"container: {exc}"
+                ) from exc
+            raise
+        return fresh
+
+    def _copy_workspace_to(self, container: str) -> None:
+        """Copy this workspace into ``container``'s, as one archive each way."""
+        try:
+            archive, _stat = self._get(self.workdir)
+        except FileNotFoundError:
+            return  # the workspace folder is gone: the fresh one stays empty
+        with archive:
+            copied = copy_tree_archive(archive, posixpath.basename(self.workdir))
+        try:
+            self._api.put_archive(container, posixpath.dirname(self.workdir), copied)
+        finally:
+            copied.close()
 
     # ----------------------------------------------------------------- close
 

@@ -354,6 +354,7 @@ class TrialRunner:
         # --- execute
         state.phase = "execute"
         trajectory = await self._execute(trial, sandbox, skills, trial_dir, state)
+        _record_sandbox_facts(trajectory, sandbox)
         state.trajectory = trajectory
         await _stop_agent(sandbox)
         try:
@@ -519,6 +520,15 @@ class TrialRunner:
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
     ) -> None:
         write_trial_files(self.context.scrubber, trial, trial_dir, record, notes)
+
+
+def _record_sandbox_facts(trajectory: Trajectory, sandbox: Sandbox) -> None:
+    """Keep the sandbox's own facts (its ``metadata`` mapping, when it has one: the docker
+    backend's container, image, user, warnings and disk limit) in
+    ``trajectory.metadata.extra["sandbox"]``."""
+    facts = getattr(sandbox, "metadata", None)
+    if isinstance(facts, dict):
+        trajectory.metadata.extra["sandbox"] = dict(facts)
 
 
 async def _stop_agent(sandbox: Sandbox) -> None:
