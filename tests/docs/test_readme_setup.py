@@ -5,6 +5,8 @@ install`` outside a virtual environment is refused) in a fresh copy of the repos
 Slow (it installs vally's dependencies from PyPI into a new virtual environment). Skipped
 when the machine has no Debian-packaged ``python3`` with ``venv``, unless
 ``VALLY_REQUIRE_SYSTEM_PYTHON=1`` (CI), which turns the skip into a failure.
+
+CI (``.ci/run``) runs the same commands, read from the README by ``scripts/readme-block.sh``.
 """
 
 from __future__ import annotations
@@ -93,3 +95,32 @@ def test_readme_set_up_runs_verbatim_with_the_system_python(tmp_path: Path) -> N
     # The system Python itself was left alone.
     untouched = subprocess.run([str(SYSTEM_PYTHON), "-c", "import vally"], capture_output=True)
     assert untouched.returncode != 0
+
+
+def _readme_block(heading: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "readme-block.sh"), heading],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_ci_runs_the_readme_commands_word_for_word() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = _readme_block("Quickstart")
+    assert quickstart.returncode == 0, quickstart.stderr
+    assert quickstart.stdout == quickstart_block(readme)
+    tests = _readme_block("Run the tests")
+    assert (tests.returncode, tests.stdout) == (0, "bash scripts/test.sh\n")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "bash scripts/readme-block.sh Quickstart" in ci
+    assert "bash scripts/readme-block.sh 'Run the tests'" in ci
+
+
+def test_a_missing_readme_block_is_an_error_naming_the_heading() -> None:
+    missing = _readme_block("What it does")  # a heading with no bash block under it
+    assert missing.returncode == 1
+    assert "README.md has no ```bash block under a '## What it does' heading" in missing.stderr
+    assert missing.stdout == ""

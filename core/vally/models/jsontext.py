@@ -24,7 +24,7 @@ from vally.models.limits import JSON_DEPTH
 
 
 def _fast_loads() -> Callable[[str | bytes], Any] | None:
-    """``orjson.loads`` when orjson is installed (it is optional: no extra requires it)."""
+    """``orjson.loads`` when orjson is installed (optional: only the dev extra requires it)."""
     import importlib
 
     try:
