@@ -15,7 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from vally import user_errors
+from vally import cli_options, user_errors
+
+opt, switch = cli_options.opt, cli_options.switch
 
 __all__ = ["compare_command", "register"]
 
@@ -30,17 +32,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(comparison_run, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def opt(metavar: str, help: str, *names: str, **extra: Any) -> Any:
-    """A flag taking a value: ``metavar`` names it in ``--help``; ``names`` override the
-    name derived from the parameter."""
-    return typer.Option(*names, metavar=metavar, help=help, **extra)
-
-
-def switch(name: str, help: str, *aliases: str, **extra: Any) -> Any:
-    """An on/off flag (``--verbose``) without a ``--no-...`` twin."""
-    return typer.Option(name, *aliases, help=help, **extra)
 
 
 def _usage_error(message: str) -> None:
@@ -98,13 +89,6 @@ Judge = Annotated[
 ]
 Junit = Annotated[
     Path | None, opt("PATH", "Write the promotion rules as JUnit XML (a case per rule).")
-]
-Params = Annotated[
-    list[str] | None,
-    opt("KEY=VALUE", "Param value for ${KEY} in specs (repeatable).", "--param", "-p"),
-]
-NoCache = Annotated[
-    bool, switch("--no-cache", "Send every judge request; neither read nor fill the judge cache.")
 ]
 
 
@@ -205,8 +189,8 @@ def compare_command(
     allow_different_suites: AllowDifferentSuites = False,
     judge: Judge = None,
     junit: Junit = None,
-    params: Params = None,
-    no_cache: NoCache = False,
+    params: cli_options.Params = None,
+    no_cache: cli_options.NoCache = False,
     verbose: Annotated[
         bool, switch("--verbose", "Show per-case changes and the judge's full reasoning.")
     ] = False,

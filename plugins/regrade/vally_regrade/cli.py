@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from vally import user_errors
+from vally import cli_options, user_errors
 
 EXIT_OK = 0
 """Every trial passed."""
@@ -57,35 +57,14 @@ def grade_command(
     judge_model: Annotated[
         str | None, typer.Option(metavar="MODEL", help="Model for LLM judge graders.")
     ] = None,
-    grader_plugins: Annotated[
-        list[str] | None,
-        typer.Option("--grader-plugin", metavar="SPEC", help="Grader plugin to load (repeatable)."),
-    ] = None,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose", "-v", help="Show each stimulus in full: metrics, graders, agent output."
-        ),
-    ] = False,
+    grader_plugins: cli_options.GraderPlugins = None,
+    verbose: cli_options.Verbose = False,
     threshold: Annotated[
         float | None,
         typer.Option(metavar="0..1", help="Pass threshold 0..1, overriding the spec's."),
     ] = None,
-    params: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--param",
-            "-p",
-            metavar="KEY=VALUE",
-            help="Param value for ${KEY} in specs (repeatable).",
-        ),
-    ] = None,
-    no_cache: Annotated[
-        bool,
-        typer.Option(
-            "--no-cache", help="Send every judge request; neither read nor fill the judge cache."
-        ),
-    ] = False,
+    params: cli_options.Params = None,
+    no_cache: cli_options.NoCache = False,
 ) -> None:
     """Re-grade saved trials read from standard input."""
     from vally import parse_params

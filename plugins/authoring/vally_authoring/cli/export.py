@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from vally import user_errors
+from vally import cli_options, user_errors
 
 
 def export_command(
@@ -44,15 +44,7 @@ def export_command(
     eval_plugin: Annotated[
         str | None, typer.Option(metavar="SPEC", help="Eval provider reading the eval files.")
     ] = None,
-    params: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--param",
-            "-p",
-            metavar="KEY=VALUE",
-            help="Param value for ${KEY} in specs (repeatable).",
-        ),
-    ] = None,
+    params: cli_options.Params = None,
 ) -> None:
     """Write an eval spec in another tool's format (e.g. Harbor task folders)."""
     from vally import parse_params
