@@ -322,3 +322,20 @@ def test_a_cli_that_dies_mid_session_ends_the_trial_as_errored(tmp_path: Path) -
     assert record["status"] == "error", record
     assert "Copilot CLI" in record["error"]["message"], record["error"]
     assert _leftovers(marker) == []
+
+
+def test_a_shell_command_that_exits_non_zero_is_a_failed_tool_result(tmp_path: Path) -> None:
+    # Claude Code and Codex record a failure for a command that exits non-zero; Copilot
+    # reports the tool call as a success with the exit code in its text, so vally reads it.
+    marker = uuid.uuid4().hex
+    script = [
+        reply(None, [("s1", "bash", {"command": "echo partial; exit 3", "description": "x"})]),
+        reply(None, [("s2", "bash", {"command": "echo fine", "description": "y"})]),
+        reply("Done."),
+    ]
+    run = _run(tmp_path, ERROR_EVAL, script, marker)
+    [record] = run.records
+    results = {e["data"]["toolCallId"]: e["data"] for e in _events(record, "tool_result")}
+    assert results["s1"]["success"] is False, results["s1"]
+    assert "partial" in results["s1"]["result"]
+    assert results["s2"]["success"] is True, results["s2"]

@@ -16,8 +16,8 @@ Copilot event                   vally
                                 per ``toolRequests`` item (calls of one message share a
                                 ``batch_id``; MCP calls carry ``server``)
 ``tool.execution_start``        a ``tool_call`` when the message did not announce it
-``tool.execution_complete``     ``tool_result`` (``success``, the result text or the error
-                                message)
+``tool.execution_complete``     ``tool_result`` (``success``, false for a shell command that
+                                exited non-zero; the result text or the error message)
 ``skill.invoked``               ``skill_activation``
 ``assistant.usage``             ``token_usage`` (one per model call)
 ``assistant.reasoning``         ``reasoning``
@@ -86,6 +86,27 @@ def _result_text(data: Mapping[str, Any]) -> str:
     else:
         text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     return text if len(text) <= _RESULT_LIMIT else text[:_RESULT_LIMIT] + "\n[... cut]"
+
+
+def _exit_codes(data: Mapping[str, Any]) -> list[Any]:
+    """The exit codes a shell tool's completion reports (``shellExecution.exitCode``, and
+    each ``shell_exit`` part of the result)."""
+    shell = data.get("shellExecution")
+    codes = [shell.get("exitCode")] if isinstance(shell, dict) else []
+    result = data.get("result")
+    parts = result.get("contents") if isinstance(result, dict) else None
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and part.get("type") == "shell_exit":
+            codes.append(part.get("exitCode"))
+    return codes
+
+
+def _succeeded(data: Mapping[str, Any]) -> bool:
+    """Whether a tool call succeeded: Copilot reports a shell command that exited non-zero
+    as a success with the exit code beside it, which is a failure as Claude Code and Codex
+    report it."""
+    codes = _exit_codes(data)
+    return bool(data.get("success")) and all(code in (0, None) for code in codes)
 
 
 @dataclass
@@ -257,7 +278,7 @@ class CopilotEventMapper:
             name,
             call_id,
             _result_text(data),
-            success=bool(data.get("success")),
+            success=_succeeded(data),
             server=server,
         )
 
