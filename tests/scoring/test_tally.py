@@ -4,12 +4,22 @@ memory that does not grow with the number of trials."""
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 import tracemalloc
 
 from tests.scoring.test_scoring import BARE, record
-from vally.engine.records.scoring import group_by_stimulus, summarize_stimulus
+from vally.engine.records.scoring import summarize_stimulus
 from vally.engine.records.tally import EvalTally, summarize_eval
 from vally.models.records import TrialResultRecord
+
+
+def group_by_stimulus(records: Sequence[TrialResultRecord]) -> list[list[TrialResultRecord]]:
+    """Records grouped by (stimulus, model) in order of first appearance, each group in
+    trial order."""
+    groups: dict[tuple[str, str | None], list[TrialResultRecord]] = {}
+    for record in records:
+        groups.setdefault((record.stimulus_name, record.model), []).append(record)
+    return [sorted(group, key=lambda r: r.trial_index) for group in groups.values()]
 
 
 def mixed_records() -> list[TrialResultRecord]:
