@@ -4,8 +4,8 @@ memory that does not grow with the number of trials."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Sequence
 import tracemalloc
+from collections.abc import Sequence
 
 from tests.scoring.test_scoring import BARE, record
 from vally.engine.records.scoring import summarize_stimulus
@@ -17,8 +17,8 @@ def group_by_stimulus(records: Sequence[TrialResultRecord]) -> list[list[TrialRe
     """Records grouped by (stimulus, model) in order of first appearance, each group in
     trial order."""
     groups: dict[tuple[str, str | None], list[TrialResultRecord]] = {}
-    for record in records:
-        groups.setdefault((record.stimulus_name, record.model), []).append(record)
+    for one in records:
+        groups.setdefault((one.stimulus_name, one.model), []).append(one)
     return [sorted(group, key=lambda r: r.trial_index) for group in groups.values()]
 
 
