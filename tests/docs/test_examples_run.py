@@ -68,7 +68,7 @@ def _copy_docs_tree(target: Path) -> Path:
     return target
 
 
-def _run(command: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+def _run(command: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     result = subprocess.run(
         ["bash", "-o", "pipefail", "-c", command],
         cwd=cwd,
@@ -83,6 +83,7 @@ def _run(command: str, cwd: Path, env: dict[str, str] | None = None) -> None:
         + result.stdout[-3000:]
         + result.stderr[-3000:]
     )
+    return result.stdout + result.stderr
 
 
 def test_block_extraction_skips_installs_only() -> None:
@@ -108,9 +109,11 @@ def test_documented_commands_run(document: str, tmp_path: Path) -> None:
     ]
     assert commands, f"{document} has no runnable bash commands"
     tree = _copy_docs_tree(tmp_path)
-    for command in commands:
-        _run(command, tree)
+    outputs = {command: _run(command, tree) for command in commands}
     if document == "docs/quickstart.md":
+        # the single-file grader is loaded, and used by the eval next to it
+        plugin = [out for command, out in outputs.items() if "--grader-plugin" in command]
+        assert plugin and "✔ no-errors: no errors" in plugin[0], plugin
         # the streamed records are valid JSON lines
         lines = (tree / "trials.jsonl").read_text().splitlines()
         assert len(lines) == 6

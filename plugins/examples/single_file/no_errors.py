@@ -2,7 +2,8 @@
 
 Use it without packaging anything::
 
-    vally eval -e eval.yaml --grader-plugin ./plugins/examples/single_file/no_errors.py
+    vally eval -e plugins/examples/single_file/eval.yaml \
+      --grader-plugin ./plugins/examples/single_file/no_errors.py
 
 vally imports the file under a private module name and calls its ``register(registrar)``.
 """
