@@ -128,8 +128,11 @@ def run_hidden(
 
     monkeypatch.setattr(components, "build_runner", lambda *a, **k: HidingRunner(spec_dir))
     request = EvalRequest(
-        eval_specs=[str(spec_dir / "eval.yaml")], output_dir=str(out), console=False,
-        runner="hiding", grader_plugins=["./plugins/says_done.py"],
+        eval_specs=[str(spec_dir / "eval.yaml")],
+        output_dir=str(out),
+        console=False,
+        runner="hiding",
+        grader_plugins=["./plugins/says_done.py"],
     )
     prepared, output_dir = prepare_eval(request)
     run_dir = create_run_dir(output_dir)
@@ -175,9 +178,11 @@ def test_roots_skip_nested_paths_and_pack_git_sources_whole(tmp_path: Path) -> N
     skill = tmp_path / "skills" / "greet"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: greet\ndescription: d\n---\n")
-    prepared, _ = prepare_eval(EvalRequest(
-        eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
-    ))
+    prepared, _ = prepare_eval(
+        EvalRequest(
+            eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
+        )
+    )
     (trial,) = prepared.plan.distinct_trials
     env = trial.environment.model_copy(
         update={"skills": [str(skill)], "git": GitConfig(source="../../repo")}
@@ -205,11 +210,78 @@ def test_too_large_spec_files_say_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec_dir = project(tmp_path)
-    prepared, _ = prepare_eval(EvalRequest(
-        eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
-    ))
+    prepared, _ = prepare_eval(
+        EvalRequest(
+            eval_specs=[str(spec_dir / "eval.yaml")], grader_plugins=["./plugins/says_done.py"]
+        )
+    )
     monkeypatch.setattr(spec_files, "MAX_ARCHIVE_BYTES", 10)
     with pytest.raises(ConfigError, match="more than the") as caught:
         spec_files.SpecFiles(prepared.plan.distinct_trials).archive()
     assert str(spec_dir) in caught.value.message
     assert "environment.commands" in (caught.value.hint or "")
+
+
+UNPACKER = """\
+import pickle, sys, tarfile
+from pathlib import Path
+from vally.engine.planning import spec_files
+
+log, archive_file, cache, ready = sys.argv[1:5]
+extract = tarfile.TarFile.extractall
+
+def counted(self, *args, **kwargs):
+    with open(log, "a") as handle:
+        handle.write("unpacked\\n")
+    return extract(self, *args, **kwargs)
+
+tarfile.TarFile.extractall = counted
+archive = pickle.loads(Path(archive_file).read_bytes())
+Path(ready).touch()
+while len(list(Path(ready).parent.glob("ready-*"))) < int(sys.argv[5]):
+    pass  # start together: each process waits until every one is ready
+print(spec_files.unpack(archive, Path(cache)))
+"""
+
+
+def test_processes_starting_at_once_unpack_a_large_archive_once(tmp_path: Path) -> None:
+    # A node's Ray workers are processes: each of them used to unpack its own copy.
+    import os
+    import subprocess
+    import sys
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for n in range(4):
+            payload = os.urandom(8 * 1024 * 1024)  # incompressible: unpacking takes a while
+            info = tarfile.TarInfo(f"work/spec/fixture-{n}.bin")
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    archive = SpecArchive(digest="d" * 64, data=data.getvalue())
+    (tmp_path / "archive.pickle").write_bytes(pickle.dumps(archive))
+    (tmp_path / "unpacker.py").write_text(UNPACKER, encoding="utf-8")
+    (tmp_path / "go").mkdir()
+    workers = 6
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(tmp_path / "unpacker.py"),
+                str(tmp_path / "log"),
+                str(tmp_path / "archive.pickle"),
+                str(tmp_path / "cache"),
+                str(tmp_path / "go" / f"ready-{n}"),
+                str(workers),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(workers)
+    ]
+    folders = {p.communicate(timeout=120)[0].strip() for p in processes}
+    assert all(p.returncode == 0 for p in processes)
+    assert folders == {str(tmp_path / "cache" / archive.digest)}
+    assert (tmp_path / "log").read_text().splitlines() == ["unpacked"]
+    assert sorted(
+        p.name for p in (tmp_path / "cache" / archive.digest / "work" / "spec").iterdir()
+    ) == [f"fixture-{n}.bin" for n in range(4)]

@@ -15,15 +15,16 @@ folders stays outside on the node too and graders still reject it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import io
 import os
-import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -161,9 +162,19 @@ def _member(path: Path) -> str:
 _UNPACK_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
+def _node_lock(base: Path, digest: str) -> Iterator[None]:
+    """Hold the lock file of one archive's copy in ``base`` (every process of the node)."""
+    base.mkdir(parents=True, exist_ok=True)
+    with (base / f".{digest}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def unpack(archive: SpecArchive, cache: Path | None = None) -> Path:
     """Unpack ``archive`` on this node once (later calls reuse the copy) and return the
-    folder that mirrors the driver's ``/``.
+    folder that mirrors the driver's ``/``. Threads and processes (a node's Ray workers)
+    that start at once wait for the first one's copy instead of unpacking their own.
 
     Args:
         archive: The run's packed files.
@@ -174,25 +185,19 @@ def unpack(archive: SpecArchive, cache: Path | None = None) -> Path:
     """
     base = cache or Path(tempfile.gettempdir()) / CACHE_DIR_NAME
     target = base / archive.digest
-    with _UNPACK_LOCK:
-        if target.is_dir():
-            return target
-        try:
-            base.mkdir(parents=True, exist_ok=True)
+    try:
+        with _UNPACK_LOCK, _node_lock(base, archive.digest):
+            if target.is_dir():
+                return target
             staging = Path(tempfile.mkdtemp(prefix=f".{archive.digest[:12]}-", dir=base))
             with tarfile.open(fileobj=io.BytesIO(archive.data), mode="r:gz") as tar:
                 tar.extractall(staging, filter="tar")
-            try:
-                staging.rename(target)
-            except OSError:
-                shutil.rmtree(staging, ignore_errors=True)  # another process was first
-                if not target.is_dir():
-                    raise
-        except (OSError, tarfile.TarError) as exc:
-            raise SetupError(
-                f"cannot unpack the spec's files into {base}: {exc}",
-                hint="check free disk space in the node's temp dir (TMPDIR)",
-            ) from exc
+            staging.rename(target)
+    except (OSError, tarfile.TarError) as exc:
+        raise SetupError(
+            f"cannot unpack the spec's files into {base}: {exc}",
+            hint="check free disk space in the node's temp dir (TMPDIR)",
+        ) from exc
     return target
 
 
