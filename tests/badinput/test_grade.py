@@ -47,3 +47,19 @@ def test_standard_input_that_is_not_utf8_is_a_clear_error(project: Path) -> None
     assert "standard input is not UTF-8 text (invalid continuation byte at byte 13)" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("before", [(1 << 16) - 1, (1 << 16) - 2, 5])
+def test_the_byte_named_is_exact_across_the_chunks_read(before: int) -> None:
+    # A two-byte character cut by the end of a chunk, its second byte invalid.
+    import io
+
+    from vally import ConfigError
+    from vally_regrade.trial_input import _copy_utf8
+
+    data = b"a" * before + b"\xc3\x28" + b"b" * 10
+    with pytest.raises(ConfigError, match=f"at byte {before}\\)"):
+        _copy_utf8(io.BytesIO(data), io.StringIO())
+    text = io.StringIO()
+    _copy_utf8(io.BytesIO(b"a" * before + "é".encode() + b"z"), text)
+    assert text.getvalue() == "a" * before + "éz"

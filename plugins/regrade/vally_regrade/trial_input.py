@@ -100,14 +100,17 @@ def _copy_utf8(source: IO[bytes], target: IO[str]) -> None:
         ConfigError: The input is not UTF-8 (naming the byte offset in the whole input).
     """
     decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    try:
-        while chunk := source.read(1 << 16):
-            target.write(decoder.decode(chunk))
-            offset += len(chunk)
-        target.write(decoder.decode(b"", final=True))
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(f"{exc.reason} at byte {offset + exc.start}") from None
+    offset = 0  # bytes read before this chunk
+    final = False
+    while not final:
+        chunk = source.read(1 << 16)
+        final = not chunk
+        pending = len(decoder.getstate()[0])  # a character the previous chunk cut
+        try:
+            target.write(decoder.decode(chunk, final=final))
+        except UnicodeDecodeError as exc:  # its position counts from the pending bytes
+            raise _not_utf8(f"{exc.reason} at byte {offset - pending + exc.start}") from None
+        offset += len(chunk)
 
 
 def matched_trials(

@@ -164,7 +164,7 @@ def _results_files(path: Path) -> list[Path]:
     )
 
 
-def _summary_files(path: Path, results: list[Path]) -> Iterator[Path]:
+def _summary_files(results: list[Path]) -> Iterator[Path]:
     """The run-summary files beside each results file (once each)."""
     seen: set[Path] = set()
     for file in results:
@@ -199,6 +199,6 @@ def read_run(path: str | Path) -> RunRecords:
     results = _results_files(root)
     records = [r for file in results for r in iter_records(file, warnings.append)]
     summaries = [
-        s for file in _summary_files(root, results) for s in _summaries(file, warnings.append)
+        s for file in _summary_files(results) for s in _summaries(file, warnings.append)
     ]
     return RunRecords(root, records, summaries, warnings)

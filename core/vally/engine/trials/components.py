@@ -94,8 +94,6 @@ def build_executors(
         ConfigError: An executor config does not validate.
         UnsupportedError: A multi-turn stimulus meets an executor without turn support.
     """
-    from vally.plugins.capabilities import supports_turns
-
     executors: dict[PluginRef, Executor] = {}
     for trial in trials:
         ref = trial.executor_ref
@@ -108,12 +106,14 @@ def build_executors(
         if ref not in executors:
             continue
         with collect():
-            _check_turns(executors[ref], trial, supports_turns)
+            _check_turns(executors[ref], trial)
     return executors
 
 
-def _check_turns(executor: Executor, trial: PlannedTrial, supports_turns: Any) -> None:
+def _check_turns(executor: Executor, trial: PlannedTrial) -> None:
     """A multi-turn stimulus needs an executor that supports turns."""
+    from vally.plugins.capabilities import supports_turns
+
     if trial.stimulus.is_multi_turn and not supports_turns(executor):
         raise UnsupportedError(
             f"executor {trial.executor_ref.name!r} does not support turns, but stimulus "
