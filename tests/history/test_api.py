@@ -186,6 +186,33 @@ def test_one_outcome_and_its_trajectory(client: TestClient) -> None:
     assert any(e["type"] == "tool_call" and e["data"]["arguments"] for e in events)
 
 
+def test_an_outcome_names_its_neighbours_in_the_run(client: TestClient) -> None:
+    listed = get(client, "/api/runs/run-a/outcomes", limit=3)["outcomes"]
+    first, second, third = (get(client, f"/api/outcomes/{o['id']}") for o in listed)
+    assert first["previousId"] is None and first["nextId"] == listed[1]["id"]
+    assert second["previousId"] == listed[0]["id"] and second["nextId"] == listed[2]["id"]
+    assert third["previousId"] == listed[1]["id"]
+    last = walk(client, "/api/runs/run-a/outcomes", "outcomes", limit=500)[-1]
+    assert get(client, f"/api/outcomes/{last['id']}")["nextId"] is None
+
+
+def test_a_trajectory_is_searched_ignoring_case(client: TestClient) -> None:
+    for listed in walk(client, "/api/runs/run-a/outcomes", "outcomes", limit=500):
+        path = f"/api/outcomes/{listed['id']}/trajectory"
+        events = walk(client, path, "events")
+        denied = [e["index"] for e in events if e["data"].get("result") == "permission denied"]
+        if denied:
+            break
+    else:
+        pytest.fail("no trial of run-a has a failed tool result")
+    found = walk(client, path, "events", q="PERMISSION Denied", limit=1)
+    assert [e["index"] for e in found] == denied
+    assert get(client, path, q="Permission")["page"]["total"] == len(denied)
+    calls = walk(client, path, "events", q="src/file0.py")
+    assert [e["type"] for e in calls] == ["tool_call"]
+    assert get(client, path, q="no such text anywhere")["events"] == []
+
+
 def test_compare_runs(client: TestClient) -> None:
     body = get(client, "/api/compare", runs="run-a,run-b")
     assert [r["id"] for r in body["runs"]] == ["run-a", "run-b"]

@@ -98,6 +98,11 @@ def wait_rows(browser: Any, testid: str, count: int | None = None) -> list[Any]:
     return rows(browser, testid)
 
 
+def wait_ready(browser: Any, route: str) -> None:
+    """Wait until the dashboard has shown ``route`` (the part of the URL after ``#``)."""
+    wait(browser).until(lambda b: b.execute_script("return document.body.dataset.ready") == route)
+
+
 def shot(browser: Any, folder: Path, name: str) -> None:
     height = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1400, min(max(int(height), 900), 4000))
@@ -275,3 +280,76 @@ def test_graded_comparison_of_two_runs(browser: Any, graded_server: str, screens
         assert all(o.is_displayed() and o.text == output_of(run_id, "tidy") for o in outputs)
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="case-side"] b')
     shot(browser, screenshots, "compare-graded-case")
+
+
+def _outcome_with_failed_tool(server: str) -> tuple[str, int]:
+    """An outcome of run-a whose trajectory holds a failed tool result, and how many."""
+    listed = httpx.get(server + "api/runs/run-a/outcomes", params={"limit": 200}, timeout=30)
+    for outcome in listed.json()["outcomes"]:
+        path = f"{server}api/outcomes/{outcome['id']}/trajectory"
+        found = httpx.get(path, params={"q": "permission denied"}, timeout=30).json()
+        if found["page"]["total"]:
+            return outcome["id"], found["page"]["total"]
+    raise AssertionError("no trial of run-a has a failed tool result")
+
+
+def test_tool_calls_are_folded_with_their_results(
+    browser: Any, server: str, screenshots: Path
+) -> None:
+    outcome_id, _failed = _outcome_with_failed_tool(server)
+    events = httpx.get(f"{server}api/outcomes/{outcome_id}/trajectory", timeout=30).json()
+    calls = [e for e in events["events"] if e["type"] == "tool_call"]
+    results = {e["data"]["toolCallId"]: e for e in events["events"] if e["type"] == "tool_result"}
+    browser.get(f"{server}#/outcomes/{outcome_id}")
+    wait_ready(browser, f"/outcomes/{outcome_id}")
+    cards = wait_rows(browser, "event")
+    types = [c.get_attribute("data-type") for c in cards]
+    assert "tool_result" not in types and types.count("tool_call") == len(calls)
+    folded = [c for c in cards if c.get_attribute("data-type") == "tool_call"]
+    for card, call in zip(folded, calls, strict=True):
+        call_id = call["data"]["toolCallId"]
+        assert card.get_attribute("data-tool-call-id") == call_id
+        inner = card.find_element(By.CSS_SELECTOR, '[data-testid="tool-result"]')
+        assert inner.text.endswith(results[call_id]["data"]["result"])
+        verdict = "fail" if results[call_id]["data"]["success"] is False else "pass"
+        assert inner.find_element(By.CSS_SELECTOR, ".badge").text == verdict
+    shot(browser, screenshots, "trajectory-folded")
+
+
+def test_search_inside_a_transcript(browser: Any, server: str, screenshots: Path) -> None:
+    outcome_id, failed = _outcome_with_failed_tool(server)
+    browser.get(f"{server}#/outcomes/{outcome_id}")
+    wait_ready(browser, f"/outcomes/{outcome_id}")
+    wait_rows(browser, "event")
+    search = browser.find_element(By.CSS_SELECTOR, '[data-testid="transcript-search"]')
+    search.send_keys("Permission DENIED\n")
+    wait(browser).until(
+        ec.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '[data-testid="transcript-matches"]'), f"{failed} event"
+        )
+    )
+    marks = wait_rows(browser, "transcript-mark")
+    assert len(marks) == failed and {m.text for m in marks} == {"permission denied"}
+    search.clear()
+    search.send_keys("nothing like this\n")
+    wait_rows(browser, "transcript-empty", 1)
+    assert not rows(browser, "event")
+    shot(browser, screenshots, "trajectory-search")
+
+
+def test_previous_and_next_trial(browser: Any, server: str) -> None:
+    listed = httpx.get(server + "api/runs/run-a/outcomes", params={"limit": 3}, timeout=30)
+    first, second, third = listed.json()["outcomes"]
+    browser.get(f"{server}#/outcomes/{second['id']}")
+    wait_ready(browser, f"/outcomes/{second['id']}")
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="next-trial"]').click()
+    wait_ready(browser, f"/outcomes/{third['id']}")
+    title = browser.find_element(By.CSS_SELECTOR, '[data-testid="outcome-title"]').text
+    assert title.startswith(third["stimulus"])
+    assert third["trialId"] in browser.find_element(By.CSS_SELECTOR, ".sub").text
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="prev-trial"]').click()
+    wait_ready(browser, f"/outcomes/{second['id']}")
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="prev-trial"]').click()
+    wait_ready(browser, f"/outcomes/{first['id']}")
+    first_prev = browser.find_element(By.CSS_SELECTOR, '[data-testid="prev-trial"]')
+    assert first_prev.tag_name == "span" and first_prev.get_attribute("aria-disabled") == "true"

@@ -86,7 +86,7 @@ ENDPOINTS: dict[str, Handler] = {
     "/api/outcomes": lambda c, p, q: outcomequeries.list_outcomes(c, q, _page(q, SEQUENCE_KEY)),
     "/api/outcomes/{id}": lambda c, p, q: outcomequeries.outcome_detail(c, p["id"]),
     "/api/outcomes/{id}/trajectory": lambda c, p, q: outcomequeries.trajectory(
-        c, p["id"], PageRequest.parse(q, SEQUENCE_KEY, default=200)
+        c, p["id"], PageRequest.parse(q, SEQUENCE_KEY, default=200), q.get("q", "")
     ),
     "/api/compare": lambda c, p, q: crossrun.compare_runs(c, q, _page(q, THREE_TEXT_KEY)),
     "/api/compare/graded": lambda c, p, q: graded.graded_comparison(c, q),

@@ -30,10 +30,14 @@ DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "/api/outcomes": ("Outcomes across runs, filtered.", ("run", *_OUTCOME_FILTERS, *_PAGE)),
     "/api/outcomes/{id}": (
-        "One outcome: its full record with grader details, and its artifacts.",
+        "One outcome: its full record with grader details, its artifacts, and the ids of "
+        "the run's outcomes before and after it.",
         (),
     ),
-    "/api/outcomes/{id}/trajectory": ("The outcome's trajectory events, in order.", _PAGE),
+    "/api/outcomes/{id}/trajectory": (
+        "The outcome's trajectory events, in order (q: only those whose text holds it).",
+        ("q", *_PAGE),
+    ),
     "/api/compare": ("Compare runs: totals and per-stimulus pass rates.", ("runs", *_PAGE)),
     "/api/compare/graded": (
         "Compare a candidate run with a baseline, judge-free: per-grader means, deltas and "

@@ -328,6 +328,75 @@ function renderEvent(e) {
   return h("div", { class: cls, "data-testid": "event", "data-type": e.type || "" }, head, body);
 }
 
+// A tool call and its result as one card: the call's arguments, the result inside.
+function renderToolCard(call, result) {
+  const d = call.data || {};
+  const r = result ? result.data || {} : null;
+  const failed = r && r.success === false;
+  const head = h("div", { class: "head" }, h("span", { class: "type" }, "tool call"), h("span", {}, "turn " + (call.turn ?? "–")), h("span", {}, when(call.timestamp)));
+  const inner = r
+    ? h("div", { class: "tool-result" + (failed ? " failed" : ""), "data-testid": "tool-result" },
+      h("div", { class: "muted" }, "result ", failed ? badge("fail") : badge("pass"), result.timestamp ? " · " + when(result.timestamp) : ""),
+      h("pre", {}, typeof r.result === "string" ? r.result : JSON.stringify(r.result, null, 2)))
+    : h("div", { class: "tool-result missing muted", "data-testid": "tool-result-missing" }, "No result shown for this call.");
+  return h("div", { class: "event tool_call" + (failed ? " failed" : ""), "data-testid": "event", "data-type": "tool_call", "data-tool-call-id": d.toolCallId || "" },
+    head, h("div", {}, h("strong", {}, d.toolName), d.server ? h("span", { class: "muted" }, " @" + d.server) : null,
+      h("pre", { "data-testid": "tool-arguments" }, typeof d.arguments === "string" ? d.arguments : JSON.stringify(d.arguments, null, 2))),
+    inner);
+}
+
+// The events of a page with each tool call folded together with its result (a result
+// whose call is not on the page stays an event of its own).
+function foldedEvents(events) {
+  const calls = new Map();
+  const results = new Map();
+  for (const e of events) {
+    const id = e.data && e.data.toolCallId;
+    if (!id) continue;
+    if (e.type === "tool_call" && !calls.has(id)) calls.set(id, e);
+    else if (e.type === "tool_result" && calls.has(id) && !results.has(id)) results.set(id, e);
+  }
+  const folded = new Set(results.values());
+  return events.filter((e) => !folded.has(e)).map((e) =>
+    e.type === "tool_call" && calls.get(e.data && e.data.toolCallId) === e ? renderToolCard(e, results.get(e.data.toolCallId)) : renderEvent(e));
+}
+
+// Wrap every occurrence of `needle` (ignoring case) in the text under `root` in a <mark>.
+function markText(root, needle) {
+  if (!needle) return 0;
+  const lower = needle.toLocaleLowerCase();
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  let marks = 0;
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    const hay = text.toLocaleLowerCase();
+    let at = hay.indexOf(lower);
+    if (at < 0) continue;
+    const parts = [];
+    let from = 0;
+    while (at >= 0) {
+      parts.push(document.createTextNode(text.slice(from, at)), h("mark", { "data-testid": "transcript-mark" }, text.slice(at, at + needle.length)));
+      marks += 1;
+      from = at + needle.length;
+      at = hay.indexOf(lower, from);
+    }
+    parts.push(document.createTextNode(text.slice(from)));
+    node.replaceWith(...parts);
+  }
+  return marks;
+}
+
+function trialNav(body) {
+  const step = (id, label, testid) => id
+    ? link(outcomeHref(id), label, { class: "button", "data-testid": testid })
+    : h("span", { class: "button disabled", "data-testid": testid, "aria-disabled": "true" }, label);
+  return h("div", { class: "trial-nav", "data-testid": "trial-nav" },
+    step(body.previousId, "‹ Previous trial", "prev-trial"), step(body.nextId, "Next trial ›", "next-trial"),
+    h("span", { class: "muted" }, "in the order of the run's outcomes"));
+}
+
 async function outcomePage(outcomeId) {
   setNav("outcomes");
   const body = await api(`/api/outcomes/${encodeURIComponent(outcomeId)}`);
@@ -336,13 +405,23 @@ async function outcomePage(outcomeId) {
   const graderRows = grade && grade.details ? grade.details.map((g) => h("tr", { "data-testid": "grader-detail" },
     h("td", {}, g.name), h("td", {}, g.type), h("td", {}, g.status === "error" ? badge("error") : badge(g.passed ? "pass" : "fail")),
     h("td", { class: "num" }, Number(g.score).toFixed(2)), h("td", {}, h("div", { class: "text" }, g.evidence || "")))) : [];
-  const events = pager((cursor) => api(`/api/outcomes/${encodeURIComponent(outcomeId)}/trajectory`, { cursor, limit: 200 }),
-    Object.assign((page) => page.events.length ? h("div", { class: "events", "data-testid": "trajectory" }, page.events.map(renderEvent))
-      : h("p", { class: "muted" }, "No trajectory events were recorded."), { count: (page) => page.events.length }));
+  const search = h("input", { type: "search", placeholder: "Search the transcript", "data-testid": "transcript-search" });
+  const matches = h("span", { class: "muted", "data-testid": "transcript-matches" });
+  const events = pager((cursor) => api(`/api/outcomes/${encodeURIComponent(outcomeId)}/trajectory`, { cursor, limit: 200, q: search.value }),
+    Object.assign((page) => {
+      const needle = search.value;
+      matches.textContent = needle ? `${num(page.page.total)} event${page.page.total === 1 ? "" : "s"} match “${needle}”` : "";
+      if (!page.events.length) return h("p", { class: "muted", "data-testid": "transcript-empty" }, needle ? "No event matches." : "No trajectory events were recorded.");
+      const list = h("div", { class: "events", "data-testid": "trajectory" }, foldedEvents(page.events));
+      markText(list, needle);
+      return list;
+    }, { count: (page) => page.events.length }));
+  search.addEventListener("change", () => events.reload());
   events.reload();
   const prompt = rec.stimulus ? (rec.stimulus.prompt || (rec.stimulus.turns || []).map((t) => t.prompt || JSON.stringify(t)).join("\n---\n")) : "";
   show(
     h("div", { class: "crumbs" }, link("#/", "Runs"), " / ", link(runHref(o.runId), body.runName), " / ", o.stimulus),
+    trialNav(body),
     h("h1", { "data-testid": "outcome-title" }, o.stimulus, " ", badge(o.verdict)),
     h("div", { class: "sub" }, `${o.trialId} · ${o.model || "no model"}${o.variant ? " · variant " + o.variant : ""} · ${when(o.startedAt)} · `,
       link(historyHref(o.stimulus, o.evalName), "history of this stimulus")),
@@ -354,7 +433,7 @@ async function outcomePage(outcomeId) {
     h("div", { class: "panel" }, h("h2", {}, "Graders"), graderRows.length ? table(["Grader", "Type", "Verdict", "Score", "Evidence"], graderRows) : h("p", { class: "muted" }, "Not graded."),
       grade && grade.constraintViolations && grade.constraintViolations.length ? h("div", { class: "error-box" }, "Constraint violations: " + grade.constraintViolations.join("; ")) : null),
     h("div", { class: "panel" }, h("h2", {}, "Prompt"), h("div", { class: "text" }, prompt)),
-    h("div", { class: "panel" }, h("h2", {}, `Trajectory (${body.eventCount} events)`), events),
+    h("div", { class: "panel" }, h("h2", {}, `Trajectory (${body.eventCount} events)`), h("div", { class: "filters" }, search, matches), events),
     traj.output ? h("div", { class: "panel" }, h("h2", {}, "Final output"), h("div", { class: "text" }, traj.output)) : null,
     h("div", { class: "panel", "data-testid": "artifacts" }, h("h2", {}, "Artifacts"), body.artifacts.length ? body.artifacts.map((a) =>
       h("details", {}, h("summary", {}, `${a.path} (${num(a.size)} bytes)`), a.text !== null ? h("pre", {}, a.text) : h("p", { class: "muted" }, "binary or large: see the trial folder")))
