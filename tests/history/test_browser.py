@@ -353,3 +353,88 @@ def test_previous_and_next_trial(browser: Any, server: str) -> None:
     wait_ready(browser, f"/outcomes/{first['id']}")
     first_prev = browser.find_element(By.CSS_SELECTOR, '[data-testid="prev-trial"]')
     assert first_prev.tag_name == "span" and first_prev.get_attribute("aria-disabled") == "true"
+
+
+def _side_rows(browser: Any) -> list[Any]:
+    return rows(browser, "side-row")
+
+
+def test_one_case_trial_by_trial_with_differences_only(
+    browser: Any, graded_server: str, screenshots: Path
+) -> None:
+    browser.get(f"{graded_server}#/compare?runs={BASELINE},{CANDIDATE}")
+    tidy = next(
+        r
+        for r in wait_rows(browser, "graded-case-row", 4)
+        if r.get_attribute("data-case-id") == "checkout/tidy"
+    )
+    tidy.find_element(By.CSS_SELECTOR, '[data-testid="case-link"]').click()
+    wait(browser).until(ec.element_to_be_clickable((By.CSS_SELECTOR, '[data-testid="side-link"]')))
+    rows(browser, "side-link")[0].click()
+    assert len(wait_rows(browser, "side-trial", 2)) == 2
+    left = browser.find_element(By.CSS_SELECTOR, '[data-testid="side-left"]').text
+    right = browser.find_element(By.CSS_SELECTOR, '[data-testid="side-right"]').text
+    assert left.endswith(BASELINE) and right.endswith(CANDIDATE)
+    table = _side_rows(browser)
+    by_kind: dict[str, list[Any]] = {}
+    for row in table:
+        by_kind.setdefault(row.get_attribute("data-kind"), []).append(row)
+    outputs = by_kind["output"]
+    assert len(outputs) == 2
+    for row in outputs:
+        cells = row.find_elements(By.TAG_NAME, "td")
+        assert [c.text for c in cells] == [
+            output_of(BASELINE, "tidy"),
+            output_of(CANDIDATE, "tidy"),
+        ]
+        assert row.get_attribute("data-same") == "false"
+    graders = {}
+    for row in by_kind["grader"]:
+        name = row.find_element(By.TAG_NAME, "th").text
+        graders.setdefault(name, []).append([c.text for c in row.find_elements(By.TAG_NAME, "td")])
+    assert graders == {
+        "correct": [["pass · 1.00", "pass · 1.00"]] * 2,
+        "style": [["pass · 1.00", "fail · 0.25"]] * 2,
+    }
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="side-by-side"] b')
+    steps = by_kind["step"]
+    assert steps[0].get_attribute("data-same") == "true"  # the same prompt on both sides
+    assert "Solve task tidy." in steps[0].text
+    assert all(r.is_displayed() for r in table)
+    shot(browser, screenshots, "side-by-side")
+
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="diff-only"]').click()
+    wait(browser).until(lambda b: not steps[0].is_displayed())
+    shown = [r for r in table if r.is_displayed()]
+    assert shown == [r for r in table if r.get_attribute("data-same") == "false"]
+    kept = {
+        r.find_element(By.TAG_NAME, "th").text
+        for r in shown
+        if r.get_attribute("data-kind") == "grader"
+    }
+    assert kept == {"style"}
+    assert len(rows(browser, "side-trial")) == 2 and all(
+        r.is_displayed() for r in rows(browser, "side-trial")
+    )
+    shot(browser, screenshots, "side-by-side-differences")
+
+
+def test_an_experiment_cell_opens_its_trials_beside_the_baseline(browser: Any, server: str) -> None:
+    browser.get(server + "#/runs/exp-1/experiment")
+    wait_rows(browser, "matrix-row")
+    links = wait_rows(browser, "matrix-side-link")
+    assert len(links) == 8 * 2  # 8 stimuli x the 2 variants that are not the baseline
+    target = links[-1]
+    href = target.get_attribute("href")
+    assert "rightVariant=worse" in href and "leftVariant=baseline" in href
+    target.click()
+    assert len(wait_rows(browser, "side-trial", 4)) == 4
+    assert browser.find_element(By.CSS_SELECTOR, '[data-testid="side-left"]').text.endswith(
+        "baseline"
+    )
+    assert browser.find_element(By.CSS_SELECTOR, '[data-testid="side-right"]').text.endswith(
+        "worse"
+    )
+    assert browser.find_element(By.CSS_SELECTOR, '[data-testid="side-title"]').text.startswith(
+        "task-007"
+    )

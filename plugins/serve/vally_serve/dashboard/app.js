@@ -1,6 +1,7 @@
 // The vally dashboard: plain JavaScript over the REST API (/api/...), no build step.
 // Pages are routed by the URL hash: #/ (runs), #/runs/ID, #/runs/ID/experiment,
-// #/outcomes/ID, #/outcomes (across runs), #/history?stimulus=NAME, #/compare?runs=A,B.
+// #/outcomes/ID, #/outcomes (across runs), #/history?stimulus=NAME, #/compare?runs=A,B,
+// #/side?stimulus=NAME&left=A&right=B (one stimulus's trials side by side).
 // Every text from the API goes into the page as text (never as HTML).
 "use strict";
 
@@ -212,7 +213,8 @@ function statCards(run) {
     card("Mean tokens", num(run.tokens), "stat-tokens"));
 }
 
-function matrixPanel(runId, axisDefault) {
+// cellHref(row, column, axis): where a cell leads (null: nowhere).
+function matrixPanel(runId, axisDefault, cellHref) {
   const metrics = h("select", { "data-testid": "matrix-metric" });
   const holder = pager((cursor) => api(`/api/runs/${encodeURIComponent(runId)}/matrix`, { metric: metrics.value || "passRate", cursor, limit: 25 }), (body) => {
     const fmt = body.metric.unit === "ratio" ? pct : body.metric.unit === "ms" ? ms : (v) => num(v, 1);
@@ -223,7 +225,9 @@ function matrixPanel(runId, axisDefault) {
         body.columns.map((c) => {
           const cell = row.cells[c];
           const v = cell ? cell.value : null;
-          const td = h("td", { class: "cell", title: cell ? `${cell.trials} trials, ${cell.graded} graded` : "not run" }, cell ? fmt(v) : "");
+          const href = cell && cellHref ? cellHref(row, c, body.axis) : null;
+          const td = h("td", { class: "cell", title: cell ? `${cell.trials} trials, ${cell.graded} graded` : "not run" },
+            cell ? (href ? link(href, fmt(v), { "data-testid": "matrix-side-link", title: "These trials side by side with the baseline's" }) : fmt(v)) : "");
           if (cell && v !== null && body.metric.unit === "ratio") {
             const good = body.metric.higherIsBetter ? v : 1 - v;
             td.style.background = `hsl(${Math.round(good * 120)}, 70%, 90%)`;
@@ -465,7 +469,8 @@ async function experimentPage(runId) {
     h("div", { class: "sub" }, `Variants against the baseline "${body.baseline}". Deltas are means over stimuli with 95% t intervals; green or red when the interval excludes zero.`),
     h("div", { class: "panel" }, table(["Variant", "Trials", "Pass rate", "Δ pass rate [95% CI]", "Mean score", "Δ score", "Δ duration", "Δ tokens", "McNemar p"], rows, { "data-testid": "variants-table" })),
     h("div", { class: "panel" }, h("h2", {}, "Pass-rate delta against the baseline"), intervalChart(body.variants)),
-    matrixPanel(runId, "variant"));
+    matrixPanel(runId, "variant", (row, column, axis) => axis === "variant" && column !== body.baseline
+      ? sideHref(row.evalName, row.stimulus, { run: runId, variant: body.baseline }, { run: runId, variant: column }) : null));
 }
 
 async function historyPage(params) {
@@ -590,7 +595,8 @@ async function comparePage(params) {
     try {
       const sides = await Promise.all(ids.map((id) => caseSide(id, names[id], c)));
       if (ticket !== shown) return;
-      sideBySide.replaceChildren(h("div", { class: "panel" }, h("h2", { "data-testid": "case-title" }, "Case " + c.id),
+      sideBySide.replaceChildren(h("div", { class: "panel" }, h("h2", { "data-testid": "case-title" }, "Case " + c.id, " ",
+        link(sideHref(c.eval, c.stimulus, { run: ids[0] }, { run: ids[1] }), "trial by trial →", { "data-testid": "side-link", class: "muted" })),
         h("div", { class: "grid2" }, sides)));
       sideBySide.scrollIntoView();
     } catch (error) {
@@ -604,6 +610,102 @@ async function comparePage(params) {
   } catch (error) {
     graded.replaceChildren(h("h2", {}, "Graded comparison"), h("div", { class: "error-box", "data-testid": "graded-error" }, error.code ? "[" + error.code + "] " : "", error.message));
   }
+}
+
+// ---------------------------------------------------------------- side by side
+
+// One stimulus's trials in two runs (or two variants of one), aligned trial by trial:
+// header, final output, each grader's verdict and score, then the trajectory step by step.
+// #/side?eval=E&stimulus=S&left=RUN&leftVariant=V&right=RUN&rightVariant=V
+const SIDE_BY_SIDE_TRIALS = 10;
+
+const sideHref = (evalName, stimulus, left, right) => "#/side?" + new URLSearchParams({
+  eval: evalName || "", stimulus, left: left.run, leftVariant: left.variant || "", right: right.run, rightVariant: right.variant || "" });
+
+// The steps of a trajectory as comparable text: messages, reasoning, errors, and each tool
+// call with its result (timestamps left out, so two same steps read the same).
+function trajectorySteps(events) {
+  const results = new Map();
+  for (const e of events) if (e.type === "tool_result" && e.data && e.data.toolCallId && !results.has(e.data.toolCallId)) results.set(e.data.toolCallId, e);
+  const folded = new Set();
+  const steps = [];
+  const text = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
+  for (const e of events) {
+    const d = e.data || {};
+    if (["turn_start", "turn_end", "token_usage"].includes(e.type) || folded.has(e)) continue;
+    if (e.type === "tool_call") {
+      const r = d.toolCallId ? results.get(d.toolCallId) : undefined;
+      if (r) folded.add(r);
+      const outcome = r ? `→ ${r.data.success === false ? "failed" : "ok"}: ${text(r.data.result)}` : "→ no result";
+      steps.push({ kind: "tool " + d.toolName, text: `${text(d.arguments)}\n${outcome}` });
+    } else if (["user_message", "assistant_message", "reasoning"].includes(e.type)) steps.push({ kind: e.type, text: d.content ?? "" });
+    else if (e.type === "error") steps.push({ kind: "error", text: (d.code ? `[${d.code}] ` : "") + (d.message || "") });
+    else if (e.type === "tool_result") steps.push({ kind: "tool result " + (d.toolName || ""), text: text(d.result) });
+    else steps.push({ kind: e.type || "event", text: JSON.stringify(d) });
+  }
+  return steps;
+}
+
+async function sideTrials(runId, variant, evalName, stimulus) {
+  const params = { eval: evalName, stimulus, limit: SIDE_BY_SIDE_TRIALS };
+  if (variant) params.variant = variant;
+  const page = await api(`/api/runs/${encodeURIComponent(runId)}/outcomes`, params);
+  const trials = await Promise.all(page.outcomes.map(async (o) => {
+    const [detail, events] = await Promise.all([api(`/api/outcomes/${encodeURIComponent(o.id)}`),
+      api(`/api/outcomes/${encodeURIComponent(o.id)}/trajectory`, { limit: 500 })]);
+    const grade = detail.record.gradeResult;
+    const graders = new Map((grade && grade.details ? grade.details : []).map((g) =>
+      [g.name, `${g.status === "error" ? "error" : g.passed ? "pass" : "fail"} · ${Number(g.score).toFixed(2)}`]));
+    return { outcome: o, output: (detail.record.trajectory || {}).output || "", graders, steps: trajectorySteps(events.events) };
+  }));
+  return { total: page.page.total, trials };
+}
+
+async function sidePage(params) {
+  setNav("runs");
+  const evalName = params.get("eval") || "", stimulus = params.get("stimulus") || "";
+  const left = { run: params.get("left") || "", variant: params.get("leftVariant") || "" };
+  const right = { run: params.get("right") || "", variant: params.get("rightVariant") || "" };
+  if (!stimulus || !left.run || !right.run) throw Object.assign(new Error("the side-by-side view needs ?stimulus=, left= and right="), { code: "bad_request" });
+  const [a, b, runA, runB] = await Promise.all([
+    sideTrials(left.run, left.variant, evalName, stimulus), sideTrials(right.run, right.variant, evalName, stimulus),
+    api(`/api/runs/${encodeURIComponent(left.run)}`), api(`/api/runs/${encodeURIComponent(right.run)}`)]);
+  const label = (side, run) => run.run.name + " · " + side.run + (side.variant ? " · " + side.variant : "");
+  const cell = (content) => h("td", { class: "side-cell" }, content === undefined ? h("span", { class: "muted" }, "–") : content);
+  const row = (kind, name, l, r, render) => h("tr", { class: "side-row " + kind, "data-testid": "side-row", "data-kind": kind, "data-same": String(l === r) },
+    h("th", { scope: "row" }, name), cell(l === undefined ? undefined : render(l)), cell(r === undefined ? undefined : render(r)));
+  const asText = (v) => h("div", { class: "text" }, v);
+  const rows = [];
+  const pairs = Math.max(a.trials.length, b.trials.length);
+  for (let i = 0; i < pairs; i++) {
+    const l = a.trials[i], r = b.trials[i];
+    const head = (t) => t ? h("span", {}, link(outcomeHref(t.outcome.id), `trial ${t.outcome.trialIndex}`), " ", badge(t.outcome.verdict),
+      h("span", { class: "muted" }, ` score ${t.outcome.score === null ? "–" : t.outcome.score.toFixed(2)}${t.outcome.model ? " · " + t.outcome.model : ""}`)) : h("span", { class: "muted" }, "no trial");
+    rows.push(h("tr", { class: "side-trial", "data-testid": "side-trial" }, h("th", { scope: "row" }, `#${i + 1}`), h("td", {}, head(l)), h("td", {}, head(r))));
+    rows.push(row("output", "Output", l && l.output, r && r.output, asText));
+    const graders = [...new Set([...(l ? l.graders.keys() : []), ...(r ? r.graders.keys() : [])])];
+    for (const g of graders) rows.push(row("grader", g, l && l.graders.get(g), r && r.graders.get(g), asText));
+    const steps = Math.max(l ? l.steps.length : 0, r ? r.steps.length : 0);
+    for (let k = 0; k < steps; k++) {
+      const ls = l && l.steps[k], rs = r && r.steps[k];
+      const key = (s) => (s ? s.kind + "\n" + s.text : undefined);
+      rows.push(row("step", `step ${k + 1}`, key(ls), key(rs), (t) => {
+        const [kind, ...rest] = t.split("\n");
+        return h("div", {}, h("span", { class: "type" }, kind), h("pre", {}, rest.join("\n")));
+      }));
+    }
+  }
+  const grid = h("table", { class: "side-by-side", "data-testid": "side-by-side" },
+    h("thead", {}, h("tr", {}, h("th", { class: "rowhead" }, ""), h("th", { "data-testid": "side-left" }, label(left, runA)), h("th", { "data-testid": "side-right" }, label(right, runB)))),
+    h("tbody", {}, rows));
+  const toggle = h("input", { type: "checkbox", "data-testid": "diff-only", onchange: (e) => grid.classList.toggle("diff-only", e.target.checked) });
+  const differing = rows.filter((r) => r.dataset.same === "false").length;
+  const more = a.total > a.trials.length || b.total > b.trials.length;
+  show(h("div", { class: "crumbs" }, link("#/", "Runs"), " / side by side"),
+    h("h1", { "data-testid": "side-title" }, stimulus, evalName ? h("span", { class: "muted" }, " · " + evalName) : null),
+    h("div", { class: "sub" }, `Trials paired in order of their index: ${num(a.total)} on the left, ${num(b.total)} on the right${more ? `; the first ${SIDE_BY_SIDE_TRIALS} of each are shown` : ""}. Steps are aligned by position.`),
+    h("div", { class: "panel" }, h("div", { class: "filters" }, h("label", {}, toggle, " Differences only"),
+      h("span", { class: "muted", "data-testid": "side-differences" }, `${num(differing)} of ${num(rows.length - pairs)} rows differ`)), grid));
 }
 
 async function outcomesPage() {
@@ -623,6 +725,7 @@ async function route() {
     else if (parts[0] === "outcomes") await outcomesPage();
     else if (parts[0] === "history") await historyPage(params);
     else if (parts[0] === "compare") await comparePage(params);
+    else if (parts[0] === "side") await sidePage(params);
     else await runsPage();
     window.scrollTo(0, 0);
     document.body.dataset.ready = hash;
