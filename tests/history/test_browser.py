@@ -6,6 +6,8 @@ kept under ``<pytest basetemp>/screenshots/`` (or ``$VALLY_SCREENSHOT_DIR``)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -438,3 +440,79 @@ def test_an_experiment_cell_opens_its_trials_beside_the_baseline(browser: Any, s
     assert browser.find_element(By.CSS_SELECTOR, '[data-testid="side-title"]').text.startswith(
         "task-007"
     )
+
+
+def _downloaded(folder: Path, name: str) -> Path:
+    """Wait for the browser to finish downloading ``name`` into ``folder``."""
+    target = folder / name
+    wait_seconds = WebDriverWait(None, WAIT)
+    wait_seconds.until(lambda _: target.exists() and target.stat().st_size > 0)
+    return target
+
+
+def _shown_durations(browser: Any) -> list[str]:
+    table = browser.find_element(By.CSS_SELECTOR, '[data-testid="outcomes-table"]')
+    return [r.find_elements(By.TAG_NAME, "td")[7].text for r in rows(table, "outcome-row")]
+
+
+def test_sort_a_table_and_download_it(
+    browser: Any, server: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.mktemp("downloads")
+    browser.execute_cdp_cmd(
+        "Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder)}
+    )
+    browser.get(server + "#/runs/run-a")
+    wait_ready(browser, "/runs/run-a")
+    wait_rows(browser, "outcome-row", 24)
+    listed = httpx.get(server + "api/runs/run-a/outcomes", params={"limit": 25}, timeout=30)
+    outcomes = listed.json()["outcomes"]
+    header = browser.find_element(
+        By.CSS_SELECTOR, '[data-testid="outcomes-table"] th[data-column="7"]'
+    )
+    assert header.text == "Duration"
+    header.click()
+    assert header.get_attribute("aria-sort") == "ascending"
+    ascending = sorted(outcomes, key=lambda o: o["durationMs"])
+    shown = _shown_durations(browser)
+    ids = [
+        link.get_attribute("href").rsplit("/", 1)[-1]
+        for link in browser.find_elements(
+            By.CSS_SELECTOR, '[data-testid="outcomes-table"] [data-testid="outcome-link"]'
+        )
+    ]
+    assert ids == [o["id"] for o in ascending], shown
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    ids = [
+        link.get_attribute("href").rsplit("/", 1)[-1]
+        for link in browser.find_elements(
+            By.CSS_SELECTOR, '[data-testid="outcomes-table"] [data-testid="outcome-link"]'
+        )
+    ]
+    assert ids == [o["id"] for o in reversed(ascending)]
+
+    panel = browser.find_element(By.CSS_SELECTOR, '[data-testid="outcomes-panel"]')
+    panel.find_element(By.CSS_SELECTOR, '[data-testid="download-json"]').click()
+    records = json.loads(_downloaded(folder, "outcomes.json").read_text(encoding="utf-8"))
+    assert [r["Stimulus"] for r in records] == [o["stimulus"] for o in reversed(ascending)]
+    assert [int(r["#"]) for r in records] == [o["trialIndex"] for o in reversed(ascending)]
+    assert set(records[0]) == {
+        "Stimulus", "Eval", "Model", "Variant", "#", "Verdict", "Score", "Duration", "Tokens",
+        "Calls",
+    }  # fmt: skip
+    assert [r["Verdict"] for r in records] == [o["verdict"] for o in reversed(ascending)]
+
+    ranking = httpx.get(server + "api/runs/run-a/ranking", timeout=30).json()["entries"]
+    box = browser.find_element(By.CSS_SELECTOR, '[data-testid="ranking-table"]')
+    box.find_element(By.XPATH, "..").find_element(
+        By.CSS_SELECTOR, '[data-testid="download-csv"]'
+    ).click()
+    lines = list(csv.reader(_downloaded(folder, "ranking.csv").open(encoding="utf-8")))
+    assert lines[0] == [
+        "Rank", "Model", "Pass rate", "pass@k", "Mean score", "Trials", "Errored", "Duration",
+        "Tokens",
+    ]  # fmt: skip
+    assert [(int(x[0]), x[1], x[2]) for x in lines[1:]] == [
+        (e["rank"], e["name"], f"{e['passRate'] * 100:.1f}%") for e in ranking
+    ]

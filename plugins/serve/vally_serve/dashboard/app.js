@@ -65,10 +65,77 @@ function card(label, value, testid) {
   return h("div", { class: "card", "data-testid": testid }, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
 }
 
+const NUMERIC_HEADER = /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank|Baseline|Candidate|Interval|Paired)/;
+
+// A table whose column headers sort its rows (click again: the other way), with CSV and
+// JSON downloads of what it shows. `attrs` go on the <table>; `attrs["data-name"]` names
+// the downloaded files.
 function table(headers, rows, attrs) {
-  return h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { class: /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank|Baseline|Candidate|Interval|Paired)/.test(x) ? "num" : "" }, x)))),
-    h("tbody", {}, rows));
+  const body = h("tbody", {}, rows);
+  const el = h("table", attrs || {},
+    h("thead", {}, h("tr", {}, headers.map((x, i) => h("th", {
+      class: (NUMERIC_HEADER.test(x) ? "num " : "") + (x ? "sortable" : ""), "data-column": i,
+      title: x ? "Sort by " + x : null, onclick: x ? () => sortTable(el, i) : null,
+    }, x)))),
+    body);
+  const name = (attrs && attrs["data-name"]) || (attrs && attrs["data-testid"]) || "table";
+  const tools = h("div", { class: "table-tools" },
+    h("button", { class: "linkish", "data-testid": "download-csv", onclick: () => download(name + ".csv", "text/csv", tableCsv(el)) }, "CSV"),
+    h("button", { class: "linkish", "data-testid": "download-json", onclick: () => download(name + ".json", "application/json", JSON.stringify(tableRecords(el), null, 2) + "\n") }, "JSON"));
+  return h("div", { class: "table-box" }, tools, el);
+}
+
+// A cell's value for sorting: a number when its text reads as one (12.5%, 1.2 s, 3,400,
+// +0.125), else its text; "–" (no value) sorts last either way.
+function sortKey(td) {
+  const text = (td.dataset.sort ?? td.textContent).trim();
+  if (text === "" || text === "–") return null;
+  const m = /^([+-]?[\d,]*\.?\d+)\s*(%|ms|s|min)?(\s|$)/.exec(text);
+  if (m) {
+    const scale = { "%": 1, ms: 1, s: 1000, min: 60000 }[m[2]] || 1;
+    return parseFloat(m[1].replace(/,/g, "")) * scale;
+  }
+  return text.toLocaleLowerCase();
+}
+
+function sortTable(el, column) {
+  const th = el.tHead.rows[0].cells[column];
+  const ascending = th.getAttribute("aria-sort") !== "ascending";
+  for (const other of el.tHead.rows[0].cells) other.removeAttribute("aria-sort");
+  th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const rows = [...el.tBodies[0].rows].map((tr, i) => ({ tr, i, key: tr.cells[column] ? sortKey(tr.cells[column]) : null }));
+  rows.sort((a, b) => {
+    if (a.key === null || b.key === null) return a.key === b.key ? a.i - b.i : a.key === null ? 1 : -1;
+    const order = typeof a.key === typeof b.key ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : typeof a.key === "number" ? -1 : 1;
+    return (ascending ? order : -order) || a.i - b.i;
+  });
+  el.tBodies[0].append(...rows.map((r) => r.tr));
+}
+
+// The table as shown: one record per row, by column header (columns without one left out).
+function tableRecords(el) {
+  const headers = [...el.tHead.rows[0].cells].map((th) => th.textContent.trim());
+  return [...el.tBodies[0].rows].map((tr) => {
+    const record = {};
+    headers.forEach((name, i) => { if (name) record[name] = tr.cells[i] ? tr.cells[i].textContent.replace(/\s+/g, " ").trim() : ""; });
+    return record;
+  });
+}
+
+function tableCsv(el) {
+  const records = tableRecords(el);
+  const headers = [...el.tHead.rows[0].cells].map((th) => th.textContent.trim()).filter(Boolean);
+  const quote = (v) => (/[",\r\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v);
+  return [headers, ...records.map((r) => headers.map((k) => r[k]))].map((line) => line.map(quote).join(",")).join("\r\n") + "\r\n";
+}
+
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type: type + ";charset=utf-8" }));
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
 
 function show(...nodes) {
@@ -191,7 +258,7 @@ async function runsPage() {
         h("td", { class: "num" }, num(r.trials)),
         h("td", { class: "num" }, bar(r.passRate), pct(r.passRate)),
         h("td", { class: "num" }, num(r.errored)),
-        h("td", { class: "num" }, ms(r.durationMs)))));
+        h("td", { class: "num" }, ms(r.durationMs)))), { "data-name": "runs" });
   });
   kind.addEventListener("change", () => list.reload());
   q.addEventListener("change", () => list.reload());
@@ -233,7 +300,7 @@ function matrixPanel(runId, axisDefault, cellHref) {
             td.style.background = `hsl(${Math.round(good * 120)}, 70%, 90%)`;
           }
           return td;
-        }))));
+        }))), { "data-name": "score-matrix" });
   });
   api("/api/metrics").then((body) => {
     metrics.replaceChildren(...body.metrics.map((m) => h("option", { value: m.name, title: m.description }, m.label)));
@@ -263,7 +330,7 @@ function outcomesPanel(runId, detail) {
       h("td", { class: "num" }, o.trialIndex), h("td", {}, badge(o.verdict)),
       h("td", { class: "num" }, o.score === null ? "–" : o.score.toFixed(2)),
       h("td", { class: "num" }, ms(o.durationMs)), h("td", { class: "num" }, num(o.tokens)),
-      h("td", { class: "num" }, num(o.toolCalls))))));
+      h("td", { class: "num" }, num(o.toolCalls)))), { "data-name": "outcomes", "data-testid": "outcomes-table" }));
   for (const el of [verdict, column]) el.addEventListener("change", () => list.reload());
   q.addEventListener("change", () => list.reload());
   list.reload();
@@ -279,15 +346,15 @@ async function runPage(runId) {
     h("tr", { "data-testid": "ranking-row" }, h("td", { class: "num" }, e.rank), h("td", {}, e.name || "(none)"),
       h("td", { class: "num" }, bar(e.passRate), pct(e.passRate)), h("td", { class: "num" }, pct(e.passAtK)),
       h("td", { class: "num" }, e.meanScore === null ? "–" : e.meanScore.toFixed(3)), h("td", { class: "num" }, num(e.trials)),
-      h("td", { class: "num" }, num(e.errored)), h("td", { class: "num" }, ms(e.durationMs)), h("td", { class: "num" }, num(e.tokens)))));
+      h("td", { class: "num" }, num(e.errored)), h("td", { class: "num" }, ms(e.durationMs)), h("td", { class: "num" }, num(e.tokens)))), { "data-name": "ranking", "data-testid": "ranking-table" });
   const graderTable = graders.graders.length ? table(["Grader", "Type", "Failed", "Errored", "Failures", "Mean score", "Fails most on"], graders.graders.map((g) =>
     h("tr", { "data-testid": "grader-row" }, h("td", {}, g.name, g.required ? h("span", { class: "muted" }, " (required)") : null), h("td", {}, g.type),
       h("td", { class: "num" }, num(g.failed)), h("td", { class: "num" }, num(g.errored)), h("td", { class: "num" }, pct(g.failRate)),
       h("td", { class: "num" }, g.meanScore === null ? "–" : g.meanScore.toFixed(2)),
-      h("td", {}, g.topFailingStimuli.map((s) => h("div", {}, `${s.stimulus} (${s.failed})`)))))) : h("p", { class: "muted" }, "No grader results.");
+      h("td", {}, g.topFailingStimuli.map((s) => h("div", {}, `${s.stimulus} (${s.failed})`))))), { "data-name": "grader-failures" }) : h("p", { class: "muted" }, "No grader results.");
   const toolTable = tools.tools.length ? table(["Tool", "Calls", "Failures", "Trials", "Calls per trial", "Share of trials"], tools.tools.map((t) =>
     h("tr", { "data-testid": "tool-row" }, h("td", {}, t.tool), h("td", { class: "num" }, num(t.calls)), h("td", { class: "num" }, num(t.failures)),
-      h("td", { class: "num" }, num(t.trials)), h("td", { class: "num" }, num(t.callsPerTrial, 2)), h("td", { class: "num" }, pct(t.share))))) : h("p", { class: "muted" }, "No tool calls.");
+      h("td", { class: "num" }, num(t.trials)), h("td", { class: "num" }, num(t.callsPerTrial, 2)), h("td", { class: "num" }, pct(t.share)))), { "data-name": "tool-usage" }) : h("p", { class: "muted" }, "No tool calls.");
   show(
     h("div", { class: "crumbs" }, link("#/", "Runs"), " / ", run.name),
     h("h1", { "data-testid": "run-title" }, run.name, " ", h("span", { class: "badge kind" }, run.kind)),
