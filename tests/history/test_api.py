@@ -213,6 +213,36 @@ def test_a_trajectory_is_searched_ignoring_case(client: TestClient) -> None:
     assert get(client, path, q="no such text anywhere")["events"] == []
 
 
+def test_outcomes_filtered_by_error_text(client: TestClient) -> None:
+    errored = walk(client, "/api/outcomes", "outcomes", run="run-a", status="error")
+    assert errored  # synthetic trials that errored say "agent timed out"
+    found = walk(client, "/api/outcomes", "outcomes", run="run-a", error="Agent TIMED")
+    assert [o["id"] for o in found] == [o["id"] for o in errored]
+    assert get(client, "/api/runs/run-a/outcomes", error="VALLY_TIMEOUT")["page"]["total"] == (
+        len(errored)
+    )
+    assert get(client, "/api/runs/run-a/outcomes", error="no such error")["outcomes"] == []
+    assert get(client, "/api/runs/run-a/outcomes", error="100%_")["outcomes"] == []
+
+
+def test_outcomes_filtered_by_grader(client: TestClient) -> None:
+    def ids(**params: str) -> list[str]:
+        return [o["id"] for o in walk(client, "/api/runs/run-a/outcomes", "outcomes", **params)]
+
+    failed, passed = ids(verdict="fail"), ids(verdict="pass")
+    assert failed and passed
+    assert ids(grader="output-contains") == failed  # the one grader: its verdict is the trial's
+    assert ids(grader="output-contains", graderVerdict="fail") == failed
+    assert ids(grader="output-contains", graderVerdict="pass") == passed
+    assert set(ids(grader="output-contains", graderVerdict="any")) == set(failed + passed)
+    assert ids(grader="output-contains", graderVerdict="pass", verdict="fail") == []
+    assert ids(grader="output") == []  # a whole name, not a part of one
+    body = get(client, "/api/runs/run-a/outcomes", 400, grader="x", graderVerdict="maybe")
+    assert "graderVerdict must be one of pass, fail, error or any" in body["error"]["message"]
+    body = get(client, "/api/runs/run-a/outcomes", 400, graderVerdict="pass")
+    assert "graderVerdict needs grader=<name>" in body["error"]["message"]
+
+
 def test_compare_runs(client: TestClient) -> None:
     body = get(client, "/api/compare", runs="run-a,run-b")
     assert [r["id"] for r in body["runs"]] == ["run-a", "run-b"]

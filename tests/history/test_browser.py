@@ -26,6 +26,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT = 30  # seconds: an upper bound for a page to show; tests wait on conditions
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.select import Select  # noqa: E402
@@ -85,7 +86,8 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def wait(browser: Any) -> Any:
-    return WebDriverWait(browser, WAIT)
+    """A wait on a condition; an element re-rendered while it is read counts as not yet."""
+    return WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def rows(browser: Any, testid: str) -> list[Any]:
@@ -516,3 +518,41 @@ def test_sort_a_table_and_download_it(
     assert [(int(x[0]), x[1], x[2]) for x in lines[1:]] == [
         (e["rank"], e["name"], f"{e['passRate'] * 100:.1f}%") for e in ranking
     ]
+
+
+def test_filter_outcomes_by_grader_and_by_error_text(browser: Any, server: str) -> None:
+    browser.get(server + "#/runs/run-a")
+    wait_ready(browser, "/runs/run-a")
+    wait_rows(browser, "outcome-row")
+    info = '[data-testid="outcomes-panel"] [data-testid="page-info"]'
+
+    def expect(params: dict[str, str]) -> list[Any]:
+        body = httpx.get(server + "api/runs/run-a/outcomes", params=params, timeout=30).json()
+        wanted = [o["id"] for o in body["outcomes"][:25]]
+
+        def shown_ids(b: Any) -> list[str]:
+            links = b.find_elements(
+                By.CSS_SELECTOR, '[data-testid="outcome-row"] [data-testid="outcome-link"]'
+            )
+            return [a.get_attribute("href").rsplit("/", 1)[-1] for a in links]
+
+        wait(browser).until(lambda b: shown_ids(b) == wanted)
+        page_info = browser.find_element(By.CSS_SELECTOR, info).text
+        assert page_info.endswith(f"of {body['page']['total']}")
+        return rows(browser, "outcome-row")
+
+    grader = Select(browser.find_element(By.CSS_SELECTOR, '[data-testid="grader-filter"]'))
+    assert [o.get_attribute("value") for o in grader.options] == ["", "output-contains"]
+    grader.select_by_value("output-contains")
+    failing = expect({"grader": "output-contains", "graderVerdict": "fail", "limit": "25"})
+    assert failing and {r.get_attribute("data-verdict") for r in failing} == {"fail"}
+    Select(
+        browser.find_element(By.CSS_SELECTOR, '[data-testid="grader-verdict-filter"]')
+    ).select_by_value("pass")
+    passing = expect({"grader": "output-contains", "graderVerdict": "pass", "limit": "25"})
+    assert passing and {r.get_attribute("data-verdict") for r in passing} == {"pass"}
+    grader.select_by_value("")
+    errors = browser.find_element(By.CSS_SELECTOR, '[data-testid="error-filter"]')
+    errors.send_keys("timed OUT\n")
+    errored = expect({"error": "timed OUT", "limit": "25"})
+    assert errored and {r.get_attribute("data-verdict") for r in errored} == {"error"}

@@ -167,6 +167,40 @@ def test_a_store_from_a_newer_vally_is_refused(tmp_path: Path) -> None:
         open_store(str(target))
 
 
+def test_a_version_1_store_is_migrated_and_its_outcomes_searchable(
+    synthetic_runs: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "h.db"
+    store = open_store(str(target))
+    ingest(store, [synthetic_runs / "run-a"])
+    store.close()
+    with sqlite3.connect(target) as connection:  # the store as version 1 made it
+        connection.execute("DROP TABLE analyses")
+        connection.execute("ALTER TABLE outcomes DROP COLUMN error_text")
+        connection.execute("ALTER TABLE outcomes DROP COLUMN grader_verdicts")
+        connection.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        errored = connection.execute("SELECT count(*) FROM outcomes WHERE status = 'error'")
+        errors = errored.fetchone()[0]
+        failed = connection.execute("SELECT count(*) FROM outcomes WHERE verdict = 'fail'")
+        fails = failed.fetchone()[0]
+    assert errors and fails
+    store = open_store(str(target))
+    store.close()
+    with sqlite3.connect(target) as connection:
+        version = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert version.fetchone()[0] == "2"
+        found = connection.execute(
+            "SELECT count(*) FROM outcomes WHERE error_text = ?",
+            ("execute: VALLY_TIMEOUT: agent timed out",),
+        )
+        assert found.fetchone()[0] == errors
+        graded = connection.execute(
+            "SELECT count(*) FROM outcomes WHERE grader_verdicts = ?", ("\noutput-contains=fail\n",)
+        )
+        assert graded.fetchone()[0] == fails
+        assert connection.execute("SELECT count(*) FROM analyses").fetchone()[0] == 0
+
+
 def test_sqlite_store_uses_wal(tmp_path: Path) -> None:
     target = tmp_path / "h.db"
     open_store(str(target)).close()

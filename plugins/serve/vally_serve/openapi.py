@@ -7,7 +7,19 @@ from typing import Any
 from vally import __version__
 
 _PAGE = ("limit", "cursor")
-_OUTCOME_FILTERS = ("eval", "stimulus", "model", "variant", "verdict", "status", "q", "order")
+_OUTCOME_FILTERS = (
+    "eval",
+    "stimulus",
+    "model",
+    "variant",
+    "verdict",
+    "status",
+    "q",
+    "grader",
+    "graderVerdict",
+    "error",
+    "order",
+)
 
 DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/runs": ("List runs, newest first.", ("kind", "q", *_PAGE)),
@@ -72,6 +84,9 @@ PARAMETERS: dict[str, str] = {
     "variant": "An experiment variant (empty: none).",
     "verdict": "pass, fail, error or ungraded.",
     "status": "success, error or cancelled.",
+    "grader": "A grader name: only trials it judged graderVerdict (default fail).",
+    "graderVerdict": "pass, fail, error or any: how the grader named by grader judged.",
+    "error": "A part of the trial's error text (its error and error events), any case.",
     "order": "asc (ingestion order, the default) or desc.",
     "metric": "A metric name from /api/metrics (default passRate).",
     "axis": "model or variant (default: variant for experiments).",

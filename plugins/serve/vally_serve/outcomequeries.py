@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, select, true
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select, true
 
 from vally_serve.pagination import PageRequest, bad_request, not_found, page_of
 from vally_serve.schema import cells, outcome_details, outcomes, runs
@@ -25,6 +25,10 @@ FILTERS = {
 """Query parameters that filter outcomes by equality (``model=`` matches "no model")."""
 
 VERDICTS = ("pass", "fail", "error", "ungraded")
+GRADER_VERDICTS = ("pass", "fail", "error")
+"""What ``graderVerdict`` may be: how the grader named by ``grader`` judged the trial."""
+SEARCHED = ("status", "grader", "error")
+"""Filters that are no column of ``cells`` (their totals are counted)."""
 
 CELL_COLUMNS = {
     "run": "run_id",
@@ -82,11 +86,37 @@ def outcome_filter(
             conditions.append(column == params[name])
     if params.get("verdict") and params["verdict"] not in VERDICTS:
         raise bad_request(f"verdict must be one of {', '.join(VERDICTS)}")
+    conditions += _grader_and_error(params)
     if matching is not None:
         conditions.append(outcomes.c.stimulus.in_(matching))
     elif params.get("q"):
         conditions.append(outcomes.c.stimulus.contains(params["q"], autoescape=True))
     return and_(true(), *conditions)
+
+
+def _grader_and_error(params: Mapping[str, str]) -> list[ColumnElement[bool]]:
+    """``grader`` (with ``graderVerdict``, default ``fail``; ``any``: any result) and
+    ``error`` (a part of the error text, ignoring case).
+
+    Raises:
+        ApiError: An unknown grader verdict, or one without a grader.
+    """
+    conditions: list[ColumnElement[bool]] = []
+    wanted = params.get("graderVerdict", "fail")
+    if wanted not in (*GRADER_VERDICTS, "any"):
+        raise bad_request(f"graderVerdict must be one of {', '.join(GRADER_VERDICTS)} or any")
+    if "graderVerdict" in params and not params.get("grader"):
+        raise bad_request("graderVerdict needs grader=<name>: the grader whose verdict to match")
+    if params.get("grader"):
+        name = params["grader"].replace("\n", " ")
+        column = outcomes.c.grader_verdicts
+        verdicts = GRADER_VERDICTS if wanted == "any" else (wanted,)
+        conditions.append(
+            or_(*(column.contains(f"\n{name}={v}\n", autoescape=True) for v in verdicts))
+        )
+    if params.get("error"):
+        conditions.append(outcomes.c.error_text.icontains(params["error"], autoescape=True))
+    return conditions
 
 
 FEW_STIMULI = 64
@@ -108,7 +138,7 @@ def _matching(connection: Connection, params: Mapping[str, str]) -> list[str] | 
 def _total(connection: Connection, params: Mapping[str, str], where: ColumnElement[bool]) -> int:
     """How many outcomes match: summed from ``cells`` when every filter is one of its
     columns (or the verdict), else counted."""
-    if "status" in params:
+    if "status" in params or any(params.get(name) for name in SEARCHED):
         count = select(func.count()).select_from(outcomes).where(where)
         return int(connection.execute(count).scalar_one())
     c = cells.c

@@ -311,14 +311,21 @@ function matrixPanel(runId, axisDefault, cellHref) {
     h("span", { class: "muted" }, `stimulus × ${axisDefault}`)), holder);
 }
 
-function outcomesPanel(runId, detail) {
+function outcomesPanel(runId, detail, graderNames) {
   const verdict = h("select", { "data-testid": "verdict-filter" }, ["", "pass", "fail", "error", "ungraded"].map((v) => h("option", { value: v }, v || "Any verdict")));
   const axis = detail && detail.variants.length > 1 ? "variant" : "model";
   const values = detail ? (axis === "variant" ? detail.variants : detail.models) : [];
   const column = h("select", { "data-testid": "column-filter" }, h("option", { value: "__any" }, "Any " + axis), values.map((v) => h("option", { value: v }, v || "(none)")));
   const q = h("input", { type: "search", placeholder: "Stimulus contains…", "data-testid": "stimulus-filter" });
+  const grader = h("select", { "data-testid": "grader-filter", title: "Only the trials this grader judged so" }, h("option", { value: "" }, "Any grader"),
+    (graderNames || []).map((g) => h("option", { value: g }, g)));
+  const graderVerdict = h("select", { "data-testid": "grader-verdict-filter", disabled: true },
+    [["fail", "failed"], ["pass", "passed"], ["error", "errored"], ["any", "judged"]].map(([v, label]) => h("option", { value: v }, label)));
+  const errorText = h("input", { type: "search", placeholder: "Error contains…", "data-testid": "error-filter" });
+  grader.addEventListener("change", () => { graderVerdict.disabled = !grader.value; });
   const list = pager((cursor) => {
-    const params = { verdict: verdict.value, q: q.value, cursor, limit: 25 };
+    const params = { verdict: verdict.value, q: q.value, error: errorText.value, cursor, limit: 25 };
+    if (grader.value) Object.assign(params, { grader: grader.value, graderVerdict: graderVerdict.value });
     if (column.value !== "__any") params[axis] = column.value;
     if (!runId) params.order = "desc";
     return api(runId ? `/api/runs/${encodeURIComponent(runId)}/outcomes` : "/api/outcomes", params);
@@ -331,10 +338,11 @@ function outcomesPanel(runId, detail) {
       h("td", { class: "num" }, o.score === null ? "–" : o.score.toFixed(2)),
       h("td", { class: "num" }, ms(o.durationMs)), h("td", { class: "num" }, num(o.tokens)),
       h("td", { class: "num" }, num(o.toolCalls)))), { "data-name": "outcomes", "data-testid": "outcomes-table" }));
-  for (const el of [verdict, column]) el.addEventListener("change", () => list.reload());
-  q.addEventListener("change", () => list.reload());
+  for (const el of [verdict, column, grader, graderVerdict]) el.addEventListener("change", () => list.reload());
+  for (const el of [q, errorText]) el.addEventListener("change", () => list.reload());
   list.reload();
-  return h("div", { class: "panel", "data-testid": "outcomes-panel" }, h("h2", {}, "Outcomes"), h("div", { class: "filters" }, verdict, runId ? column : null, q), list);
+  return h("div", { class: "panel", "data-testid": "outcomes-panel" }, h("h2", {}, "Outcomes"),
+    h("div", { class: "filters" }, verdict, runId ? column : null, q, graderNames && graderNames.length ? [grader, graderVerdict] : null, errorText), list);
 }
 
 async function runPage(runId) {
@@ -368,7 +376,7 @@ async function runPage(runId) {
     h("div", { class: "grid2" },
       h("div", { class: "panel", "data-testid": "graders-panel" }, h("h2", {}, "Grader failures"), graderTable),
       h("div", { class: "panel", "data-testid": "tools-panel" }, h("h2", {}, "Tool usage"), toolTable)),
-    outcomesPanel(runId, detail));
+    outcomesPanel(runId, detail, [...new Set(graders.graders.map((g) => g.name))]));
 }
 
 function renderEvent(e) {
