@@ -556,3 +556,23 @@ def test_filter_outcomes_by_grader_and_by_error_text(browser: Any, server: str) 
     errors.send_keys("timed OUT\n")
     errored = expect({"error": "timed OUT", "limit": "25"})
     assert errored and {r.get_attribute("data-verdict") for r in errored} == {"error"}
+
+
+def test_the_ranking_shows_its_last_column(browser: Any, server: str, screenshots: Path) -> None:
+    browser.get(server + "#/runs/run-a")
+    wait_ready(browser, "/runs/run-a")
+    wait_rows(browser, "ranking-row", 2)
+    panel = browser.find_element(By.CSS_SELECTOR, '[data-testid="ranking-panel"]')
+    last = panel.find_elements(By.CSS_SELECTOR, "thead th")[-1]
+    assert last.text == "Tokens"
+    fits = browser.execute_script(
+        "const p = arguments[0], th = arguments[1];"
+        "return [p.scrollWidth - p.clientWidth,"
+        " p.getBoundingClientRect().right - th.getBoundingClientRect().right];",
+        panel,
+        last,
+    )
+    overflow, margin = fits
+    assert overflow <= 0, f"the ranking is {overflow}px wider than its card"
+    assert margin >= 0, f"its last column ends {-margin}px outside the card"
+    shot(browser, screenshots, "run-ranking")
