@@ -91,11 +91,29 @@ def test_run_detail(client: TestClient) -> None:
     assert body["models"] == ["gpt-a", "gpt-b"] and body["evals"] == ["suite"]
     assert body["stimulusCount"] == 4
     assert body["summaries"][0]["type"] == "run-summary"
+    assert "stimuli" not in body["summaries"][0]  # paged by /stimulus-summaries
+    assert body["summaries"][0]["stimulusSummaries"] == 8  # 4 stimuli x 2 models
     histogram = body["durationHistogram"]
     assert sum(sum(b["counts"].values()) for b in histogram) == 24
     assert all(b["lowMs"] < b["highMs"] for b in histogram)
     run = body["run"]
     assert 0 <= run["passToTheK"] <= run["passRate"] <= run["passAtK"] <= 1
+
+
+def test_stimulus_summaries_are_paged(client: TestClient) -> None:
+    entries = walk(client, "/api/runs/run-a/stimulus-summaries", "stimulusSummaries", limit=3)
+    assert [(e["stimulusName"], e["model"]) for e in entries] == [
+        (f"task-{s:03d}", m) for s in range(4) for m in ("gpt-a", "gpt-b")
+    ]
+    assert [e["index"] for e in entries] == list(range(8))
+    assert {(e["evalName"], e["variant"], e["shard"]) for e in entries} == {("suite", None, None)}
+    outcomes = walk(
+        client, "/api/runs/run-a/outcomes", "outcomes", stimulus="task-001", model="gpt-b"
+    )
+    assert entries[3]["trials"] == len(outcomes)
+    variants = walk(client, "/api/runs/exp-1/stimulus-summaries", "stimulusSummaries")
+    assert [e["variant"] for e in variants] == ["baseline"] * 8 + ["better"] * 8 + ["worse"] * 8
+    get(client, "/api/runs/nope/stimulus-summaries", 404)
 
 
 def test_run_outcomes_filter_and_paginate(client: TestClient) -> None:

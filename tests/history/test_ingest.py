@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
-from vally.models.records import TrialResultRecord
+from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally_serve import schema
 from vally_serve.ingest import ingest
 from vally_serve.store import StoreError, open_store
@@ -31,6 +31,8 @@ def count(target: str, table: schema.Table) -> int:
 def test_synthetic_records_are_valid_trial_records(synthetic_runs: Path) -> None:
     for line in (synthetic_runs / "run-a" / "results.jsonl").read_text().splitlines():
         TrialResultRecord.model_validate_json(line)
+    for line in (synthetic_runs / "run-a" / "run-summary.jsonl").read_text().splitlines():
+        assert len(RunSummaryRecord.model_validate_json(line).stimuli) == 8
 
 
 def test_real_runs_ingest_once_whatever_the_repeats(

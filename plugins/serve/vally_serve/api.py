@@ -78,6 +78,9 @@ ENDPOINTS: dict[str, Handler] = {
     "/api/runs/{id}/outcomes": lambda c, p, q: outcomequeries.list_outcomes(
         c, {**q, "run": analysis.require_run(c, p["id"]).run_id}, _page(q, SEQUENCE_KEY)
     ),
+    "/api/runs/{id}/stimulus-summaries": lambda c, p, q: runqueries.stimulus_summaries(
+        c, p["id"], _page(q, SEQUENCE_KEY)
+    ),
     "/api/runs/{id}/matrix": lambda c, p, q: analysis.matrix(c, p["id"], q, _page(q)),
     "/api/runs/{id}/ranking": lambda c, p, q: analysis.ranking(c, p["id"], q),
     "/api/runs/{id}/graders": lambda c, p, q: analysis.grader_failures(c, p["id"]),

@@ -24,8 +24,13 @@ _OUTCOME_FILTERS = (
 DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/runs": ("List runs, newest first.", ("kind", "q", *_PAGE)),
     "/api/runs/{id}": (
-        "One run: metrics, evals, models, variants, summaries (config) and a duration histogram.",
+        "One run: metrics, evals, models, variants, summaries (config; their per-stimulus "
+        "lists left to /stimulus-summaries) and a duration histogram.",
         (),
+    ),
+    "/api/runs/{id}/stimulus-summaries": (
+        "The per-stimulus entries of the run's summaries, paged.",
+        _PAGE,
     ),
     "/api/runs/{id}/outcomes": ("The outcomes of a run, filtered.", (*_OUTCOME_FILTERS, *_PAGE)),
     "/api/runs/{id}/matrix": (
