@@ -22,7 +22,8 @@ from vally_serve.schema import analyses, cells
 
 EXPERIMENT = "experiment"
 
-_MEMORY: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+_MEMORY: dict[tuple[str, str, str], tuple[str, dict[str, Any]]] = {}
+"""Answers computed by requests, by (store, run, name): the stamp and the answer."""
 _LOCK = threading.Lock()
 MEMORY_ENTRIES = 256
 """Answers kept in memory at most (the oldest is dropped first)."""
@@ -56,15 +57,23 @@ def stored(connection: Connection, run_id: str, name: str, current: str) -> dict
         body: dict[str, Any] = json.loads(row.body)
         return body
     with _LOCK:
-        kept = _MEMORY.get((run_id, name))
+        kept = _MEMORY.get((_store_of(connection), run_id, name))
     return kept[1] if kept is not None and kept[0] == current else None
 
 
-def remember(run_id: str, name: str, current: str, body: dict[str, Any]) -> None:
-    """Keep ``body`` in this process's memory as the answer for stamp ``current``."""
+def _store_of(connection: Connection) -> str:
+    return connection.engine.url.render_as_string(hide_password=True)
+
+
+def remember(
+    connection: Connection, run_id: str, name: str, current: str, body: dict[str, Any]
+) -> None:
+    """Keep ``body`` in this process's memory as the answer for stamp ``current`` of the
+    run in the store of ``connection``."""
+    key = (_store_of(connection), run_id, name)
     with _LOCK:
-        _MEMORY.pop((run_id, name), None)
-        _MEMORY[(run_id, name)] = (current, body)
+        _MEMORY.pop(key, None)
+        _MEMORY[key] = (current, body)
         while len(_MEMORY) > MEMORY_ENTRIES:
             del _MEMORY[next(iter(_MEMORY))]
 
@@ -78,7 +87,7 @@ def cached(
     body = stored(connection, run_id, name, current)
     if body is None:
         body = compute()
-        remember(run_id, name, current, body)
+        remember(connection, run_id, name, current, body)
     return body
 
 
