@@ -576,3 +576,22 @@ def test_the_ranking_shows_its_last_column(browser: Any, server: str, screenshot
     assert overflow <= 0, f"the ranking is {overflow}px wider than its card"
     assert margin >= 0, f"its last column ends {-margin}px outside the card"
     shot(browser, screenshots, "run-ranking")
+
+
+def test_a_variant_trial_opens_its_stimulus_beside_the_baseline(browser: Any, server: str) -> None:
+    listed = httpx.get(
+        server + "api/runs/exp-1/outcomes", params={"variant": "better", "limit": 1}, timeout=30
+    ).json()["outcomes"][0]
+    browser.get(f"{server}#/outcomes/{listed['id']}")
+    wait_ready(browser, f"/outcomes/{listed['id']}")
+    wait(browser).until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, '[data-testid="beside-baseline-link"]'))
+    ).click()
+    assert len(wait_rows(browser, "side-trial", 4)) == 4
+    left = browser.find_element(By.CSS_SELECTOR, '[data-testid="side-left"]').text
+    assert left.endswith("baseline")
+    assert browser.find_element(By.CSS_SELECTOR, '[data-testid="side-right"]').text.endswith(
+        "better"
+    )
+    title = browser.find_element(By.CSS_SELECTOR, '[data-testid="side-title"]').text
+    assert title.startswith(listed["stimulus"])

@@ -497,13 +497,20 @@ async function outcomePage(outcomeId) {
     }, { count: (page) => page.events.length }));
   search.addEventListener("change", () => events.reload());
   events.reload();
+  // An experiment variant's trial: a way to its stimulus's trials beside the baseline's.
+  const beside = h("span", { "data-testid": "beside-baseline" });
+  if (o.variant) api(`/api/runs/${encodeURIComponent(o.runId)}`).then((detail) => {
+    const baseline = detail.run.baseline;
+    if (baseline && baseline !== o.variant) beside.replaceChildren(" · ", link(sideHref(o.evalName, o.stimulus, { run: o.runId, variant: baseline }, { run: o.runId, variant: o.variant }),
+      "side by side with the baseline", { "data-testid": "beside-baseline-link" }));
+  }).catch(() => {});
   const prompt = rec.stimulus ? (rec.stimulus.prompt || (rec.stimulus.turns || []).map((t) => t.prompt || JSON.stringify(t)).join("\n---\n")) : "";
   show(
     h("div", { class: "crumbs" }, link("#/", "Runs"), " / ", link(runHref(o.runId), body.runName), " / ", o.stimulus),
     trialNav(body),
     h("h1", { "data-testid": "outcome-title" }, o.stimulus, " ", badge(o.verdict)),
     h("div", { class: "sub" }, `${o.trialId} · ${o.model || "no model"}${o.variant ? " · variant " + o.variant : ""} · ${when(o.startedAt)} · `,
-      link(historyHref(o.stimulus, o.evalName), "history of this stimulus")),
+      link(historyHref(o.stimulus, o.evalName), "history of this stimulus"), beside),
     h("div", { class: "cards" },
       card("Score", o.score === null ? "–" : o.score.toFixed(3)), card("Duration", ms(o.durationMs)),
       card("Tokens", num(o.tokens)), card("Input / output", `${num(usage.inputTokens)} / ${num(usage.outputTokens)}`),
