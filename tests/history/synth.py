@@ -258,7 +258,43 @@ def trial_record(
     }
 
 
-def _summary(spec: RunSpec, eval_name: str, variant: str | None) -> dict[str, Any]:
+def _stimulus_summary(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``StimulusSummary`` of one stimulus and model, as ``vally eval`` writes it."""
+    graded = [t for t in trials if t["gradeResult"] is not None]
+    passed = sum(1 for t in graded if t["gradeResult"]["passed"])
+    rate = passed / len(graded) if graded else None
+    scores = [t["gradeResult"]["score"] for t in graded]
+    return {
+        "stimulusName": trials[0]["stimulusName"],
+        "model": trials[0]["model"],
+        "trials": len(trials),
+        "graded": len(graded),
+        "passed": passed,
+        "errored": len(trials) - len(graded),
+        "meanScore": sum(scores) / len(scores) if scores else None,
+        "metrics": {
+            "perTrialPassRate": rate,
+            "passAtK": None if rate is None else float(passed > 0),
+            "passAtKNaive": None if rate is None else float(passed > 0),
+            "passToTheK": None if rate is None else float(passed == len(graded)),
+            "k": len(graded),
+        },
+        "flaky": 0 < passed < len(graded),
+        "hasGraders": True,
+        "meanTokens": None,
+        "meanTurns": 1.0,
+        "meanToolCalls": None,
+        "meanWallTimeMs": sum(t["durationMs"] for t in trials) / len(trials),
+        "totalErrors": len(trials) - len(graded),
+    }
+
+
+def _summary(
+    spec: RunSpec,
+    eval_name: str,
+    variant: str | None,
+    stimuli: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     block = None
     if variant:
         block = {
@@ -287,7 +323,7 @@ def _summary(spec: RunSpec, eval_name: str, variant: str | None) -> dict[str, An
         "errored": 0,
         "passRate": None,
         "verdict": "none",
-        "stimuli": [],
+        "stimuli": stimuli or [],
         "startedAt": spec.started,
         "completedAt": spec.started,
         "vallyVersion": "0.1.0",
@@ -304,20 +340,25 @@ def write_run(folder: Path, spec: RunSpec) -> Path:
     for variant in variants:
         target = folder / variant if variant else folder
         target.mkdir(parents=True, exist_ok=True)
+        per_eval: dict[str, list[dict[str, Any]]] = {e: [] for e in spec.evals}
         with (target / "results.jsonl").open("w", encoding="utf-8") as results:
             for eval_name in spec.evals:
                 for s in range(spec.stimuli):
                     for model in spec.models:
+                        records = []
                         for index in range(spec.trials):
                             record = trial_record(
                                 spec, rng, eval_name, f"task-{s:03d}", model, variant, index
                             )
+                            records.append(record)
                             results.write(json.dumps(record) + "\n")
                             if spec.trial_dirs:
                                 _trial_dir(target, record)
+                        per_eval[eval_name].append(_stimulus_summary(records))
         with (target / "run-summary.jsonl").open("w", encoding="utf-8") as summaries:
             for eval_name in spec.evals:
-                summaries.write(json.dumps(_summary(spec, eval_name, variant)) + "\n")
+                summary = _summary(spec, eval_name, variant, per_eval[eval_name])
+                summaries.write(json.dumps(summary) + "\n")
     return folder
 
 

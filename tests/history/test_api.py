@@ -91,11 +91,29 @@ def test_run_detail(client: TestClient) -> None:
     assert body["models"] == ["gpt-a", "gpt-b"] and body["evals"] == ["suite"]
     assert body["stimulusCount"] == 4
     assert body["summaries"][0]["type"] == "run-summary"
+    assert "stimuli" not in body["summaries"][0]  # paged by /stimulus-summaries
+    assert body["summaries"][0]["stimulusSummaries"] == 8  # 4 stimuli x 2 models
     histogram = body["durationHistogram"]
     assert sum(sum(b["counts"].values()) for b in histogram) == 24
     assert all(b["lowMs"] < b["highMs"] for b in histogram)
     run = body["run"]
     assert 0 <= run["passToTheK"] <= run["passRate"] <= run["passAtK"] <= 1
+
+
+def test_stimulus_summaries_are_paged(client: TestClient) -> None:
+    entries = walk(client, "/api/runs/run-a/stimulus-summaries", "stimulusSummaries", limit=3)
+    assert [(e["stimulusName"], e["model"]) for e in entries] == [
+        (f"task-{s:03d}", m) for s in range(4) for m in ("gpt-a", "gpt-b")
+    ]
+    assert [e["index"] for e in entries] == list(range(8))
+    assert {(e["evalName"], e["variant"], e["shard"]) for e in entries} == {("suite", None, None)}
+    outcomes = walk(
+        client, "/api/runs/run-a/outcomes", "outcomes", stimulus="task-001", model="gpt-b"
+    )
+    assert entries[3]["trials"] == len(outcomes)
+    variants = walk(client, "/api/runs/exp-1/stimulus-summaries", "stimulusSummaries")
+    assert [e["variant"] for e in variants] == ["baseline"] * 8 + ["better"] * 8 + ["worse"] * 8
+    get(client, "/api/runs/nope/stimulus-summaries", 404)
 
 
 def test_run_outcomes_filter_and_paginate(client: TestClient) -> None:
@@ -184,6 +202,63 @@ def test_one_outcome_and_its_trajectory(client: TestClient) -> None:
     assert [e["index"] for e in events] == list(range(len(events)))
     assert events[0]["type"] == "user_message"
     assert any(e["type"] == "tool_call" and e["data"]["arguments"] for e in events)
+
+
+def test_an_outcome_names_its_neighbours_in_the_run(client: TestClient) -> None:
+    listed = get(client, "/api/runs/run-a/outcomes", limit=3)["outcomes"]
+    first, second, third = (get(client, f"/api/outcomes/{o['id']}") for o in listed)
+    assert first["previousId"] is None and first["nextId"] == listed[1]["id"]
+    assert second["previousId"] == listed[0]["id"] and second["nextId"] == listed[2]["id"]
+    assert third["previousId"] == listed[1]["id"]
+    last = walk(client, "/api/runs/run-a/outcomes", "outcomes", limit=500)[-1]
+    assert get(client, f"/api/outcomes/{last['id']}")["nextId"] is None
+
+
+def test_a_trajectory_is_searched_ignoring_case(client: TestClient) -> None:
+    for listed in walk(client, "/api/runs/run-a/outcomes", "outcomes", limit=500):
+        path = f"/api/outcomes/{listed['id']}/trajectory"
+        events = walk(client, path, "events")
+        denied = [e["index"] for e in events if e["data"].get("result") == "permission denied"]
+        if denied:
+            break
+    else:
+        pytest.fail("no trial of run-a has a failed tool result")
+    found = walk(client, path, "events", q="PERMISSION Denied", limit=1)
+    assert [e["index"] for e in found] == denied
+    assert get(client, path, q="Permission")["page"]["total"] == len(denied)
+    calls = walk(client, path, "events", q="src/file0.py")
+    assert [e["type"] for e in calls] == ["tool_call"]
+    assert get(client, path, q="no such text anywhere")["events"] == []
+
+
+def test_outcomes_filtered_by_error_text(client: TestClient) -> None:
+    errored = walk(client, "/api/outcomes", "outcomes", run="run-a", status="error")
+    assert errored  # synthetic trials that errored say "agent timed out"
+    found = walk(client, "/api/outcomes", "outcomes", run="run-a", error="Agent TIMED")
+    assert [o["id"] for o in found] == [o["id"] for o in errored]
+    assert get(client, "/api/runs/run-a/outcomes", error="VALLY_TIMEOUT")["page"]["total"] == (
+        len(errored)
+    )
+    assert get(client, "/api/runs/run-a/outcomes", error="no such error")["outcomes"] == []
+    assert get(client, "/api/runs/run-a/outcomes", error="100%_")["outcomes"] == []
+
+
+def test_outcomes_filtered_by_grader(client: TestClient) -> None:
+    def ids(**params: str) -> list[str]:
+        return [o["id"] for o in walk(client, "/api/runs/run-a/outcomes", "outcomes", **params)]
+
+    failed, passed = ids(verdict="fail"), ids(verdict="pass")
+    assert failed and passed
+    assert ids(grader="output-contains") == failed  # the one grader: its verdict is the trial's
+    assert ids(grader="output-contains", graderVerdict="fail") == failed
+    assert ids(grader="output-contains", graderVerdict="pass") == passed
+    assert set(ids(grader="output-contains", graderVerdict="any")) == set(failed + passed)
+    assert ids(grader="output-contains", graderVerdict="pass", verdict="fail") == []
+    assert ids(grader="output") == []  # a whole name, not a part of one
+    body = get(client, "/api/runs/run-a/outcomes", 400, grader="x", graderVerdict="maybe")
+    assert "graderVerdict must be one of pass, fail, error or any" in body["error"]["message"]
+    body = get(client, "/api/runs/run-a/outcomes", 400, graderVerdict="pass")
+    assert "graderVerdict needs grader=<name>" in body["error"]["message"]
 
 
 def test_compare_runs(client: TestClient) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
-from vally.models.records import TrialResultRecord
+from vally.models.records import RunSummaryRecord, TrialResultRecord
 from vally_serve import schema
 from vally_serve.ingest import ingest
 from vally_serve.store import StoreError, open_store
@@ -31,6 +31,8 @@ def count(target: str, table: schema.Table) -> int:
 def test_synthetic_records_are_valid_trial_records(synthetic_runs: Path) -> None:
     for line in (synthetic_runs / "run-a" / "results.jsonl").read_text().splitlines():
         TrialResultRecord.model_validate_json(line)
+    for line in (synthetic_runs / "run-a" / "run-summary.jsonl").read_text().splitlines():
+        assert len(RunSummaryRecord.model_validate_json(line).stimuli) == 8
 
 
 def test_real_runs_ingest_once_whatever_the_repeats(
@@ -165,6 +167,40 @@ def test_a_store_from_a_newer_vally_is_refused(tmp_path: Path) -> None:
         connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 99, newer than"):
         open_store(str(target))
+
+
+def test_a_version_1_store_is_migrated_and_its_outcomes_searchable(
+    synthetic_runs: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "h.db"
+    store = open_store(str(target))
+    ingest(store, [synthetic_runs / "run-a"])
+    store.close()
+    with sqlite3.connect(target) as connection:  # the store as version 1 made it
+        connection.execute("DROP TABLE analyses")
+        connection.execute("ALTER TABLE outcomes DROP COLUMN error_text")
+        connection.execute("ALTER TABLE outcomes DROP COLUMN grader_verdicts")
+        connection.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        errored = connection.execute("SELECT count(*) FROM outcomes WHERE status = 'error'")
+        errors = errored.fetchone()[0]
+        failed = connection.execute("SELECT count(*) FROM outcomes WHERE verdict = 'fail'")
+        fails = failed.fetchone()[0]
+    assert errors and fails
+    store = open_store(str(target))
+    store.close()
+    with sqlite3.connect(target) as connection:
+        version = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+        assert version.fetchone()[0] == "2"
+        found = connection.execute(
+            "SELECT count(*) FROM outcomes WHERE error_text = ?",
+            ("execute: VALLY_TIMEOUT: agent timed out",),
+        )
+        assert found.fetchone()[0] == errors
+        graded = connection.execute(
+            "SELECT count(*) FROM outcomes WHERE grader_verdicts = ?", ("\noutput-contains=fail\n",)
+        )
+        assert graded.fetchone()[0] == fails
+        assert connection.execute("SELECT count(*) FROM analyses").fetchone()[0] == 0
 
 
 def test_sqlite_store_uses_wal(tmp_path: Path) -> None:

@@ -78,6 +78,9 @@ ENDPOINTS: dict[str, Handler] = {
     "/api/runs/{id}/outcomes": lambda c, p, q: outcomequeries.list_outcomes(
         c, {**q, "run": analysis.require_run(c, p["id"]).run_id}, _page(q, SEQUENCE_KEY)
     ),
+    "/api/runs/{id}/stimulus-summaries": lambda c, p, q: runqueries.stimulus_summaries(
+        c, p["id"], _page(q, SEQUENCE_KEY)
+    ),
     "/api/runs/{id}/matrix": lambda c, p, q: analysis.matrix(c, p["id"], q, _page(q)),
     "/api/runs/{id}/ranking": lambda c, p, q: analysis.ranking(c, p["id"], q),
     "/api/runs/{id}/graders": lambda c, p, q: analysis.grader_failures(c, p["id"]),
@@ -86,7 +89,7 @@ ENDPOINTS: dict[str, Handler] = {
     "/api/outcomes": lambda c, p, q: outcomequeries.list_outcomes(c, q, _page(q, SEQUENCE_KEY)),
     "/api/outcomes/{id}": lambda c, p, q: outcomequeries.outcome_detail(c, p["id"]),
     "/api/outcomes/{id}/trajectory": lambda c, p, q: outcomequeries.trajectory(
-        c, p["id"], PageRequest.parse(q, SEQUENCE_KEY, default=200)
+        c, p["id"], PageRequest.parse(q, SEQUENCE_KEY, default=200), q.get("q", "")
     ),
     "/api/compare": lambda c, p, q: crossrun.compare_runs(c, q, _page(q, THREE_TEXT_KEY)),
     "/api/compare/graded": lambda c, p, q: graded.graded_comparison(c, q),

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select, tuple_
 
+from vally_serve import precomputed
 from vally_serve.analysis import require_run
 from vally_serve.metrics import Counts, aggregate_columns
 from vally_serve.pagination import PageRequest, bad_request, page_of
@@ -79,16 +80,35 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
     """``GET /api/runs/{id}/experiment``: every variant's metrics, and against the baseline
     the delta of each metric over stimuli (the stimulus is the unit), decided as the console
     decides it (the sign-flip test, shown with the interval that inverts it), and McNemar's
-    exact test on pass/fail flips.
+    exact test on pass/fail flips. The comparison is the one the ingest computed
+    (:mod:`.precomputed`) while the run's sums are as they were then.
 
     Raises:
         ApiError: The run is not an experiment.
     """
-    from vally_compare import mcnemar_from_pairs, metric_delta
-
     row = require_run(connection, run_id)
     if row.kind != "experiment":
         raise bad_request(f"run {run_id!r} is not an experiment")
+    body = precomputed.cached(
+        connection,
+        run_id,
+        precomputed.EXPERIMENT,
+        lambda: experiment_comparison(connection, run_id, row.baseline),
+    )
+    return {
+        "run": run_json(row, run_totals(connection, [run_id])[run_id]),
+        "experiment": row.experiment,
+        **body,
+    }
+
+
+def experiment_comparison(
+    connection: Connection, run_id: str, wanted_baseline: str | None
+) -> dict[str, Any]:
+    """The experiment's baseline and its variants compared with it (the part of
+    ``GET /api/runs/{id}/experiment`` computed from the run's cells)."""
+    from vally_compare import mcnemar_from_pairs, metric_delta
+
     o = cells.c
     by_variant: dict[str, dict[tuple[str, str, str], Counts]] = {}
     for cell in connection.execute(
@@ -104,7 +124,9 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
             select(o.variant, *aggregate_columns()).where(o.run_id == run_id).group_by(o.variant)
         )
     }
-    baseline = row.baseline if row.baseline in by_variant else next(iter(sorted(by_variant)), None)
+    baseline = (
+        wanted_baseline if wanted_baseline in by_variant else next(iter(sorted(by_variant)), None)
+    )
     variants = []
     for name in sorted(by_variant, key=lambda v: (v != baseline, v)):
         entry: dict[str, Any] = {
@@ -137,12 +159,7 @@ def experiment(connection: Connection, run_id: str) -> dict[str, Any]:
                 "pValue": test.p_value,
             }
         variants.append(entry)
-    return {
-        "run": run_json(row, run_totals(connection, [run_id])[run_id]),
-        "experiment": row.experiment,
-        "baseline": baseline,
-        "variants": variants,
-    }
+    return {"baseline": baseline, "variants": variants}
 
 
 def _delta_json(delta: Any) -> dict[str, Any]:

@@ -17,9 +17,11 @@ duration) is left out of its column and reported, and the record is stored.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ from sqlalchemy import Connection, select
 
 from vally import safe_name
 from vally_serve import schema
+from vally_serve.crossrun import experiment_comparison
+from vally_serve.precomputed import EXPERIMENT, store_answer
 from vally_serve.rows import OutcomeRows, RecordError, Row, outcome_rows
 from vally_serve.runfiles import Line, Problem, RunFolder, find_run_folders, read_lines
 from vally_serve.storable import is_storable_text, key_text, limit_of, path_text
@@ -34,6 +38,7 @@ from vally_serve.store import Store
 from vally_serve.trialdirs import TrialFolders, list_artifacts, read_events
 from vally_serve.writes import dialect_insert, in_transaction, write_outcomes
 
+LOGGER = logging.getLogger("vally_serve")
 BATCH = 1000
 """Outcomes per transaction."""
 
@@ -153,9 +158,11 @@ def ingest(
     """
     report = IngestReport()
     folders, report.problems = find_run_folders(paths)
+    touched: set[str] = set()
     for folder in folders:
         report.folders += 1
-        _ingest_folder(store, folder, report, progress, batch)
+        touched |= _ingest_folder(store, folder, report, progress, batch)
+    _precompute(store, touched)
     return report
 
 
@@ -165,7 +172,8 @@ def _ingest_folder(
     report: IngestReport,
     progress: Callable[[IngestReport], None] | None,
     size: int,
-) -> None:
+) -> set[str]:
+    """Ingest one folder; returns the ids of the runs it holds."""
     runs: dict[str, RunInfo] = {}
     summaries: list[Row] = []
     if folder.summaries is not None:
@@ -192,6 +200,7 @@ def _ingest_folder(
     _write_runs(store, runs, summaries)
     if progress:
         progress(report)
+    return set(runs)
 
 
 def _run(folder: RunFolder, runs: dict[str, RunInfo], run_id: str, report: IngestReport) -> RunInfo:
@@ -299,6 +308,27 @@ def _write_runs(store: Store, runs: dict[str, RunInfo], summaries: list[Row]) ->
     summaries, in one transaction (tried again when a concurrent ingest made it fail)."""
     if runs:
         in_transaction(store, lambda connection: _merge_runs(connection, store, runs, summaries))
+
+
+def _precompute(store: Store, runs: set[str]) -> None:
+    """Compute and keep each experiment's comparison with its baseline, once all folders
+    are in (from the sums as they stand then), so the dashboard reads it."""
+    for run_id in sorted(runs):
+        in_transaction(store, partial(_keep_experiment, store, run_id))
+
+
+def _keep_experiment(store: Store, run_id: str, connection: Connection) -> None:
+    row = connection.execute(
+        select(schema.runs.c.kind, schema.runs.c.baseline).where(schema.runs.c.run_id == run_id)
+    ).one_or_none()
+    if row is None or row.kind != "experiment":
+        return
+    try:
+        body = experiment_comparison(connection, run_id, row.baseline)
+    except (ArithmeticError, ValueError):  # the statistics cannot be had; nothing is kept
+        LOGGER.warning("the comparison of experiment %s was not computed", run_id, exc_info=True)
+        return
+    store_answer(connection, dialect_insert(store), run_id, EXPERIMENT, body)
 
 
 def _merge_runs(

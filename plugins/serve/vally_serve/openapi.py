@@ -7,13 +7,30 @@ from typing import Any
 from vally import __version__
 
 _PAGE = ("limit", "cursor")
-_OUTCOME_FILTERS = ("eval", "stimulus", "model", "variant", "verdict", "status", "q", "order")
+_OUTCOME_FILTERS = (
+    "eval",
+    "stimulus",
+    "model",
+    "variant",
+    "verdict",
+    "status",
+    "q",
+    "grader",
+    "graderVerdict",
+    "error",
+    "order",
+)
 
 DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "/api/runs": ("List runs, newest first.", ("kind", "q", *_PAGE)),
     "/api/runs/{id}": (
-        "One run: metrics, evals, models, variants, summaries (config) and a duration histogram.",
+        "One run: metrics, evals, models, variants, summaries (config; their per-stimulus "
+        "lists left to /stimulus-summaries) and a duration histogram.",
         (),
+    ),
+    "/api/runs/{id}/stimulus-summaries": (
+        "The per-stimulus entries of the run's summaries, paged.",
+        _PAGE,
     ),
     "/api/runs/{id}/outcomes": ("The outcomes of a run, filtered.", (*_OUTCOME_FILTERS, *_PAGE)),
     "/api/runs/{id}/matrix": (
@@ -30,10 +47,14 @@ DESCRIPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "/api/outcomes": ("Outcomes across runs, filtered.", ("run", *_OUTCOME_FILTERS, *_PAGE)),
     "/api/outcomes/{id}": (
-        "One outcome: its full record with grader details, and its artifacts.",
+        "One outcome: its full record with grader details, its artifacts, and the ids of "
+        "the run's outcomes before and after it.",
         (),
     ),
-    "/api/outcomes/{id}/trajectory": ("The outcome's trajectory events, in order.", _PAGE),
+    "/api/outcomes/{id}/trajectory": (
+        "The outcome's trajectory events, in order (q: only those whose text holds it).",
+        ("q", *_PAGE),
+    ),
     "/api/compare": ("Compare runs: totals and per-stimulus pass rates.", ("runs", *_PAGE)),
     "/api/compare/graded": (
         "Compare a candidate run with a baseline, judge-free: per-grader means, deltas and "
@@ -68,6 +89,9 @@ PARAMETERS: dict[str, str] = {
     "variant": "An experiment variant (empty: none).",
     "verdict": "pass, fail, error or ungraded.",
     "status": "success, error or cancelled.",
+    "grader": "A grader name: only trials it judged graderVerdict (default fail).",
+    "graderVerdict": "pass, fail, error or any: how the grader named by grader judged.",
+    "error": "A part of the trial's error text (its error and error events), any case.",
     "order": "asc (ingestion order, the default) or desc.",
     "metric": "A metric name from /api/metrics (default passRate).",
     "axis": "model or variant (default: variant for experiments).",

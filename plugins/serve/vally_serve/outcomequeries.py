@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, and_, func, select, true
+from sqlalchemy import ColumnElement, Connection, and_, func, or_, select, true
 
 from vally_serve.pagination import PageRequest, bad_request, not_found, page_of
 from vally_serve.schema import cells, outcome_details, outcomes, runs
@@ -25,6 +25,10 @@ FILTERS = {
 """Query parameters that filter outcomes by equality (``model=`` matches "no model")."""
 
 VERDICTS = ("pass", "fail", "error", "ungraded")
+GRADER_VERDICTS = ("pass", "fail", "error")
+"""What ``graderVerdict`` may be: how the grader named by ``grader`` judged the trial."""
+SEARCHED = ("status", "grader", "error")
+"""Filters that are no column of ``cells`` (their totals are counted)."""
 
 CELL_COLUMNS = {
     "run": "run_id",
@@ -82,11 +86,37 @@ def outcome_filter(
             conditions.append(column == params[name])
     if params.get("verdict") and params["verdict"] not in VERDICTS:
         raise bad_request(f"verdict must be one of {', '.join(VERDICTS)}")
+    conditions += _grader_and_error(params)
     if matching is not None:
         conditions.append(outcomes.c.stimulus.in_(matching))
     elif params.get("q"):
         conditions.append(outcomes.c.stimulus.contains(params["q"], autoescape=True))
     return and_(true(), *conditions)
+
+
+def _grader_and_error(params: Mapping[str, str]) -> list[ColumnElement[bool]]:
+    """``grader`` (with ``graderVerdict``, default ``fail``; ``any``: any result) and
+    ``error`` (a part of the error text, ignoring case).
+
+    Raises:
+        ApiError: An unknown grader verdict, or one without a grader.
+    """
+    conditions: list[ColumnElement[bool]] = []
+    wanted = params.get("graderVerdict", "fail")
+    if wanted not in (*GRADER_VERDICTS, "any"):
+        raise bad_request(f"graderVerdict must be one of {', '.join(GRADER_VERDICTS)} or any")
+    if "graderVerdict" in params and not params.get("grader"):
+        raise bad_request("graderVerdict needs grader=<name>: the grader whose verdict to match")
+    if params.get("grader"):
+        name = params["grader"].replace("\n", " ")
+        column = outcomes.c.grader_verdicts
+        verdicts = GRADER_VERDICTS if wanted == "any" else (wanted,)
+        conditions.append(
+            or_(*(column.contains(f"\n{name}={v}\n", autoescape=True) for v in verdicts))
+        )
+    if params.get("error"):
+        conditions.append(outcomes.c.error_text.icontains(params["error"], autoescape=True))
+    return conditions
 
 
 FEW_STIMULI = 64
@@ -108,7 +138,7 @@ def _matching(connection: Connection, params: Mapping[str, str]) -> list[str] | 
 def _total(connection: Connection, params: Mapping[str, str], where: ColumnElement[bool]) -> int:
     """How many outcomes match: summed from ``cells`` when every filter is one of its
     columns (or the verdict), else counted."""
-    if "status" in params:
+    if "status" in params or any(params.get(name) for name in SEARCHED):
         count = select(func.count()).select_from(outcomes).where(where)
         return int(connection.execute(count).scalar_one())
     c = cells.c
@@ -182,6 +212,7 @@ def outcome_detail(connection: Connection, outcome_id: str) -> dict[str, Any]:
         record["trajectory"] = {k: v for k, v in trajectory.items() if k != "events"}
     if not count and row.events:
         count = len(json.loads(zlib.decompress(row.events)))
+    previous, following = neighbours(connection, row.run_id, row.seq)
     return {
         "outcome": outcome_json(row),
         "runName": row.name,
@@ -189,12 +220,33 @@ def outcome_detail(connection: Connection, outcome_id: str) -> dict[str, Any]:
         "eventCount": count,
         "artifacts": json.loads(row.artifacts),
         "trialDir": row.trial_dir,
+        "previousId": previous,
+        "nextId": following,
     }
 
 
-def trajectory(connection: Connection, outcome_id: str, page: PageRequest) -> dict[str, Any]:
+def neighbours(connection: Connection, run_id: str, seq: int) -> tuple[str | None, str | None]:
+    """The ids of the outcomes of the same run just before and just after ``seq`` (in
+    ingestion order, the order of the run's outcome list), None at either end."""
+    o = outcomes.c
+    before = connection.execute(
+        select(o.id).where(o.run_id == run_id, o.seq < seq).order_by(o.seq.desc()).limit(1)
+    ).scalar_one_or_none()
+    after = connection.execute(
+        select(o.id).where(o.run_id == run_id, o.seq > seq).order_by(o.seq.asc()).limit(1)
+    ).scalar_one_or_none()
+    return before, after
+
+
+def trajectory(
+    connection: Connection, outcome_id: str, page: PageRequest, query: str = ""
+) -> dict[str, Any]:
     """``GET /api/outcomes/{id}/trajectory``: the events, in order, from the record (or the
-    trial folder's ``events.jsonl`` when the record carries none); ``source`` says which."""
+    trial folder's ``events.jsonl`` when the record carries none); ``source`` says which.
+
+    With ``query`` (``q=``), only the events whose text (type, fields and values) contains
+    it, ignoring case; each keeps its ``index`` in the whole trajectory and ``page.total``
+    counts the matches."""
     row, record = _load(connection, outcome_id)
     trajectory = record.get("trajectory")
     events = trajectory.get("events") if isinstance(trajectory, dict) else None
@@ -205,9 +257,33 @@ def trajectory(connection: Connection, outcome_id: str, page: PageRequest) -> di
         else:
             events, source = [], "none"
     start = int(page.after[0]) if page.after is not None else 0
-    window = [
-        {"index": start + i, **event} if isinstance(event, dict) else {"index": start + i}
-        for i, event in enumerate(events[start : start + page.limit + 1])
+    indexed = [
+        {"index": i, **event} if isinstance(event, dict) else {"index": i}
+        for i, event in enumerate(events)
     ]
-    shown, info = page_of(window, page, len(events), lambda item: (item["index"] + 1,))
+    needle = query.casefold()
+    if needle:
+        indexed = [item for item in indexed if needle in _event_text(item)]
+    window = [item for item in indexed if item["index"] >= start][: page.limit + 1]
+    shown, info = page_of(window, page, len(indexed), lambda item: (item["index"] + 1,))
     return {"outcomeId": outcome_id, "source": source, "events": shown, "page": info}
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    """What a transcript search looks in: every key and value of the event but its
+    ``index``, as text, lower-cased (records nest no deeper than the ingest allowed)."""
+    parts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                parts.append(str(key))
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif value is not None:
+            parts.append(str(value))
+
+    walk({k: v for k, v in event.items() if k != "index"})
+    return "\n".join(parts).casefold()

@@ -138,6 +138,8 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         ),
         "error_code": optional_text(error.get("code"), "error.code", limit_of(c.error_code), notes),
         "tags": json.dumps(_dict(data.get("tags"))),
+        "error_text": error_text(data),
+        "grader_verdicts": grader_verdicts(grade),
     }
     detail: Row = {
         "outcome_id": oid,
@@ -156,6 +158,55 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         or bool(data.get("truncated") or trajectory.get("truncated")),
         notes=notes,
     )
+
+
+ERROR_TEXT_CHARS = 4000
+"""The most characters of error text kept for ``?error=`` searches."""
+
+
+def _clean(text: Any) -> str:
+    """``text`` as one line the store can keep (no NUL, no lone surrogate)."""
+    value = str(text).replace("\x00", " ").replace("\n", " ")
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def error_text(data: Mapping[str, Any]) -> str | None:
+    """What ``?error=`` searches: the trial's error (phase, code, message) and the code and
+    message of each error event of its trajectory, one per line; None when there is none."""
+    parts: list[str] = []
+    error = _dict(data.get("error"))
+    if error:
+        parts.append(
+            ": ".join(_clean(error[k]) for k in ("phase", "code", "message") if error.get(k))
+        )
+    events = _dict(data.get("trajectory")).get("events")
+    for event in events if isinstance(events, list) else []:
+        if isinstance(event, dict) and event.get("type") == "error":
+            info = _dict(event.get("data"))
+            parts.append(": ".join(_clean(info[k]) for k in ("code", "message") if info.get(k)))
+    text = "\n".join(p for p in parts if p)
+    return text[:ERROR_TEXT_CHARS] or None
+
+
+def grader_verdicts(grade: Mapping[str, Any] | None) -> str | None:
+    """What ``?grader=`` matches: ``"\nname=verdict\n"`` for each grader of the trial
+    (verdict ``pass``, ``fail`` or ``error``); None when it was not graded."""
+    details = grade.get("details") if grade else None
+    if not isinstance(details, list):
+        return None
+    lines = []
+    for position, item in enumerate(details):
+        if isinstance(item, dict):
+            name = _clean(item.get("name") or item.get("type") or f"grader-{position}")
+            result = (
+                "error"
+                if item.get("status") == "error"
+                else "pass"
+                if item.get("passed")
+                else "fail"
+            )
+            lines.append(f"{name}={result}")
+    return "\n" + "".join(line + "\n" for line in lines) if lines else None
 
 
 def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]:

@@ -101,14 +101,7 @@ def run_detail(connection: Connection, run_id: str) -> dict[str, Any]:
             select(c.eval_name, c.stimulus).where(c.run_id == run_id).distinct().subquery()
         )
     ).scalar_one()
-    summaries = [
-        json.loads(text)
-        for (text,) in connection.execute(
-            select(run_summaries.c.record)
-            .where(run_summaries.c.run_id == run_id)
-            .order_by(run_summaries.c.eval_name, run_summaries.c.variant, run_summaries.c.shard)
-        )
-    ]
+    summaries = [_trimmed(summary) for summary in _summaries(connection, run_id)]
     return {
         "run": run_json(row, total),
         **distinct,
@@ -116,6 +109,57 @@ def run_detail(connection: Connection, run_id: str) -> dict[str, Any]:
         "summaries": summaries,
         "durationHistogram": duration_histogram(connection, run_id),
     }
+
+
+def _summaries(connection: Connection, run_id: str) -> list[Any]:
+    """The run's ``run-summary`` records, by eval, variant and shard."""
+    s = run_summaries.c
+    return [
+        json.loads(text)
+        for (text,) in connection.execute(
+            select(s.record).where(s.run_id == run_id).order_by(s.eval_name, s.variant, s.shard)
+        )
+    ]
+
+
+def _trimmed(summary: Any) -> Any:
+    """A summary without its per-stimulus list (most of its size), which
+    ``/api/runs/{id}/stimulus-summaries`` pages; ``stimulusSummaries`` says how many."""
+    if not isinstance(summary, dict):
+        return summary
+    stimuli = summary.get("stimuli")
+    trimmed = {k: v for k, v in summary.items() if k != "stimuli"}
+    trimmed["stimulusSummaries"] = len(stimuli) if isinstance(stimuli, list) else 0
+    return trimmed
+
+
+def stimulus_summaries(connection: Connection, run_id: str, page: PageRequest) -> dict[str, Any]:
+    """``GET /api/runs/{id}/stimulus-summaries``: the per-stimulus entries of the run's
+    summaries, in the order of ``/api/runs/{id}``'s summaries, each with the ``evalName``,
+    ``variant`` and ``shard`` of its summary.
+
+    Raises:
+        ApiError: No such run.
+    """
+    if connection.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first() is None:
+        raise not_found("run", run_id)
+    entries: list[dict[str, Any]] = []
+    for summary in _summaries(connection, run_id):
+        if not isinstance(summary, dict) or not isinstance(summary.get("stimuli"), list):
+            continue
+        experiment = summary.get("experiment")
+        origin = {
+            "evalName": summary.get("evalName"),
+            "variant": summary.get("variant"),
+            "shard": experiment.get("shard") if isinstance(experiment, dict) else None,
+        }
+        entries += [{**origin, **item} for item in summary["stimuli"] if isinstance(item, dict)]
+    start = int(page.after[0]) if page.after is not None else 0
+    window = [
+        {"index": start + i, **e} for i, e in enumerate(entries[start : start + page.limit + 1])
+    ]
+    shown, info = page_of(window, page, len(entries), lambda item: (item["index"] + 1,))
+    return {"stimulusSummaries": shown, "page": info}
 
 
 def duration_histogram(connection: Connection, run_id: str) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of this schema; stored in ``meta`` and checked when a store is opened."""
 
 metadata = MetaData()
@@ -91,6 +91,8 @@ outcomes = Table(
     Column("end_reason", String(40)),
     Column("error_code", String(80)),
     Column("tags", Text, nullable=False),  # JSON object
+    Column("error_text", Text),  # the trial's error and error events, for ?error= (v2)
+    Column("grader_verdicts", Text),  # "\nname=verdict\n..." of each grader, for ?grader= (v2)
     UniqueConstraint("run_id", "trial_id", name="uq_outcomes_run_trial"),
 )
 
@@ -192,6 +194,17 @@ holds durations from ``2^(b/4)`` to ``2^((b+1)/4)`` milliseconds (four per doubl
 
 DURATION_SUMS = ("trials",)
 BUCKETS_PER_DOUBLING = 4
+
+analyses = Table(
+    "analyses",
+    metadata,
+    Column("run_id", String(200), primary_key=True),
+    Column("name", String(40), primary_key=True),  # experiment
+    Column("stamp", Text, nullable=False),
+    Column("body", Text, nullable=False),  # JSON
+)
+"""Answers computed once from a run's running sums (an experiment's comparison with its
+baseline), with the stamp of the sums they were computed from (schema version 2)."""
 
 Index("ix_outcomes_run", outcomes.c.run_id, outcomes.c.seq)
 Index("ix_outcomes_stimulus", outcomes.c.stimulus, outcomes.c.seq)

@@ -1,6 +1,7 @@
 // The vally dashboard: plain JavaScript over the REST API (/api/...), no build step.
 // Pages are routed by the URL hash: #/ (runs), #/runs/ID, #/runs/ID/experiment,
-// #/outcomes/ID, #/outcomes (across runs), #/history?stimulus=NAME, #/compare?runs=A,B.
+// #/outcomes/ID, #/outcomes (across runs), #/history?stimulus=NAME, #/compare?runs=A,B,
+// #/side?stimulus=NAME&left=A&right=B (one stimulus's trials side by side).
 // Every text from the API goes into the page as text (never as HTML).
 "use strict";
 
@@ -64,10 +65,77 @@ function card(label, value, testid) {
   return h("div", { class: "card", "data-testid": testid }, h("div", { class: "label" }, label), h("div", { class: "value" }, value));
 }
 
+const NUMERIC_HEADER = /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank|Baseline|Candidate|Interval|Paired)/;
+
+// A table whose column headers sort its rows (click again: the other way), with CSV and
+// JSON downloads of what it shows. `attrs` go on the <table>; `attrs["data-name"]` names
+// the downloaded files.
 function table(headers, rows, attrs) {
-  return h("table", attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((x) => h("th", { class: /^(#|Trials|Pass|Score|Duration|Tokens|Calls|Failures|Δ|Mean|Graded|Errored|Failed|Runs|Share|Rank|Baseline|Candidate|Interval|Paired)/.test(x) ? "num" : "" }, x)))),
-    h("tbody", {}, rows));
+  const body = h("tbody", {}, rows);
+  const el = h("table", attrs || {},
+    h("thead", {}, h("tr", {}, headers.map((x, i) => h("th", {
+      class: (NUMERIC_HEADER.test(x) ? "num " : "") + (x ? "sortable" : ""), "data-column": i,
+      title: x ? "Sort by " + x : null, onclick: x ? () => sortTable(el, i) : null,
+    }, x)))),
+    body);
+  const name = (attrs && attrs["data-name"]) || (attrs && attrs["data-testid"]) || "table";
+  const tools = h("div", { class: "table-tools" },
+    h("button", { class: "linkish", "data-testid": "download-csv", onclick: () => download(name + ".csv", "text/csv", tableCsv(el)) }, "CSV"),
+    h("button", { class: "linkish", "data-testid": "download-json", onclick: () => download(name + ".json", "application/json", JSON.stringify(tableRecords(el), null, 2) + "\n") }, "JSON"));
+  return h("div", { class: "table-box" }, tools, el);
+}
+
+// A cell's value for sorting: a number when its text reads as one (12.5%, 1.2 s, 3,400,
+// +0.125), else its text; "–" (no value) sorts last either way.
+function sortKey(td) {
+  const text = (td.dataset.sort ?? td.textContent).trim();
+  if (text === "" || text === "–") return null;
+  const m = /^([+-]?[\d,]*\.?\d+)\s*(%|ms|s|min)?(\s|$)/.exec(text);
+  if (m) {
+    const scale = { "%": 1, ms: 1, s: 1000, min: 60000 }[m[2]] || 1;
+    return parseFloat(m[1].replace(/,/g, "")) * scale;
+  }
+  return text.toLocaleLowerCase();
+}
+
+function sortTable(el, column) {
+  const th = el.tHead.rows[0].cells[column];
+  const ascending = th.getAttribute("aria-sort") !== "ascending";
+  for (const other of el.tHead.rows[0].cells) other.removeAttribute("aria-sort");
+  th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const rows = [...el.tBodies[0].rows].map((tr, i) => ({ tr, i, key: tr.cells[column] ? sortKey(tr.cells[column]) : null }));
+  rows.sort((a, b) => {
+    if (a.key === null || b.key === null) return a.key === b.key ? a.i - b.i : a.key === null ? 1 : -1;
+    const order = typeof a.key === typeof b.key ? (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) : typeof a.key === "number" ? -1 : 1;
+    return (ascending ? order : -order) || a.i - b.i;
+  });
+  el.tBodies[0].append(...rows.map((r) => r.tr));
+}
+
+// The table as shown: one record per row, by column header (columns without one left out).
+function tableRecords(el) {
+  const headers = [...el.tHead.rows[0].cells].map((th) => th.textContent.trim());
+  return [...el.tBodies[0].rows].map((tr) => {
+    const record = {};
+    headers.forEach((name, i) => { if (name) record[name] = tr.cells[i] ? tr.cells[i].textContent.replace(/\s+/g, " ").trim() : ""; });
+    return record;
+  });
+}
+
+function tableCsv(el) {
+  const records = tableRecords(el);
+  const headers = [...el.tHead.rows[0].cells].map((th) => th.textContent.trim()).filter(Boolean);
+  const quote = (v) => (/[",\r\n]/.test(v) ? '"' + v.replace(/"/g, '""') + '"' : v);
+  return [headers, ...records.map((r) => headers.map((k) => r[k]))].map((line) => line.map(quote).join(",")).join("\r\n") + "\r\n";
+}
+
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type: type + ";charset=utf-8" }));
+  const a = h("a", { href: url, download: name, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
 
 function show(...nodes) {
@@ -190,7 +258,7 @@ async function runsPage() {
         h("td", { class: "num" }, num(r.trials)),
         h("td", { class: "num" }, bar(r.passRate), pct(r.passRate)),
         h("td", { class: "num" }, num(r.errored)),
-        h("td", { class: "num" }, ms(r.durationMs)))));
+        h("td", { class: "num" }, ms(r.durationMs)))), { "data-name": "runs" });
   });
   kind.addEventListener("change", () => list.reload());
   q.addEventListener("change", () => list.reload());
@@ -212,7 +280,8 @@ function statCards(run) {
     card("Mean tokens", num(run.tokens), "stat-tokens"));
 }
 
-function matrixPanel(runId, axisDefault) {
+// cellHref(row, column, axis): where a cell leads (null: nowhere).
+function matrixPanel(runId, axisDefault, cellHref) {
   const metrics = h("select", { "data-testid": "matrix-metric" });
   const holder = pager((cursor) => api(`/api/runs/${encodeURIComponent(runId)}/matrix`, { metric: metrics.value || "passRate", cursor, limit: 25 }), (body) => {
     const fmt = body.metric.unit === "ratio" ? pct : body.metric.unit === "ms" ? ms : (v) => num(v, 1);
@@ -223,13 +292,15 @@ function matrixPanel(runId, axisDefault) {
         body.columns.map((c) => {
           const cell = row.cells[c];
           const v = cell ? cell.value : null;
-          const td = h("td", { class: "cell", title: cell ? `${cell.trials} trials, ${cell.graded} graded` : "not run" }, cell ? fmt(v) : "");
+          const href = cell && cellHref ? cellHref(row, c, body.axis) : null;
+          const td = h("td", { class: "cell", title: cell ? `${cell.trials} trials, ${cell.graded} graded` : "not run" },
+            cell ? (href ? link(href, fmt(v), { "data-testid": "matrix-side-link", title: "These trials side by side with the baseline's" }) : fmt(v)) : "");
           if (cell && v !== null && body.metric.unit === "ratio") {
             const good = body.metric.higherIsBetter ? v : 1 - v;
             td.style.background = `hsl(${Math.round(good * 120)}, 70%, 90%)`;
           }
           return td;
-        }))));
+        }))), { "data-name": "score-matrix" });
   });
   api("/api/metrics").then((body) => {
     metrics.replaceChildren(...body.metrics.map((m) => h("option", { value: m.name, title: m.description }, m.label)));
@@ -240,14 +311,21 @@ function matrixPanel(runId, axisDefault) {
     h("span", { class: "muted" }, `stimulus × ${axisDefault}`)), holder);
 }
 
-function outcomesPanel(runId, detail) {
+function outcomesPanel(runId, detail, graderNames) {
   const verdict = h("select", { "data-testid": "verdict-filter" }, ["", "pass", "fail", "error", "ungraded"].map((v) => h("option", { value: v }, v || "Any verdict")));
   const axis = detail && detail.variants.length > 1 ? "variant" : "model";
   const values = detail ? (axis === "variant" ? detail.variants : detail.models) : [];
   const column = h("select", { "data-testid": "column-filter" }, h("option", { value: "__any" }, "Any " + axis), values.map((v) => h("option", { value: v }, v || "(none)")));
   const q = h("input", { type: "search", placeholder: "Stimulus contains…", "data-testid": "stimulus-filter" });
+  const grader = h("select", { "data-testid": "grader-filter", title: "Only the trials this grader judged so" }, h("option", { value: "" }, "Any grader"),
+    (graderNames || []).map((g) => h("option", { value: g }, g)));
+  const graderVerdict = h("select", { "data-testid": "grader-verdict-filter", disabled: true },
+    [["fail", "failed"], ["pass", "passed"], ["error", "errored"], ["any", "judged"]].map(([v, label]) => h("option", { value: v }, label)));
+  const errorText = h("input", { type: "search", placeholder: "Error contains…", "data-testid": "error-filter" });
+  grader.addEventListener("change", () => { graderVerdict.disabled = !grader.value; });
   const list = pager((cursor) => {
-    const params = { verdict: verdict.value, q: q.value, cursor, limit: 25 };
+    const params = { verdict: verdict.value, q: q.value, error: errorText.value, cursor, limit: 25 };
+    if (grader.value) Object.assign(params, { grader: grader.value, graderVerdict: graderVerdict.value });
     if (column.value !== "__any") params[axis] = column.value;
     if (!runId) params.order = "desc";
     return api(runId ? `/api/runs/${encodeURIComponent(runId)}/outcomes` : "/api/outcomes", params);
@@ -259,11 +337,12 @@ function outcomesPanel(runId, detail) {
       h("td", { class: "num" }, o.trialIndex), h("td", {}, badge(o.verdict)),
       h("td", { class: "num" }, o.score === null ? "–" : o.score.toFixed(2)),
       h("td", { class: "num" }, ms(o.durationMs)), h("td", { class: "num" }, num(o.tokens)),
-      h("td", { class: "num" }, num(o.toolCalls))))));
-  for (const el of [verdict, column]) el.addEventListener("change", () => list.reload());
-  q.addEventListener("change", () => list.reload());
+      h("td", { class: "num" }, num(o.toolCalls)))), { "data-name": "outcomes", "data-testid": "outcomes-table" }));
+  for (const el of [verdict, column, grader, graderVerdict]) el.addEventListener("change", () => list.reload());
+  for (const el of [q, errorText]) el.addEventListener("change", () => list.reload());
   list.reload();
-  return h("div", { class: "panel", "data-testid": "outcomes-panel" }, h("h2", {}, "Outcomes"), h("div", { class: "filters" }, verdict, runId ? column : null, q), list);
+  return h("div", { class: "panel", "data-testid": "outcomes-panel" }, h("h2", {}, "Outcomes"),
+    h("div", { class: "filters" }, verdict, runId ? column : null, q, graderNames && graderNames.length ? [grader, graderVerdict] : null, errorText), list);
 }
 
 async function runPage(runId) {
@@ -275,29 +354,29 @@ async function runPage(runId) {
     h("tr", { "data-testid": "ranking-row" }, h("td", { class: "num" }, e.rank), h("td", {}, e.name || "(none)"),
       h("td", { class: "num" }, bar(e.passRate), pct(e.passRate)), h("td", { class: "num" }, pct(e.passAtK)),
       h("td", { class: "num" }, e.meanScore === null ? "–" : e.meanScore.toFixed(3)), h("td", { class: "num" }, num(e.trials)),
-      h("td", { class: "num" }, num(e.errored)), h("td", { class: "num" }, ms(e.durationMs)), h("td", { class: "num" }, num(e.tokens)))));
+      h("td", { class: "num" }, num(e.errored)), h("td", { class: "num" }, ms(e.durationMs)), h("td", { class: "num" }, num(e.tokens)))), { "data-name": "ranking", "data-testid": "ranking-table" });
   const graderTable = graders.graders.length ? table(["Grader", "Type", "Failed", "Errored", "Failures", "Mean score", "Fails most on"], graders.graders.map((g) =>
     h("tr", { "data-testid": "grader-row" }, h("td", {}, g.name, g.required ? h("span", { class: "muted" }, " (required)") : null), h("td", {}, g.type),
       h("td", { class: "num" }, num(g.failed)), h("td", { class: "num" }, num(g.errored)), h("td", { class: "num" }, pct(g.failRate)),
       h("td", { class: "num" }, g.meanScore === null ? "–" : g.meanScore.toFixed(2)),
-      h("td", {}, g.topFailingStimuli.map((s) => h("div", {}, `${s.stimulus} (${s.failed})`)))))) : h("p", { class: "muted" }, "No grader results.");
+      h("td", {}, g.topFailingStimuli.map((s) => h("div", {}, `${s.stimulus} (${s.failed})`))))), { "data-name": "grader-failures" }) : h("p", { class: "muted" }, "No grader results.");
   const toolTable = tools.tools.length ? table(["Tool", "Calls", "Failures", "Trials", "Calls per trial", "Share of trials"], tools.tools.map((t) =>
     h("tr", { "data-testid": "tool-row" }, h("td", {}, t.tool), h("td", { class: "num" }, num(t.calls)), h("td", { class: "num" }, num(t.failures)),
-      h("td", { class: "num" }, num(t.trials)), h("td", { class: "num" }, num(t.callsPerTrial, 2)), h("td", { class: "num" }, pct(t.share))))) : h("p", { class: "muted" }, "No tool calls.");
+      h("td", { class: "num" }, num(t.trials)), h("td", { class: "num" }, num(t.callsPerTrial, 2)), h("td", { class: "num" }, pct(t.share)))), { "data-name": "tool-usage" }) : h("p", { class: "muted" }, "No tool calls.");
   show(
     h("div", { class: "crumbs" }, link("#/", "Runs"), " / ", run.name),
     h("h1", { "data-testid": "run-title" }, run.name, " ", h("span", { class: "badge kind" }, run.kind)),
     h("div", { class: "sub" }, `${run.id} · started ${when(run.startedAt)} · ${detail.stimulusCount} stimuli · evals: ${detail.evals.join(", ")} · vally ${run.vallyVersion || "?"}`,
       run.kind === "experiment" ? h("span", {}, " · ", link(runHref(run.id) + "/experiment", "Compare variants with the baseline →", { "data-testid": "experiment-link" })) : null),
     statCards(run),
-    h("div", { class: "grid2" },
-      h("div", { class: "panel" }, h("h2", {}, "Duration"), durationChart(detail.durationHistogram)),
-      h("div", { class: "panel" }, h("h2", {}, "Ranking"), rankingTable)),
+    h("div", { class: "fit-row" },
+      h("div", { class: "panel grow" }, h("h2", {}, "Duration"), durationChart(detail.durationHistogram)),
+      h("div", { class: "panel fit", "data-testid": "ranking-panel" }, h("h2", {}, "Ranking"), rankingTable)),
     matrixPanel(runId, ranking.axis),
     h("div", { class: "grid2" },
       h("div", { class: "panel", "data-testid": "graders-panel" }, h("h2", {}, "Grader failures"), graderTable),
       h("div", { class: "panel", "data-testid": "tools-panel" }, h("h2", {}, "Tool usage"), toolTable)),
-    outcomesPanel(runId, detail));
+    outcomesPanel(runId, detail, [...new Set(graders.graders.map((g) => g.name))]));
 }
 
 function renderEvent(e) {
@@ -328,6 +407,75 @@ function renderEvent(e) {
   return h("div", { class: cls, "data-testid": "event", "data-type": e.type || "" }, head, body);
 }
 
+// A tool call and its result as one card: the call's arguments, the result inside.
+function renderToolCard(call, result) {
+  const d = call.data || {};
+  const r = result ? result.data || {} : null;
+  const failed = r && r.success === false;
+  const head = h("div", { class: "head" }, h("span", { class: "type" }, "tool call"), h("span", {}, "turn " + (call.turn ?? "–")), h("span", {}, when(call.timestamp)));
+  const inner = r
+    ? h("div", { class: "tool-result" + (failed ? " failed" : ""), "data-testid": "tool-result" },
+      h("div", { class: "muted" }, "result ", failed ? badge("fail") : badge("pass"), result.timestamp ? " · " + when(result.timestamp) : ""),
+      h("pre", {}, typeof r.result === "string" ? r.result : JSON.stringify(r.result, null, 2)))
+    : h("div", { class: "tool-result missing muted", "data-testid": "tool-result-missing" }, "No result shown for this call.");
+  return h("div", { class: "event tool_call" + (failed ? " failed" : ""), "data-testid": "event", "data-type": "tool_call", "data-tool-call-id": d.toolCallId || "" },
+    head, h("div", {}, h("strong", {}, d.toolName), d.server ? h("span", { class: "muted" }, " @" + d.server) : null,
+      h("pre", { "data-testid": "tool-arguments" }, typeof d.arguments === "string" ? d.arguments : JSON.stringify(d.arguments, null, 2))),
+    inner);
+}
+
+// The events of a page with each tool call folded together with its result (a result
+// whose call is not on the page stays an event of its own).
+function foldedEvents(events) {
+  const calls = new Map();
+  const results = new Map();
+  for (const e of events) {
+    const id = e.data && e.data.toolCallId;
+    if (!id) continue;
+    if (e.type === "tool_call" && !calls.has(id)) calls.set(id, e);
+    else if (e.type === "tool_result" && calls.has(id) && !results.has(id)) results.set(id, e);
+  }
+  const folded = new Set(results.values());
+  return events.filter((e) => !folded.has(e)).map((e) =>
+    e.type === "tool_call" && calls.get(e.data && e.data.toolCallId) === e ? renderToolCard(e, results.get(e.data.toolCallId)) : renderEvent(e));
+}
+
+// Wrap every occurrence of `needle` (ignoring case) in the text under `root` in a <mark>.
+function markText(root, needle) {
+  if (!needle) return 0;
+  const lower = needle.toLocaleLowerCase();
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  while (walker.nextNode()) nodes.push(walker.currentNode);
+  let marks = 0;
+  for (const node of nodes) {
+    const text = node.nodeValue;
+    const hay = text.toLocaleLowerCase();
+    let at = hay.indexOf(lower);
+    if (at < 0) continue;
+    const parts = [];
+    let from = 0;
+    while (at >= 0) {
+      parts.push(document.createTextNode(text.slice(from, at)), h("mark", { "data-testid": "transcript-mark" }, text.slice(at, at + needle.length)));
+      marks += 1;
+      from = at + needle.length;
+      at = hay.indexOf(lower, from);
+    }
+    parts.push(document.createTextNode(text.slice(from)));
+    node.replaceWith(...parts);
+  }
+  return marks;
+}
+
+function trialNav(body) {
+  const step = (id, label, testid) => id
+    ? link(outcomeHref(id), label, { class: "button", "data-testid": testid })
+    : h("span", { class: "button disabled", "data-testid": testid, "aria-disabled": "true" }, label);
+  return h("div", { class: "trial-nav", "data-testid": "trial-nav" },
+    step(body.previousId, "‹ Previous trial", "prev-trial"), step(body.nextId, "Next trial ›", "next-trial"),
+    h("span", { class: "muted" }, "in the order of the run's outcomes"));
+}
+
 async function outcomePage(outcomeId) {
   setNav("outcomes");
   const body = await api(`/api/outcomes/${encodeURIComponent(outcomeId)}`);
@@ -336,16 +484,33 @@ async function outcomePage(outcomeId) {
   const graderRows = grade && grade.details ? grade.details.map((g) => h("tr", { "data-testid": "grader-detail" },
     h("td", {}, g.name), h("td", {}, g.type), h("td", {}, g.status === "error" ? badge("error") : badge(g.passed ? "pass" : "fail")),
     h("td", { class: "num" }, Number(g.score).toFixed(2)), h("td", {}, h("div", { class: "text" }, g.evidence || "")))) : [];
-  const events = pager((cursor) => api(`/api/outcomes/${encodeURIComponent(outcomeId)}/trajectory`, { cursor, limit: 200 }),
-    Object.assign((page) => page.events.length ? h("div", { class: "events", "data-testid": "trajectory" }, page.events.map(renderEvent))
-      : h("p", { class: "muted" }, "No trajectory events were recorded."), { count: (page) => page.events.length }));
+  const search = h("input", { type: "search", placeholder: "Search the transcript", "data-testid": "transcript-search" });
+  const matches = h("span", { class: "muted", "data-testid": "transcript-matches" });
+  const events = pager((cursor) => api(`/api/outcomes/${encodeURIComponent(outcomeId)}/trajectory`, { cursor, limit: 200, q: search.value }),
+    Object.assign((page) => {
+      const needle = search.value;
+      matches.textContent = needle ? `${num(page.page.total)} event${page.page.total === 1 ? "" : "s"} match “${needle}”` : "";
+      if (!page.events.length) return h("p", { class: "muted", "data-testid": "transcript-empty" }, needle ? "No event matches." : "No trajectory events were recorded.");
+      const list = h("div", { class: "events", "data-testid": "trajectory" }, foldedEvents(page.events));
+      markText(list, needle);
+      return list;
+    }, { count: (page) => page.events.length }));
+  search.addEventListener("change", () => events.reload());
   events.reload();
+  // An experiment variant's trial: a way to its stimulus's trials beside the baseline's.
+  const beside = h("span", { "data-testid": "beside-baseline" });
+  if (o.variant) api(`/api/runs/${encodeURIComponent(o.runId)}`).then((detail) => {
+    const baseline = detail.run.baseline;
+    if (baseline && baseline !== o.variant) beside.replaceChildren(" · ", link(sideHref(o.evalName, o.stimulus, { run: o.runId, variant: baseline }, { run: o.runId, variant: o.variant }),
+      "side by side with the baseline", { "data-testid": "beside-baseline-link" }));
+  }).catch(() => {});
   const prompt = rec.stimulus ? (rec.stimulus.prompt || (rec.stimulus.turns || []).map((t) => t.prompt || JSON.stringify(t)).join("\n---\n")) : "";
   show(
     h("div", { class: "crumbs" }, link("#/", "Runs"), " / ", link(runHref(o.runId), body.runName), " / ", o.stimulus),
+    trialNav(body),
     h("h1", { "data-testid": "outcome-title" }, o.stimulus, " ", badge(o.verdict)),
     h("div", { class: "sub" }, `${o.trialId} · ${o.model || "no model"}${o.variant ? " · variant " + o.variant : ""} · ${when(o.startedAt)} · `,
-      link(historyHref(o.stimulus, o.evalName), "history of this stimulus")),
+      link(historyHref(o.stimulus, o.evalName), "history of this stimulus"), beside),
     h("div", { class: "cards" },
       card("Score", o.score === null ? "–" : o.score.toFixed(3)), card("Duration", ms(o.durationMs)),
       card("Tokens", num(o.tokens)), card("Input / output", `${num(usage.inputTokens)} / ${num(usage.outputTokens)}`),
@@ -354,7 +519,7 @@ async function outcomePage(outcomeId) {
     h("div", { class: "panel" }, h("h2", {}, "Graders"), graderRows.length ? table(["Grader", "Type", "Verdict", "Score", "Evidence"], graderRows) : h("p", { class: "muted" }, "Not graded."),
       grade && grade.constraintViolations && grade.constraintViolations.length ? h("div", { class: "error-box" }, "Constraint violations: " + grade.constraintViolations.join("; ")) : null),
     h("div", { class: "panel" }, h("h2", {}, "Prompt"), h("div", { class: "text" }, prompt)),
-    h("div", { class: "panel" }, h("h2", {}, `Trajectory (${body.eventCount} events)`), events),
+    h("div", { class: "panel" }, h("h2", {}, `Trajectory (${body.eventCount} events)`), h("div", { class: "filters" }, search, matches), events),
     traj.output ? h("div", { class: "panel" }, h("h2", {}, "Final output"), h("div", { class: "text" }, traj.output)) : null,
     h("div", { class: "panel", "data-testid": "artifacts" }, h("h2", {}, "Artifacts"), body.artifacts.length ? body.artifacts.map((a) =>
       h("details", {}, h("summary", {}, `${a.path} (${num(a.size)} bytes)`), a.text !== null ? h("pre", {}, a.text) : h("p", { class: "muted" }, "binary or large: see the trial folder")))
@@ -386,7 +551,8 @@ async function experimentPage(runId) {
     h("div", { class: "sub" }, `Variants against the baseline "${body.baseline}". Deltas are means over stimuli with 95% t intervals; green or red when the interval excludes zero.`),
     h("div", { class: "panel" }, table(["Variant", "Trials", "Pass rate", "Δ pass rate [95% CI]", "Mean score", "Δ score", "Δ duration", "Δ tokens", "McNemar p"], rows, { "data-testid": "variants-table" })),
     h("div", { class: "panel" }, h("h2", {}, "Pass-rate delta against the baseline"), intervalChart(body.variants)),
-    matrixPanel(runId, "variant"));
+    matrixPanel(runId, "variant", (row, column, axis) => axis === "variant" && column !== body.baseline
+      ? sideHref(row.evalName, row.stimulus, { run: runId, variant: body.baseline }, { run: runId, variant: column }) : null));
 }
 
 async function historyPage(params) {
@@ -511,7 +677,8 @@ async function comparePage(params) {
     try {
       const sides = await Promise.all(ids.map((id) => caseSide(id, names[id], c)));
       if (ticket !== shown) return;
-      sideBySide.replaceChildren(h("div", { class: "panel" }, h("h2", { "data-testid": "case-title" }, "Case " + c.id),
+      sideBySide.replaceChildren(h("div", { class: "panel" }, h("h2", { "data-testid": "case-title" }, "Case " + c.id, " ",
+        link(sideHref(c.eval, c.stimulus, { run: ids[0] }, { run: ids[1] }), "trial by trial →", { "data-testid": "side-link", class: "muted" })),
         h("div", { class: "grid2" }, sides)));
       sideBySide.scrollIntoView();
     } catch (error) {
@@ -525,6 +692,102 @@ async function comparePage(params) {
   } catch (error) {
     graded.replaceChildren(h("h2", {}, "Graded comparison"), h("div", { class: "error-box", "data-testid": "graded-error" }, error.code ? "[" + error.code + "] " : "", error.message));
   }
+}
+
+// ---------------------------------------------------------------- side by side
+
+// One stimulus's trials in two runs (or two variants of one), aligned trial by trial:
+// header, final output, each grader's verdict and score, then the trajectory step by step.
+// #/side?eval=E&stimulus=S&left=RUN&leftVariant=V&right=RUN&rightVariant=V
+const SIDE_BY_SIDE_TRIALS = 10;
+
+const sideHref = (evalName, stimulus, left, right) => "#/side?" + new URLSearchParams({
+  eval: evalName || "", stimulus, left: left.run, leftVariant: left.variant || "", right: right.run, rightVariant: right.variant || "" });
+
+// The steps of a trajectory as comparable text: messages, reasoning, errors, and each tool
+// call with its result (timestamps left out, so two same steps read the same).
+function trajectorySteps(events) {
+  const results = new Map();
+  for (const e of events) if (e.type === "tool_result" && e.data && e.data.toolCallId && !results.has(e.data.toolCallId)) results.set(e.data.toolCallId, e);
+  const folded = new Set();
+  const steps = [];
+  const text = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
+  for (const e of events) {
+    const d = e.data || {};
+    if (["turn_start", "turn_end", "token_usage"].includes(e.type) || folded.has(e)) continue;
+    if (e.type === "tool_call") {
+      const r = d.toolCallId ? results.get(d.toolCallId) : undefined;
+      if (r) folded.add(r);
+      const outcome = r ? `→ ${r.data.success === false ? "failed" : "ok"}: ${text(r.data.result)}` : "→ no result";
+      steps.push({ kind: "tool " + d.toolName, text: `${text(d.arguments)}\n${outcome}` });
+    } else if (["user_message", "assistant_message", "reasoning"].includes(e.type)) steps.push({ kind: e.type, text: d.content ?? "" });
+    else if (e.type === "error") steps.push({ kind: "error", text: (d.code ? `[${d.code}] ` : "") + (d.message || "") });
+    else if (e.type === "tool_result") steps.push({ kind: "tool result " + (d.toolName || ""), text: text(d.result) });
+    else steps.push({ kind: e.type || "event", text: JSON.stringify(d) });
+  }
+  return steps;
+}
+
+async function sideTrials(runId, variant, evalName, stimulus) {
+  const params = { eval: evalName, stimulus, limit: SIDE_BY_SIDE_TRIALS };
+  if (variant) params.variant = variant;
+  const page = await api(`/api/runs/${encodeURIComponent(runId)}/outcomes`, params);
+  const trials = await Promise.all(page.outcomes.map(async (o) => {
+    const [detail, events] = await Promise.all([api(`/api/outcomes/${encodeURIComponent(o.id)}`),
+      api(`/api/outcomes/${encodeURIComponent(o.id)}/trajectory`, { limit: 500 })]);
+    const grade = detail.record.gradeResult;
+    const graders = new Map((grade && grade.details ? grade.details : []).map((g) =>
+      [g.name, `${g.status === "error" ? "error" : g.passed ? "pass" : "fail"} · ${Number(g.score).toFixed(2)}`]));
+    return { outcome: o, output: (detail.record.trajectory || {}).output || "", graders, steps: trajectorySteps(events.events) };
+  }));
+  return { total: page.page.total, trials };
+}
+
+async function sidePage(params) {
+  setNav("runs");
+  const evalName = params.get("eval") || "", stimulus = params.get("stimulus") || "";
+  const left = { run: params.get("left") || "", variant: params.get("leftVariant") || "" };
+  const right = { run: params.get("right") || "", variant: params.get("rightVariant") || "" };
+  if (!stimulus || !left.run || !right.run) throw Object.assign(new Error("the side-by-side view needs ?stimulus=, left= and right="), { code: "bad_request" });
+  const [a, b, runA, runB] = await Promise.all([
+    sideTrials(left.run, left.variant, evalName, stimulus), sideTrials(right.run, right.variant, evalName, stimulus),
+    api(`/api/runs/${encodeURIComponent(left.run)}`), api(`/api/runs/${encodeURIComponent(right.run)}`)]);
+  const label = (side, run) => run.run.name + " · " + side.run + (side.variant ? " · " + side.variant : "");
+  const cell = (content) => h("td", { class: "side-cell" }, content === undefined ? h("span", { class: "muted" }, "–") : content);
+  const row = (kind, name, l, r, render) => h("tr", { class: "side-row " + kind, "data-testid": "side-row", "data-kind": kind, "data-same": String(l === r) },
+    h("th", { scope: "row" }, name), cell(l === undefined ? undefined : render(l)), cell(r === undefined ? undefined : render(r)));
+  const asText = (v) => h("div", { class: "text" }, v);
+  const rows = [];
+  const pairs = Math.max(a.trials.length, b.trials.length);
+  for (let i = 0; i < pairs; i++) {
+    const l = a.trials[i], r = b.trials[i];
+    const head = (t) => t ? h("span", {}, link(outcomeHref(t.outcome.id), `trial ${t.outcome.trialIndex}`), " ", badge(t.outcome.verdict),
+      h("span", { class: "muted" }, ` score ${t.outcome.score === null ? "–" : t.outcome.score.toFixed(2)}${t.outcome.model ? " · " + t.outcome.model : ""}`)) : h("span", { class: "muted" }, "no trial");
+    rows.push(h("tr", { class: "side-trial", "data-testid": "side-trial" }, h("th", { scope: "row" }, `#${i + 1}`), h("td", {}, head(l)), h("td", {}, head(r))));
+    rows.push(row("output", "Output", l && l.output, r && r.output, asText));
+    const graders = [...new Set([...(l ? l.graders.keys() : []), ...(r ? r.graders.keys() : [])])];
+    for (const g of graders) rows.push(row("grader", g, l && l.graders.get(g), r && r.graders.get(g), asText));
+    const steps = Math.max(l ? l.steps.length : 0, r ? r.steps.length : 0);
+    for (let k = 0; k < steps; k++) {
+      const ls = l && l.steps[k], rs = r && r.steps[k];
+      const key = (s) => (s ? s.kind + "\n" + s.text : undefined);
+      rows.push(row("step", `step ${k + 1}`, key(ls), key(rs), (t) => {
+        const [kind, ...rest] = t.split("\n");
+        return h("div", {}, h("span", { class: "type" }, kind), h("pre", {}, rest.join("\n")));
+      }));
+    }
+  }
+  const grid = h("table", { class: "side-by-side", "data-testid": "side-by-side" },
+    h("thead", {}, h("tr", {}, h("th", { class: "rowhead" }, ""), h("th", { "data-testid": "side-left" }, label(left, runA)), h("th", { "data-testid": "side-right" }, label(right, runB)))),
+    h("tbody", {}, rows));
+  const toggle = h("input", { type: "checkbox", "data-testid": "diff-only", onchange: (e) => grid.classList.toggle("diff-only", e.target.checked) });
+  const differing = rows.filter((r) => r.dataset.same === "false").length;
+  const more = a.total > a.trials.length || b.total > b.trials.length;
+  show(h("div", { class: "crumbs" }, link("#/", "Runs"), " / side by side"),
+    h("h1", { "data-testid": "side-title" }, stimulus, evalName ? h("span", { class: "muted" }, " · " + evalName) : null),
+    h("div", { class: "sub" }, `Trials paired in order of their index: ${num(a.total)} on the left, ${num(b.total)} on the right${more ? `; the first ${SIDE_BY_SIDE_TRIALS} of each are shown` : ""}. Steps are aligned by position.`),
+    h("div", { class: "panel" }, h("div", { class: "filters" }, h("label", {}, toggle, " Differences only"),
+      h("span", { class: "muted", "data-testid": "side-differences" }, `${num(differing)} of ${num(rows.length - pairs)} rows differ`)), grid));
 }
 
 async function outcomesPage() {
@@ -544,6 +807,7 @@ async function route() {
     else if (parts[0] === "outcomes") await outcomesPage();
     else if (parts[0] === "history") await historyPage(params);
     else if (parts[0] === "compare") await comparePage(params);
+    else if (parts[0] === "side") await sidePage(params);
     else await runsPage();
     window.scrollTo(0, 0);
     document.body.dataset.ready = hash;
