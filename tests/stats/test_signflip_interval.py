@@ -67,3 +67,11 @@ def test_no_decision_contradicts_its_printed_interval(data: list[float]) -> None
     if estimate.p_value is not None and ci is not None:
         # one comparison (no family adjustment): the interval and the test agree both ways
         assert (estimate.p_value <= 0.05 and bool(estimate.mean)) == (ci.low > 0 or ci.high < 0)
+
+
+def test_the_smallest_p_value_is_defined_for_any_number_of_pairs() -> None:
+    # 2 / 2**n overflowed past 1,023 pairs, so large experiments had no comparison.
+    assert min_two_sided_p(1) == 1.0
+    assert min_two_sided_p(11) == 2.0 / 2**11
+    assert min_two_sided_p(2000) == 0.0
+    assert 0.0 <= min_two_sided_p(1100) < 1e-300

@@ -24,6 +24,7 @@ J. P. Romano, *Testing Statistical Hypotheses* (3rd ed., 2005), section 15.2.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,7 @@ class SignFlipResult:
 
 def min_two_sided_p(n: int) -> float:
     """The smallest two-sided p-value the exact test can give with ``n`` non-zero values."""
-    return 1.0 if n <= 0 else min(1.0, 2.0 / 2.0**n)
+    return 1.0 if n <= 0 else min(1.0, math.ldexp(1.0, 1 - n))  # 2 / 2**n, 0.0 past floats
 
 
 def sign_flip_test(values: Sequence[float]) -> SignFlipResult:
