@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from fresh import measure_fresh
 
 STIMULI = 100
 
@@ -145,23 +145,8 @@ def run_stats(folder: Path) -> None:
 
 def measure(mode: str, folder: Path) -> tuple[float, float]:
     """Run one mode in a fresh interpreter; its peak resident MB and its seconds."""
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
-    code = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]);"
-        "import compare_memory as m; from pathlib import Path;"
-        f"t = time.perf_counter(); m.run_{mode}(Path(sys.argv[2]));"
-        "t = time.perf_counter() - t;"
-        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
-        "print(int(hwm.split()[1]) / 1024, t)"
-    )
-    here = str(Path(__file__).parent)
-    done = subprocess.run(
-        [sys.executable, "-c", code, here, str(folder)], capture_output=True, text=True
-    )
-    if done.returncode:
-        raise SystemExit(f"{mode} failed:\n{done.stderr}")
-    peak, seconds = done.stdout.split()[-2:]
-    return float(peak), float(seconds)
+    seconds, peak = measure_fresh("compare_memory", f"run_{mode}", folder)
+    return peak, seconds
 
 
 def main() -> None:

@@ -40,12 +40,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from fresh import measure_fresh
 
 VARIANT = "a"
 EVAL = "ev"
@@ -215,24 +215,8 @@ def run_command(folder: Path) -> None:
 
 def measure(mode: str, folder: Path) -> dict[str, float]:
     """Run one mode in a fresh interpreter: wall seconds and peak resident MB."""
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
-    code = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]);"
-        "import merge_memory as m; from pathlib import Path;"
-        "start = time.perf_counter();"
-        f"m.run_{mode}(Path(sys.argv[2]));"
-        "took = time.perf_counter() - start;"
-        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0];"
-        "print(took, int(hwm.split()[1]) / 1024)"
-    )
-    here = str(Path(__file__).parent)
-    done = subprocess.run(
-        [sys.executable, "-c", code, here, str(folder)], capture_output=True, text=True
-    )
-    if done.returncode:
-        raise SystemExit(f"{mode} failed:\n{done.stderr}")
-    out = done.stdout.split()
-    return {"seconds": float(out[-2]), "peak_mb": float(out[-1])}
+    seconds, peak = measure_fresh("merge_memory", f"run_{mode}", folder)
+    return {"seconds": seconds, "peak_mb": peak}
 
 
 def clean(folder: Path) -> None:
