@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 LIMIT_MB = 300.0
 """The goal: a 100,000-trial mock eval peaks under this."""
@@ -79,22 +80,29 @@ def write_spec(folder: Path, trials: int) -> Path:
     return path
 
 
+def _options(folder: Path, console: bool) -> dict[str, Any]:
+    """The options both runs share: the null backend, 8 workers, output in ``folder``."""
+    return {
+        "output_dir": str(folder / "out"),
+        "workers": 8,
+        "backend": NULL_BACKEND,
+        "console": console,
+    }
+
+
+def _written(result: Any) -> int:
+    """How many records a finished run wrote (a failed run stops the benchmark)."""
+    if result.errored or result.cancelled:
+        raise SystemExit(f"the run failed: {result.error or result.failures}")
+    return len(result.records)
+
+
 def run_eval(folder: Path, trials: int, console: bool) -> int:
     """Run the generated eval in this process; returns the number of records written."""
     from vally import EvalRequest, run_eval
 
     spec = write_spec(folder, trials)
-    opts = EvalRequest(
-        eval_specs=[str(spec)],
-        output_dir=str(folder / "out"),
-        workers=8,
-        backend=NULL_BACKEND,
-        console=console,
-    )
-    result = run_eval(opts)
-    if result.errored or result.cancelled:
-        raise SystemExit(f"the run failed: {result.error or result.failures}")
-    return len(result.records)
+    return _written(run_eval(EvalRequest(eval_specs=[str(spec)], **_options(folder, console))))
 
 
 def run_experiment(folder: Path, trials: int, console: bool) -> int:
@@ -105,17 +113,8 @@ def run_experiment(folder: Path, trials: int, console: bool) -> int:
     write_spec(folder, trials // VARIANTS)
     experiment = folder / "experiment.yaml"
     experiment.write_text(EXPERIMENT, encoding="utf-8")
-    opts = ExperimentRequest(
-        experiment_file=str(experiment),
-        output_dir=str(folder / "out"),
-        workers=8,
-        backend=NULL_BACKEND,
-        console=console,
-    )
-    result = run_experiment(opts)
-    if result.errored or result.cancelled:
-        raise SystemExit(f"the run failed: {result.error or result.failures}")
-    return len(result.records)
+    request = ExperimentRequest(experiment_file=str(experiment), **_options(folder, console))
+    return _written(run_experiment(request))
 
 
 def measure(
