@@ -150,6 +150,7 @@ _EXPORTS: dict[str, str] = {
     "model_label": "vally.engine.records.run_folder",
     # command extensions (entry-point group vally.cli)
     "command_group": "vally.cli.common",
+    "chosen_output": "vally.cli.common",
     "user_errors": "vally.cli.common",
     "source_excerpt": "vally.cli.common",
     # the run API, for Python scripts and notebooks
@@ -251,6 +252,7 @@ __getattr__, __dir__ = lazy_attributes(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
     from vally.cli.common import (
+        chosen_output as chosen_output,
         command_group as command_group,
         source_excerpt as source_excerpt,
         user_errors as user_errors,
