@@ -109,7 +109,13 @@ Verbose = Annotated[
     switch("--verbose", "Show each stimulus in full: metrics, graders, agent output.", "-v"),
 ]
 Quiet = Annotated[
-    bool, switch("--quiet", "Print only failed trials and the closing verdict.", "-q")
+    bool,
+    switch(
+        "--quiet",
+        "Print only a line per failing stimulus and the closing verdict (and, off a "
+        "terminal, progress lines on stderr).",
+        "-q",
+    ),
 ]
 EvalPlugin = Annotated[str | None, opt("SPEC", "Eval provider reading the eval files.")]
 Resume = Annotated[

@@ -95,7 +95,8 @@ class RunOptions:
         stimuli: ``--stimulus`` globs selecting stimuli by name (see
             :attr:`~vally.engine.planning.plan.PlanOptions.stimulus_patterns`).
         verbose: The console shows each stimulus in full (``-v``).
-        quiet: The console shows only failed trials and the closing verdict (``-q``).
+        quiet: The console shows only a line per failing stimulus and the closing verdict
+            (``-q``), and off a terminal progress lines on standard error.
         console: Print progress and results on the terminal (off for library use).
         resume: Continue the run in this run folder (``--resume``): its finished trials
             are kept, the others run into it.
