@@ -129,6 +129,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         EXIT_FAILURE as EXIT_FAILURE,
         EXIT_INTERRUPTED as EXIT_INTERRUPTED,
         EXIT_OK as EXIT_OK,
+        chosen_output as chosen_output,
         command_group as command_group,
         report_judge_cache as report_judge_cache,
         report_observer_failures as report_observer_failures,

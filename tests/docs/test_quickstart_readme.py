@@ -37,8 +37,9 @@ def test_the_quickstart_prints_and_writes_what_its_readme_says(tmp_path: Path) -
     assert "✔ quickstart/create-file #0: score 1.00" in run.stdout
     assert "tokens cost unknown" in run.stdout + run.stderr
     [folder] = list((tree / "vally-results").iterdir())
-    for name in ("results.jsonl", "run-summary.jsonl", "report.md", "otel-spans.jsonl"):
+    for name in ("results.jsonl", "run-summary.jsonl", "report.md"):
         assert (folder / name).is_file(), name
+    assert not (folder / "otel-spans.jsonl").exists()  # spans only with --trace
     trials = list(folder.glob("quickstart-*/*/default-*/trial-*/metadata.json"))
     assert len(trials) == 9
     hashed = re.compile(r"^[a-z-]+-[0-9a-f]{8}$")

@@ -48,7 +48,7 @@ def test_otlp_export_to_a_local_collector(tmp_path: Path, receiver: Receiver) ->
     shards = []
     for index in (1, 2):
         res = vally("experiment", "run", "experiment.yaml", "--shard", f"{index}/2",
-                    "--run-id", "r", "--output-dir", "sh", cwd=tmp_path)
+                    "--run-id", "r", "--output-dir", "sh", "--trace", cwd=tmp_path)
         assert res.code == 0, res.text
         shards.append(tmp_path / "sh" / "r" / f"shard-{index}-of-2")
     receiver.spans.clear()

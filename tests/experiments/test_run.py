@@ -12,7 +12,8 @@ from .conftest import make_project, only_run_dir, read_jsonl, vally, write
 
 
 def test_layout_records_summaries_and_report(project: Path) -> None:
-    res = vally("experiment", "run", "experiment.yaml", "--output-dir", "out", cwd=project)
+    res = vally("experiment", "run", "experiment.yaml", "--output-dir", "out", "--trace",
+                cwd=project)
     assert res.code == 0, res.text
     run_dir = only_run_dir(project / "out")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z", run_dir.name)

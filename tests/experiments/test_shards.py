@@ -35,7 +35,7 @@ def without_render_line(text: str) -> str:
 
 
 def test_shards_merge_to_the_unsharded_report(sharded: Path) -> None:
-    shards = [run_shard(sharded, i, 3) for i in (1, 2, 3)]
+    shards = [run_shard(sharded, i, 3, "--trace") for i in (1, 2, 3)]
     snapshots = [(s / "plan-snapshot.json").read_text() for s in shards]
     assert len(set(snapshots)) == 1
     assert str(sharded) not in snapshots[0] and "/work" not in snapshots[0]
@@ -193,3 +193,27 @@ def test_custom_strategy_module_relative_to_the_experiment(sharded: Path) -> Non
     merged = vally("experiment", "merge", *map(str, dirs), "-o", "m", cwd=sharded)
     assert merged.code == 0, merged.text
     assert len(read_jsonl(sharded / "m" / "quiet" / "results.jsonl")) == 8
+
+
+def test_untraced_shards_merge_without_span_files(sharded: Path) -> None:
+    """Tracing is off by default: neither the shards nor their merge write span files, and
+    the merge still succeeds, linking nothing; asking the merge for --trace traces it."""
+    shards = [run_shard(sharded, i, 2) for i in (1, 2)]
+    for shard in shards:
+        assert not (shard / "otel-spans.jsonl").exists()
+        assert not (shard / "otel-context.json").exists()
+    merged = vally("experiment", "merge", *(str(s) for s in shards), "-o", "merged", cwd=sharded)
+    assert merged.code == 0, merged.text
+    target = sharded / "merged"
+    assert (target / "report.md").is_file()
+    assert not (target / "otel-spans.jsonl").exists()
+    assert not (target / "otel-context.json").exists()
+    manifest = json.loads((target / "experiment-manifest.json").read_text())
+    assert [shard["otelContext"] for shard in manifest["shards"]] == [None, None]
+
+    traced = vally("experiment", "merge", *(str(s) for s in shards), "-o", "traced",
+                   "--trace", cwd=sharded)
+    assert traced.code == 0, traced.text
+    spans = read_jsonl(sharded / "traced" / "otel-spans.jsonl")
+    root = next(s for s in spans if s["name"] == "vally.experiment.merge")
+    assert root["links"] == []

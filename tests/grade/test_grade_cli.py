@@ -84,9 +84,10 @@ def test_a_failure_exits_1(spec_dir: Path) -> None:
     stdin = _lines(make_record("add-test"), make_record("sub-test"))
     result = vally(["grade", "-e", "eval.yaml"], stdin, spec_dir)
     assert result.returncode == 1
-    assert "✘ quickstart/sub-test [gpt-test] #0: output-contains: 'PASS' not found" in (
-        result.stdout
-    )
+    assert (
+        "✘ quickstart/sub-test [gpt-test]: 1/1 trials failed · 1 with output-contains: "
+        "'PASS' not found"
+    ) in result.stdout
     assert "1 passed, 1 failed, 0 errored" in result.stdout
     assert "verdict: FAIL" in result.stdout
 

@@ -149,7 +149,9 @@ def test_progress_bar_on_a_terminal(
     driver.emitter.emit("vally_run_end", run=run, outcome=RunOutcome(records, []))
     assert reporter._live is None
     assert driver.emitter.failures == []
-    assert "✘ quickstart/b [gpt-test] #0: output-contains" in capsys.readouterr().out
+    assert "✘ quickstart/b [gpt-test]: 1/1 trials failed · 1 with output-contains" in (
+        capsys.readouterr().out
+    )
 
 
 def test_no_live_display_off_a_terminal(tmp_path: Path) -> None:
@@ -172,7 +174,8 @@ def test_default_report_is_one_line_per_failure(
     report = out[out.index("Failures (") :]
     failures = [line for line in report.splitlines() if line.startswith("  ✘ ")]
     assert failures == [
-        "  ✘ quickstart/sub [gpt-test] #2: output-contains: expected 'PASS' in output | not found"
+        "  ✘ quickstart/sub [gpt-test]: 1/4 trials failed · "
+        "1 with output-contains: expected 'PASS' in output | not found"
     ]
     assert "Failures (1 of 4 trials; details in report.md, or run with -v)" in out
     verbose = _run(tmp_path / "v", capsys, records, verbose=True)
@@ -187,9 +190,14 @@ def test_quiet_prints_failures_and_nothing_else(
     records = [make_record("a"), make_record("b", passed=False), make_record("c", error=error)]
     out = _run(tmp_path, capsys, records, quiet=True)
     lines = [line for line in out.splitlines() if line]
-    assert lines[0].startswith("Failures (2 of 3 trials")
-    assert lines[1].startswith("  ✘ quickstart/b [gpt-test] #0: output-contains")
-    errored = "  ! quickstart/c [gpt-test] #0: errored (execute): [VALLY_EXECUTION] agent crashed"
+    assert lines[0].startswith("Failures (2 of 3 trials, 2 stimuli")
+    assert lines[1].startswith(
+        "  ✘ quickstart/b [gpt-test]: 1/1 trials failed · 1 with output-contains"
+    )
+    errored = (
+        "  ! quickstart/c [gpt-test]: 0/1 trials failed, 1 errored · "
+        "1 with errored (execute): [VALLY_EXECUTION] agent crashed"
+    )
     assert lines[2] == errored
     assert lines[3].startswith("3 trials: 1 passed, 1 failed, 1 errored in ")
     assert len(lines) == 4, lines
@@ -223,7 +231,7 @@ def test_whether_the_stream_is_a_terminal_is_asked_once_per_run(
     log = Log()
     monkeypatch.setattr("sys.stdout", log)
     monkeypatch.setattr("sys.stderr", io.StringIO())
-    reporter = ConsoleReporter()
+    reporter = ConsoleReporter(ConsoleConfig(heartbeat="0s"))
     driver = Driver(reporter)
     run = make_run(tmp_path, 50)
     driver.emitter.emit("vally_run_start", run=run)
@@ -252,3 +260,91 @@ def test_the_closing_line_counts_cancelled_trials(tmp_path: Path) -> None:
     assert lines[-1].endswith("verdict: INTERRUPTED")
     calm = closing_lines(make_run(tmp_path, 2), RunOutcome(records=records[:2], summaries=[]))
     assert "cancelled" not in calm[-1]
+
+
+def test_failures_are_one_line_per_stimulus_with_the_most_common_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """200 trials of two stimuli, 60 failing: two failure lines, not 60."""
+    error = TrialError(phase="execute", code="VALLY_EXECUTION", message="agent crashed")
+    records = [make_record("ok", trial=i) for i in range(100)]
+    records += [make_record("flaky", trial=i, passed=i >= 50) for i in range(90)]
+    records += [make_record("flaky", trial=90 + i, error=error) for i in range(3)]
+    for i in range(7):
+        odd = make_record("flaky", trial=93 + i, passed=False)
+        assert odd.grade_result is not None
+        details = [d.model_copy(update={"evidence": "timed out"}) for d in odd.grade_result.details]
+        grade = odd.grade_result.model_copy(update={"details": details})
+        records.append(odd.model_copy(update={"grade_result": grade}))
+    out = _run(tmp_path, capsys, records, quiet=True)
+    lines = [line for line in out.splitlines() if line]
+    assert lines[0] == "Failures (60 of 200 trials; details in report.md, or run with -v)"
+    assert lines[1] == (
+        "  ✘ quickstart/flaky [gpt-test]: 57/100 trials failed, 3 errored · "
+        "50 with output-contains: expected 'PASS' in output | not found (+2 other reasons)"
+    )
+    assert lines[2].startswith("200 trials: 140 passed, 57 failed, 3 errored in ")
+
+
+def test_a_sealed_row_keeps_its_failure_reasons(tmp_path: Path) -> None:
+    """A merge adds up the shards' reasons: the most common one is the same."""
+    from vally_builtin.reporters.aggregate import ReportAggregate
+
+    records = [make_record("s", trial=i, passed=False) for i in range(4)]
+    whole = ReportAggregate.of(records)
+    halves = ReportAggregate.of_states(
+        [ReportAggregate.of(records[:2]).state(), ReportAggregate.of(records[2:]).state()]
+    )
+    [row] = halves.rows.values()
+    assert row.top_reason() == next(iter(whole.rows.values())).top_reason()
+    assert row.top_reason() == ("output-contains: expected 'PASS' in output | not found", 4)
+
+
+def test_progress_lines_off_a_terminal_every_step_of_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quiet run in a log still says how far it got, on standard error, each 10% of the
+    plan (counted by trials, with the run's clock replaced)."""
+    err, out = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr("sys.stdout", out)
+    now = [1000.0]
+    reporter = ConsoleReporter(ConsoleConfig(quiet=True, heartbeat="0s"))
+    reporter.clock = lambda: now[0]  # type: ignore[method-assign]
+    driver = Driver(reporter)
+    run = make_run(tmp_path, 40, quiet=True)
+    driver.emitter.emit("vally_run_start", run=run)
+    for index in range(40):
+        now[0] += 1.5
+        record = make_record(f"s{index}", passed=index % 8 != 0)
+        driver.emitter.emit("vally_trial_end", run=run, record=record)
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 10, lines
+    assert lines[0] == (
+        "progress: 4/40 trials (10%), 1 failed, 0 errored, 0 running, elapsed 6.0s, ETA 54.0s"
+    )
+    assert (
+        lines[-1] == "progress: 40/40 trials (100%), 5 failed, 0 errored, 0 running, elapsed 1m 00s"
+    )
+    assert out.getvalue() == ""  # quiet: nothing else while the run goes
+
+
+def test_progress_steps_are_reported_once_each() -> None:
+    from vally_builtin.reporters.console_live import ProgressSteps
+
+    steps = ProgressSteps(20_000, 10)
+    crossed = [done for done in range(0, 20_001, 500) if steps.crossed(done)]
+    assert crossed == [2_000 * i for i in range(1, 11)]
+    assert not ProgressSteps(10, 0).crossed(10)
+
+
+def test_a_quiet_run_in_a_log_keeps_its_heartbeat(tmp_path: Path) -> None:
+    reporter = ConsoleReporter(ConsoleConfig(quiet=True, heartbeat="1h"))
+    driver = Driver(reporter)
+    run = make_run(tmp_path, 3, quiet=True)
+    driver.emitter.emit("vally_run_start", run=run)
+    try:
+        assert reporter._heartbeat is not None
+    finally:
+        driver.emitter.emit("vally_run_end", run=run, outcome=RunOutcome([], []))
+    assert reporter._heartbeat is None

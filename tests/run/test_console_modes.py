@@ -1,6 +1,7 @@
 """How ``vally eval`` reads on a terminal (a live display with counts and ETA, checked in a
-real pseudo-terminal), in a log (a heartbeat line between trials, read from the pipe while
-the run goes), with ``--quiet``, and when a ``--tag`` filter matches nothing."""
+real pseudo-terminal), in a log (a progress line on standard error between trials, read
+from the pipe while the run goes), with ``--quiet`` (still with progress lines), and when
+a ``--tag`` filter matches nothing."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_terminal_shows_a_live_display_with_counts_and_eta(project: Path) -> Non
         child.expect(r"alpha: 1 passed, 0 failed")
         child.expect(r"ETA")
         child.expect(r"alpha: 2 passed, 1 failed · beta: 1 passed, 0 failed")
-        child.expect(r"✘ alpha/third #0: output-contains: ")
+        child.expect(r"✘ alpha/third: 1/1 trials failed · 1 with output-contains: ")
         child.expect(r"  alpha: 2/3 passed · FAIL")
         child.expect(r"  beta: 2/3 passed · FAIL")
         child.expect(r"6 trials: 4 passed, 2 failed, 0 errored in [\d.]+s · verdict: FAIL")
@@ -67,29 +68,31 @@ def test_log_gets_a_heartbeat_between_trials(project: Path) -> None:
     proc = subprocess.Popen(
         [*VALLY, "eval", "-e", str(spec), "--workers", "1", "--output-dir", "out"],
         cwd=project,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "NO_COLOR": "1"},
     )
     try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
         running = proc.poll() is None
         seen = [first]
-        while "slow/first #0" not in seen[-1]:
-            seen.append(proc.stdout.readline())
-            assert seen[-1], f"the output ended before the first trial's line: {seen}"
-        after = proc.stdout.readline()
-        rest = proc.stdout.read()
+        while "progress: 1/3" not in seen[-1]:
+            seen.append(proc.stderr.readline())
+            assert seen[-1], f"the output ended before the first trial's progress: {seen}"
+        rest = proc.stderr.read()
     finally:
         proc.wait(timeout=120)
-    assert running, "the first heartbeat only arrived when the run had ended"
-    assert re.match(r"… 0/3 trials finished · [01] running · [\d.]+s elapsed$", first), first
-    pattern = r"… 1/3 trials finished · 1 passed, 0 failed · [01] running · [\d.]+s elapsed · ETA "
-    assert re.match(pattern, after), after
+    assert running, "the first progress line only arrived when the run had ended"
+    pattern = r"progress: 0/3 trials \(0%\), 0 failed, 0 errored, [01] running, elapsed [\d.]+s$"
+    assert re.match(pattern, first), first
+    pattern = (
+        r"progress: 1/3 trials \(33%\), 0 failed, 0 errored, [01] running, elapsed [\d.]+s, ETA "
+    )
+    assert re.match(pattern, seen[-1]), seen[-1]
     assert proc.returncode == 0
-    assert "verdict: FAIL" in rest
+    assert "progress: 3/3 trials (100%), 1 failed, 0 errored" in rest
 
 
 def test_quiet_prints_only_failures_and_the_verdict(project: Path) -> None:
@@ -98,10 +101,15 @@ def test_quiet_prints_only_failures_and_the_verdict(project: Path) -> None:
     assert run.code == 0, run.stderr
     lines = [line for line in run.stdout.splitlines() if line]
     assert lines[0].startswith("Failures (1 of 3 trials; details in report.md")
-    assert lines[1] == "  ✘ slow/third #0: output-contains: 'nope' not found in output: ok c"
+    assert lines[1] == (
+        "  ✘ slow/third: 1/1 trials failed · "
+        "1 with output-contains: 'nope' not found in output: ok c"
+    )
     assert lines[2].startswith("3 trials: 2 passed, 1 failed, 0 errored in ")
     assert "--require-pass was not given" in lines[3]
     assert len(lines) == 4, lines
+    progress = [line for line in run.stderr.splitlines() if line.startswith("progress: ")]
+    assert progress[-1].startswith("progress: 3/3 trials (100%), 1 failed, 0 errored, "), progress
 
 
 def test_quiet_and_verbose_cannot_be_combined(project: Path) -> None:

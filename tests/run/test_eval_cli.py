@@ -40,7 +40,7 @@ RECORD_KEYS = {
 
 def test_layout_records_and_summary(project: Path) -> None:
     spec = write_spec(project / "evals" / "demo", MOCK_SPEC)
-    run = run_vally(["-e", str(spec), "--junit"], project)
+    run = run_vally(["-e", str(spec), "--junit", "--trace"], project)
     assert run.code == 0, run.stderr
     run_dir = run.run_dir
     files = ("results.jsonl", "run-summary.jsonl", "report.md", "junit.xml", "otel-spans.jsonl")

@@ -131,6 +131,29 @@ def command_group(
     )
 
 
+def chosen_output(
+    output: str | None, deprecated: str | None, deprecated_flag: str, *, default: str
+) -> str:
+    """The output format a command was asked for: ``--output``, else the deprecated
+    spelling (with a one-line notice on standard error), else ``default``. Every command
+    spells machine-readable output ``--output FORMAT``, as ``vally eval --output jsonl``.
+
+    Raises:
+        typer.BadParameter: Both spellings were given.
+    """
+    if deprecated is None:
+        return default if output is None else output
+    if output is not None:
+        raise typer.BadParameter(
+            f"give --output only ({deprecated_flag} is its deprecated spelling)",
+            param_hint=deprecated_flag,
+        )
+    shown = deprecated_flag if deprecated_flag == "--json" else f"{deprecated_flag} {deprecated}"
+    wanted = "json" if deprecated_flag == "--json" else deprecated
+    typer.echo(f"warning: {shown} is deprecated; use --output {wanted}", err=True)
+    return wanted
+
+
 def _say(message: str) -> None:
     typer.echo(message, err=True)
 

@@ -139,10 +139,8 @@ OutputDir = Annotated[
     str | None,
     opt("DIR", "Parent folder of run folders (default: paths.results or ./vally-results)."),
 ]
-Output = Annotated[str | None, opt("jsonl", "'jsonl': stream trial records to stdout.")]
 SkipGrade = Annotated[bool, switch("--skip-grade", "Execute without grading.")]
 Runs = Annotated[int | None, opt("N", "Trials per stimulus, overriding the spec.")]
-Junit = Annotated[bool, switch("--junit", "Also write junit.xml.")]
 Workspace = Annotated[str | None, opt("DIR", "Keep trial workspaces under this folder.")]
 MaxRetries = Annotated[int, opt("N", "Retry a trial up to N times when its setup or agent fails.")]
 KeepSessionLogs = Annotated[
@@ -169,12 +167,14 @@ def eval_command(
     executor_plugins: o.ExecutorPlugins = None,
     eval_plugin: o.EvalPlugin = None,
     output_dir: OutputDir = None,
-    output: Output = None,
+    output: o.Output = None,
     skip_grade: SkipGrade = False,
     workers: o.Workers = None,
     runs: Runs = None,
     require_pass: o.RequirePass = False,
-    junit: Junit = False,
+    junit: o.Junit = False,
+    junit_file: o.JunitFile = None,
+    junit_cases: o.JunitCases = None,
     workspace: Workspace = None,
     params: o.Params = None,
     stimuli: o.Stimuli = None,
@@ -192,6 +192,7 @@ def eval_command(
     retry_errors: o.RetryErrors = False,
     keep_executor_session_logs: KeepSessionLogs = False,
     otlp_endpoint: o.OtlpEndpoint = None,
+    trace: o.Trace = False,
     verbose: o.Verbose = False,
     quiet: o.Quiet = False,
 ) -> None:

@@ -65,7 +65,17 @@ ExecutorPlugins = Annotated[
 ReporterPlugins = Annotated[
     list[str] | None, opt("SPEC", "Reporter plugin to load (repeatable).", "--reporter-plugin")
 ]
-OtlpEndpoint = Annotated[str | None, opt("URL", "Export traces to this OTLP/HTTP endpoint.")]
+OtlpEndpoint = Annotated[
+    str | None, opt("URL", "Trace the run and send the spans to this OTLP/HTTP endpoint.")
+]
+Trace = Annotated[
+    bool,
+    switch(
+        "--trace",
+        "Trace the run with OpenTelemetry: spans to otel-spans.jsonl in the run folder "
+        "(off by default; --otlp-endpoint traces too).",
+    ),
+]
 Workers = Annotated[
     int | None, opt("N", "Parallel trials (default 5); with --runner ray, cluster-wide.")
 ]
@@ -78,13 +88,34 @@ RunnerArgs = Annotated[
 RayAddress = Annotated[
     str | None, opt("ADDRESS", "With --runner ray: auto, HOST:PORT or ray://HOST:PORT.")
 ]
+Output = Annotated[
+    str | None, opt("jsonl", "'jsonl': stream each trial record to stdout as it finishes.")
+]
+Junit = Annotated[bool, switch("--junit", "Also write junit.xml in the run folder.")]
+JunitFile = Annotated[
+    str | None, opt("FILE", "Write the JUnit XML to FILE instead (implies --junit).")
+]
+JunitCases = Annotated[
+    str | None,
+    opt(
+        "trial|stimulus",
+        "JUnit test case per trial (default) or per stimulus (red when its pass rate falls "
+        "short: a flaky stimulus is one red case).",
+    ),
+]
 RequirePass = Annotated[bool, switch("--require-pass", "Exit 1 when a verdict fails.")]
 Verbose = Annotated[
     bool,
     switch("--verbose", "Show each stimulus in full: metrics, graders, agent output.", "-v"),
 ]
 Quiet = Annotated[
-    bool, switch("--quiet", "Print only failed trials and the closing verdict.", "-q")
+    bool,
+    switch(
+        "--quiet",
+        "Print only a line per failing stimulus and the closing verdict (and, off a "
+        "terminal, progress lines on stderr).",
+        "-q",
+    ),
 ]
 EvalPlugin = Annotated[str | None, opt("SPEC", "Eval provider reading the eval files.")]
 Resume = Annotated[

@@ -44,9 +44,14 @@ def list_command(
             help="Only this kind: " + ", ".join(KIND_CHOICES) + ".",
         ),
     ] = None,
-    output_format: Annotated[
-        str, typer.Option("--format", metavar="FORMAT", help="Output format: table or json.")
-    ] = "table",
+    output: Annotated[
+        str | None,
+        typer.Option("--output", metavar="FORMAT", help="Output format: table or json."),
+    ] = None,
+    old_format: Annotated[
+        str | None,
+        typer.Option("--format", metavar="FORMAT", hidden=True, help="Deprecated: --output."),
+    ] = None,
     plugin: Annotated[
         list[str] | None,
         typer.Option(
@@ -65,12 +70,13 @@ def list_command(
     from pathlib import Path
     from typing import cast
 
-    from vally.cli.common import user_errors
+    from vally.cli.common import chosen_output, user_errors
     from vally.plugins.session import Session
 
     selected = _normalize_kind(kind)
+    output_format = chosen_output(output, old_format, "--format", default="table")
     if output_format not in ("table", "json"):
-        raise typer.BadParameter("expected 'table' or 'json'", param_hint="--format")
+        raise typer.BadParameter("expected 'table' or 'json'", param_hint="--output")
     if plugin and selected is None:
         raise typer.BadParameter("--plugin needs --kind", param_hint="--plugin")
     with user_errors():

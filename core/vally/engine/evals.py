@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.metadata import PluginKind
-from vally.engine.options import RunOptions, check_folder_flag, plugin_paths
+from vally.engine.options import RunOptions, check_folder_flag, junit_choice, plugin_paths
 from vally.engine.planning.plan import PlanInput, PlanOptions
 from vally.engine.planning.planner import parse_models
 from vally.engine.run import PreparedRun, RunRequest, prepare_run
@@ -51,10 +51,8 @@ class EvalRequest(RunOptions):
     timeout: str | None = None
     threshold: float | None = None
     judge_model: str | None = None
-    output: str | None = None
     skip_grade: bool = False
     runs: int | None = None
-    junit: bool = False
     max_retries: int = 0
 
     def check(self) -> None:
@@ -84,11 +82,6 @@ class EvalRequest(RunOptions):
             if conflicting:
                 raise ConfigError(message, hint=hint)
         self.check_common()
-        if self.output is not None and self.output != "jsonl":
-            raise ConfigError(
-                f"--output {self.output!r} is not supported; the only format is 'jsonl'",
-                hint="use --output jsonl to stream trial records to standard output",
-            )
         _check_ranges(self)
 
 
@@ -199,11 +192,12 @@ def _reporters(opts: EvalRequest) -> list[ReporterChoice]:
             )
         )
     chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
-    if opts.junit:
-        chosen.append(ReporterChoice(defaults.JUNIT_REPORTER, where="--junit"))
-    chosen.append(
-        ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, "--otlp-endpoint")
-    )
+    chosen += junit_choice(opts)
+    if opts.traced:
+        where = "--otlp-endpoint" if opts.otlp_endpoint else "--trace"
+        chosen.append(
+            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, where)
+        )
     return chosen
 
 

@@ -23,7 +23,12 @@ from typing import Any
 
 from vally.contracts.metadata import PluginKind
 from vally.engine.experiment_hooks import ExperimentHooks
-from vally.engine.options import ExperimentRequest, check_folder_flag, plugin_paths
+from vally.engine.options import (
+    ExperimentRequest,
+    check_folder_flag,
+    junit_choice,
+    plugin_paths,
+)
 from vally.engine.planning.plan import PlanInput, PlanOptions
 from vally.engine.planning.variants import ResolvedExperiment
 from vally.engine.run import ExperimentMode, PreparedRun, RunRequest, prepare_run
@@ -136,18 +141,24 @@ def _shard_selector(
 
 
 def _reporters(opts: ExperimentRequest) -> list[ReporterChoice]:
-    chosen = [ReporterChoice(defaults.RESULTS_REPORTER, {"per_variant": True})]
-    if opts.console:
-        chosen.append(
-            ReporterChoice(
-                defaults.CONSOLE_REPORTER,
-                {"verbose": opts.verbose, "quiet": opts.quiet, "style": "lines"},
-            )
+    to_stdout = opts.output == "jsonl"
+    chosen = [
+        ReporterChoice(
+            defaults.RESULTS_REPORTER, {"per_variant": True, "stdout": to_stdout}, "--output"
         )
+    ]
+    if opts.console:
+        config: dict[str, object] = {"verbose": opts.verbose, "quiet": opts.quiet, "style": "lines"}
+        if to_stdout:
+            config["stream"] = "stderr"
+        chosen.append(ReporterChoice(defaults.CONSOLE_REPORTER, config))
     chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
-    chosen.append(
-        ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, "--otlp-endpoint")
-    )
+    chosen += junit_choice(opts)
+    if opts.traced:
+        where = "--otlp-endpoint" if opts.otlp_endpoint else "--trace"
+        chosen.append(
+            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, where)
+        )
     return chosen
 
 

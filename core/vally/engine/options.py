@@ -14,7 +14,28 @@ from vally.specs.selection import absolute as absolute
 
 if TYPE_CHECKING:
     from vally.engine.trials.budget import Budget
-    from vally.engine.trials.components import RunnerChoice
+    from vally.engine.trials.components import ReporterChoice, RunnerChoice
+
+
+JUNIT_CASES = ("trial", "stimulus")
+"""What one JUnit test case stands for (``--junit-cases``)."""
+
+
+def junit_choice(opts: RunOptions) -> list[ReporterChoice]:
+    """The JUnit reporter with its config when ``--junit`` or ``--junit-file`` asks for it
+    (nothing otherwise)."""
+    from vally.engine.trials.components import ReporterChoice
+    from vally.plugins import defaults
+
+    if not (opts.junit or opts.junit_file):
+        return []
+    config: dict[str, object] = {}
+    if opts.junit_cases is not None:
+        config["cases"] = opts.junit_cases
+    if opts.junit_file:
+        config["path"] = str(absolute(Path.cwd(), opts.junit_file))
+    where = "--junit-file" if opts.junit_file else "--junit"
+    return [ReporterChoice(defaults.JUNIT_REPORTER, config, where)]
 
 
 def looks_like_path(specifier: str) -> bool:
@@ -74,7 +95,8 @@ class RunOptions:
         stimuli: ``--stimulus`` globs selecting stimuli by name (see
             :attr:`~vally.engine.planning.plan.PlanOptions.stimulus_patterns`).
         verbose: The console shows each stimulus in full (``-v``).
-        quiet: The console shows only failed trials and the closing verdict (``-q``).
+        quiet: The console shows only a line per failing stimulus and the closing verdict
+            (``-q``), and off a terminal progress lines on standard error.
         console: Print progress and results on the terminal (off for library use).
         resume: Continue the run in this run folder (``--resume``): its finished trials
             are kept, the others run into it.
@@ -82,6 +104,15 @@ class RunOptions:
         max_cost: Stop starting trials once they cost this many US dollars (``--max-cost``).
         max_tokens: Stop starting trials once they used this many tokens (``--max-tokens``).
         no_cache: Judge graders send every request (``--no-cache``).
+        output: ``jsonl``: stream each trial record to standard output as it finishes
+            (``--output jsonl``; the console's report then goes to standard error).
+        junit: Also write ``junit.xml`` in the run folder (``--junit``).
+        junit_file: Write the JUnit XML here instead (``--junit-file``; implies ``junit``).
+        junit_cases: One JUnit test case per ``trial`` or per ``stimulus``
+            (``--junit-cases``); None keeps the reporter's (``.vally.yaml``, else trial).
+        trace: Trace the run with OpenTelemetry (``--trace``): spans go to
+            ``otel-spans.jsonl`` in the run folder, or to ``otlp_endpoint`` when given
+            (which traces the run by itself). Off by default: no span file is written.
     """
 
     output_dir: str | None = None
@@ -108,6 +139,16 @@ class RunOptions:
     max_cost: float | None = None
     max_tokens: int | None = None
     no_cache: bool = False
+    output: str | None = None
+    junit: bool = False
+    junit_file: str | None = None
+    junit_cases: str | None = None
+    trace: bool = False
+
+    @property
+    def traced(self) -> bool:
+        """Whether the run is traced: ``--trace`` or ``--otlp-endpoint`` was given."""
+        return self.trace or self.otlp_endpoint is not None
 
     def budget(self) -> Budget | None:
         """The ``--max-cost``/``--max-tokens`` budget, or None without either.
@@ -175,6 +216,17 @@ class RunOptions:
             raise ConfigError(
                 "--retry-errors needs --resume: it re-runs the errored trials of a run folder",
                 hint="add --resume <run-dir>",
+            )
+        if self.output is not None and self.output != "jsonl":
+            raise ConfigError(
+                f"--output {self.output!r} is not supported; the only format is 'jsonl'",
+                hint="use --output jsonl to stream trial records to standard output",
+            )
+        if self.junit_cases is not None and self.junit_cases not in JUNIT_CASES:
+            raise ConfigError(
+                f"--junit-cases {self.junit_cases!r} is not one of {', '.join(JUNIT_CASES)}",
+                hint="--junit-cases trial: a test case per trial; "
+                "--junit-cases stimulus: one per stimulus, red when its pass rate is short",
             )
         self.runner_choice()
         self.budget()

@@ -124,6 +124,7 @@ class Session:
         self._emitter: EventEmitter | None = None
         self._created: list[Provenance] = []
         self._project_loaded: set[PluginKind] = set()
+        self._project_names: dict[PluginKind, list[str]] = {}
         self._loading_project = False
         self.requested: list[tuple[PluginKind, str, Path]] = []
         """``(kind, specifier, base_dir)`` of every :meth:`load_plugins` call other than the
@@ -190,13 +191,14 @@ class Session:
             self.load_project_plugins(kind)
 
     def load_project_plugins(self, kind: PluginKind) -> list[str]:
-        """Load ``.vally.yaml`` ``plugins.<kind>`` once (paths from ``project_root``).
+        """Load ``.vally.yaml`` ``plugins.<kind>`` once (paths from ``project_root``) and
+        return the names they provide (the same names on later calls).
 
         Called automatically the first time a kind other than ``eval_provider`` is used;
         ``eval_provider`` is left to the caller because ``--eval-plugin`` replaces it.
         """
         if kind in self._project_loaded:
-            return []
+            return list(self._project_names.get(kind, []))
         self._project_loaded.add(kind)
         if self.project is None:
             return []
@@ -205,9 +207,11 @@ class Session:
             return []
         self._loading_project = True
         try:
-            return self.load_plugins(kind, specifiers, base_dir=self.project_root)
+            names = self.load_plugins(kind, specifiers, base_dir=self.project_root)
         finally:
             self._loading_project = False
+        self._project_names[kind] = names
+        return list(names)
 
     # ------------------------------------------------------------------ loading
 

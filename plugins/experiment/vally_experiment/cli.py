@@ -106,7 +106,12 @@ def run_command(
     resume: o.Resume = None,
     retry_errors: o.RetryErrors = False,
     require_pass: o.RequirePass = False,
+    output: o.Output = None,
+    junit: o.Junit = False,
+    junit_file: o.JunitFile = None,
+    junit_cases: o.JunitCases = None,
     otlp_endpoint: o.OtlpEndpoint = None,
+    trace: o.Trace = False,
     verbose: o.Verbose = False,
     quiet: o.Quiet = False,
     compare: Compare = False,
@@ -136,13 +141,18 @@ def merge_command(
     output_dir: MergeOutput,
     require_pass: o.RequirePass = False,
     otlp_endpoint: o.OtlpEndpoint = None,
+    trace: o.Trace = False,
 ) -> None:
     """Reconcile the shard directories of a sharded run into one result and report."""
     from vally_experiment.commands import merge_command_main
 
     _guarded(
         lambda: merge_command_main(
-            shard_dirs, output_dir, require_pass=require_pass, otlp_endpoint=otlp_endpoint
+            shard_dirs,
+            output_dir,
+            require_pass=require_pass,
+            otlp_endpoint=otlp_endpoint,
+            trace=trace,
         )
     )
 

@@ -38,8 +38,13 @@ if TYPE_CHECKING:
     )
 
 
+_RECORDS_ON_STDOUT = [False]
+"""Whether standard output carries the trial records (``--output jsonl``): then every
+message goes to standard error."""
+
+
 def _echo(message: str = "", *, err: bool = False) -> None:
-    typer.echo(message, err=err)
+    typer.echo(message, err=err or _RECORDS_ON_STDOUT[0])
 
 
 def print_dry_run(setup: ExperimentSetup) -> None:
@@ -193,6 +198,7 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
     Raises:
         VallyError: A configuration, plugin, planning or output error (exit 1).
     """
+    _RECORDS_ON_STDOUT[0] = opts.output == "jsonl" and not opts.dry_run
     setup = prepare_experiment(opts)
     if opts.dry_run:
         print_dry_run(setup)
@@ -217,7 +223,12 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
 
 
 def merge_command_main(
-    shard_dirs: Sequence[str], output_dir: str, *, require_pass: bool, otlp_endpoint: str | None
+    shard_dirs: Sequence[str],
+    output_dir: str,
+    *,
+    require_pass: bool,
+    otlp_endpoint: str | None,
+    trace: bool = False,
 ) -> int:
     """Run ``vally experiment merge`` and return the exit code.
 
@@ -226,7 +237,7 @@ def merge_command_main(
     """
     from vally_experiment.merge import MergeRequest, merge, read_shards
 
-    request = MergeRequest(shard_dirs, output_dir, otlp_endpoint=otlp_endpoint)
+    request = MergeRequest(shard_dirs, output_dir, otlp_endpoint=otlp_endpoint, trace=trace)
     shards = read_shards(request)
     trials = sum(shard.trials for shard in shards)
     _echo(f"Merged {len(shards)} shard(s) of run {shards[0].manifest['runId']}: {trials} trial(s)")

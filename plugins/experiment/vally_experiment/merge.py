@@ -69,12 +69,15 @@ class MergeRequest:
         output_dir: The merged folder (outside every shard folder).
         otlp_endpoint: Export the merge's spans to this collector.
         console: Print the comparison with the baseline.
+        trace: Trace the merge (``--trace``). A merge is also traced when
+            ``otlp_endpoint`` is given or a shard was traced (has a trace context file).
     """
 
     shard_dirs: Sequence[str]
     output_dir: str
     otlp_endpoint: str | None = None
     console: bool = True
+    trace: bool = False
 
 
 @dataclass
@@ -372,8 +375,10 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         ConfigError: ``--otlp-endpoint`` is invalid.
     """
     session = Session(None, Path.cwd())
+    traced = request.trace or request.otlp_endpoint is not None
+    traced = traced or any((shard.path / TRACE_CONTEXT_FILE).is_file() for shard in shards)
     reporters = merge_reporters(
-        session, console=request.console, otlp_endpoint=request.otlp_endpoint
+        session, console=request.console, otlp_endpoint=request.otlp_endpoint, trace=traced
     )
     target = absolute_path(Path.cwd(), request.output_dir)
     _check_target(target, shards)

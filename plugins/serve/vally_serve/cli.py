@@ -34,7 +34,7 @@ from typing import Annotated
 
 import typer
 
-from vally import user_errors
+from vally import chosen_output, user_errors
 
 EXIT_OK = 0
 """The exit code of a command that did its work."""
@@ -143,8 +143,16 @@ def ingest_command(
             help="History store: a SQLite file, or a postgresql:// URL.",
         ),
     ],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the result as one JSON object on stdout.")
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            metavar="FORMAT",
+            help="text (default) or json: the result as one JSON object on stdout.",
+        ),
+    ] = None,
+    old_json: Annotated[
+        bool, typer.Option("--json", hidden=True, help="Deprecated: --output json.")
     ] = False,
 ) -> None:
     """Load run folders into a history store.
@@ -155,6 +163,10 @@ def ingest_command(
     """
     from vally_serve.service import ingest_runs
 
+    chosen = chosen_output(output, "json" if old_json else None, "--json", default="text")
+    if chosen not in ("text", "json"):
+        raise typer.BadParameter("expected 'text' or 'json'", param_hint="--output")
+    as_json = chosen == "json"
     with user_errors():
         report = ingest_runs(run_dirs, store)
     problems = [str(p) for p in report.problems]

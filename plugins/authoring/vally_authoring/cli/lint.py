@@ -50,8 +50,13 @@ Params = Annotated[
         "--param", "-p", metavar="NAME=VALUE", help="Param used to resolve ${NAME} (repeatable)."
     ),
 ]
-Format = Annotated[
-    str, typer.Option("--format", metavar="FORMAT", help="Output format: text or json.")
+Output = Annotated[
+    str | None,
+    typer.Option("--output", metavar="FORMAT", help="Output format: text or json."),
+]
+OldFormat = Annotated[
+    str | None,
+    typer.Option("--format", metavar="FORMAT", hidden=True, help="Deprecated: --output."),
 ]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Also list every file checked.")]
 
@@ -62,18 +67,20 @@ def lint_command(
     strict: Strict = False,
     grader_plugin: GraderPlugins = None,
     param: Params = None,
-    output_format: Format = "text",
+    output: Output = None,
+    old_format: OldFormat = None,
     verbose: Verbose = False,
 ) -> None:
     """Validate eval specs and skills without running an agent.
 
     Exit 0 when there are no errors (warnings are allowed unless --strict), 1 otherwise.
     """
-    from vally import parse_params, user_errors
+    from vally import chosen_output, parse_params, user_errors
     from vally_authoring.lint.run import lint_path
 
+    output_format = chosen_output(output, old_format, "--format", default="text")
     if output_format not in ("text", "json"):
-        raise typer.BadParameter("expected 'text' or 'json'", param_hint="--format")
+        raise typer.BadParameter("expected 'text' or 'json'", param_hint="--output")
     with user_errors():
         result = lint_path(
             path,

@@ -5,7 +5,9 @@ The ``markdown`` and ``console`` reporters feed each finished trial's record to 
 :class:`ReportAggregate` and render their end-of-run tables from it, so their memory
 grows with the rows of the report, not with the trials. Each row also keeps the first
 :data:`FAILURES_KEPT` failed or errored trials (by trial index, without their
-trajectories) for the failure listings, and counts the rest.
+trajectories) for the failure listings, and counts the rest, and counts the failed or
+errored trials by their reason (:func:`failure_reason`: the failing grader and its
+evidence, or the error), so a listing can say which reason was the most common.
 """
 
 from __future__ import annotations
@@ -16,12 +18,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vally import TrialResultRecord, pass_at_k
-from vally_builtin.reporters import GroupKey, StimulusStats, TrialOutcome, trial_outcome
+from vally_builtin.reporters import (
+    GroupKey,
+    StimulusStats,
+    TrialOutcome,
+    failed_graders,
+    one_line,
+    trial_outcome,
+)
 from vally_builtin.reporters.cost import CostTotals
 from vally_builtin.reporters.experiment import VariantCounter, VariantStats, observed_stats
 
 FAILURES_KEPT = 20
 """Failed or errored trials a report row lists; the others are counted."""
+
+REASONS_KEPT = 100
+"""Distinct failure reasons a report row counts; trials of further reasons are counted
+as :attr:`RowAggregate.other_reasons`."""
+
+REASON_LIMIT = 200
+"""The length a failure reason is cut to (on one line) before it is counted."""
+
+
+def failure_reason(record: TrialResultRecord, outcome: TrialOutcome | None = None) -> str | None:
+    """Why a failed or errored trial did not pass, on one line: the first failing grader
+    and its evidence (and how many more failed), the error, or the violated constraints;
+    None for a trial that did not fail or error."""
+    outcome = outcome or trial_outcome(record)
+    if outcome == "errored":
+        if record.error is not None:
+            text = f"errored ({record.error.phase}): [{record.error.code}] {record.error.message}"
+        else:
+            broken = [d.name for d in failed_graders(record) if d.status == "error"]
+            text = "grader error in " + (", ".join(broken) or "grading")
+        return one_line(text, REASON_LIMIT)
+    if outcome != "failed":
+        return None
+    failing = failed_graders(record)
+    if failing:
+        first = failing[0]
+        text = first.name + (f": {first.evidence}" if first.evidence else "")
+        if len(failing) > 1:
+            text += f" (+{len(failing) - 1} more failed)"
+    else:
+        grade = record.grade_result
+        violations = grade.constraint_violations if grade else []
+        text = "constraints violated: " + "; ".join(violations) if violations else "below threshold"
+    return one_line(text, REASON_LIMIT)
 
 
 def admits(heap: Sequence[tuple[Any, ...]], order: tuple[Any, ...]) -> bool:
@@ -71,6 +114,11 @@ class RowAggregate:
     """The kept failed or errored trials, as a heap on the negated trial index (a record
     added from another aggregate's state stays JSON data until it is listed)."""
     failures_seen: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    """Failed or errored trials by :func:`failure_reason` (at most :data:`REASONS_KEPT`
+    reasons, in the order first met)."""
+    other_reasons: int = 0
+    """Failed or errored trials whose reason was met after :data:`REASONS_KEPT` others."""
 
     _SUMS = (
         ("trials", "trials"),
@@ -84,6 +132,8 @@ class RowAggregate:
         ("metric_errors", "metricErrors"),
         ("failures_seen", "failuresSeen"),
     )
+    _OPTIONAL_SUMS = (("other_reasons", "otherReasons"),)
+    """Counters a state written before they existed lacks (taken as 0)."""
 
     def add(self, record: TrialResultRecord, outcome: TrialOutcome) -> None:
         """Count one trial of the row."""
@@ -106,6 +156,21 @@ class RowAggregate:
                 self.reported_models.add(trajectory.metadata.model)
         if outcome in ("failed", "errored"):
             self._keep_failure(record)
+            self._count_reason(failure_reason(record, outcome) or outcome, 1)
+
+    def _count_reason(self, reason: str, count: int) -> None:
+        if reason in self.reasons or len(self.reasons) < REASONS_KEPT:
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+        else:
+            self.other_reasons += count
+
+    def top_reason(self) -> tuple[str, int] | None:
+        """The most common failure reason and how many trials had it (the first met of
+        those tied); None when no trial failed or errored."""
+        if not self.reasons:
+            return None
+        reason = max(self.reasons, key=lambda r: self.reasons[r])  # first of the ties
+        return reason, self.reasons[reason]
 
     def _keep_failure(self, record: TrialResultRecord) -> None:
         self.failures_seen += 1
@@ -123,7 +188,9 @@ class RowAggregate:
     def state(self) -> dict[str, Any]:
         """The row's counters as JSON data, which :meth:`absorb` adds to another row's."""
         out: dict[str, Any] = {name: getattr(self, attribute) for attribute, name in self._SUMS}
+        out.update({name: getattr(self, attribute) for attribute, name in self._OPTIONAL_SUMS})
         out["outcomes"] = dict(self.outcomes)
+        out["reasons"] = [[reason, count] for reason, count in self.reasons.items()]
         out["reportedModels"] = sorted(self.reported_models)
         out["failures"] = [
             [-negated, trial_id, r.to_json_dict() if isinstance(r, TrialResultRecord) else r]
@@ -136,6 +203,10 @@ class RowAggregate:
         here; its kept trials stay JSON data until listed."""
         for attribute, name in self._SUMS:
             setattr(self, attribute, getattr(self, attribute) + state[name])
+        for attribute, name in self._OPTIONAL_SUMS:
+            setattr(self, attribute, getattr(self, attribute) + int(state.get(name, 0)))
+        for reason, count in state.get("reasons", []):
+            self._count_reason(str(reason), int(count))
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
         self.reported_models.update(str(model) for model in state["reportedModels"])

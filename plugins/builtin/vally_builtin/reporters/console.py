@@ -3,17 +3,23 @@ went.
 
 While trials run: on a terminal, a live display (finished/planned trials, pass/fail counts
 per eval, elapsed time, ETA) redrawn in place on standard error; when the stream is not a
-terminal (CI logs, a pipe), one line per finished trial as it finishes and, every
-``heartbeat`` (30s by default), a line with the same counts, so a long run is never silent.
+terminal (CI logs, a pipe), one line per finished trial as it finishes (not with
+``quiet``) and, on standard error, a progress line every ``heartbeat`` (30s by default)
+and each time another ``progress_step`` percent of the planned trials finished (10% by
+default), quiet or not, so a long run is never silent::
 
-At the end, by default: one line per failed or errored trial with the failing grader's
-evidence, a summary table (one row per eval, stimulus and model) and the saved artifact
-paths. With ``verbose`` (``-v``), or when the run has a single trial, each stimulus gets
+    progress: 1,234/20,000 trials (6%), 12 failed, 0 errored, 5 running, elapsed 1m 02s
+
+At the end, by default: one line per stimulus (and model) with failed or errored trials,
+saying how many of its trials failed and the most common reason (the failing grader and
+its evidence, or the error) with how many trials had it, a summary table (one row per
+eval, stimulus and model) and the saved artifact paths. With ``verbose`` (``-v``), or
+when the run has a single trial, each stimulus gets
 its full block instead: a header (``━━━ <stimulus> ━━━``), the prompt cut to one line, a
 Metrics block (Tokens, Turns, Tool calls, Wall time, Errors, Skills used, Model), the
 ``Graders (n/m)`` list with ✔/✘ and evidence, the verdict and, with several trials, the
 pass rate, pass@k, pass^k and flakiness. With ``quiet`` (``--quiet``) only the failure
-lines and the closing block are printed.
+lines, the progress lines (below) and the closing block are printed.
 
 With ``style: lines`` (experiment runs and merges) it prints one line per finished trial,
 and at the end the comparison of the variants with the baseline. Either style ends with
@@ -27,11 +33,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -61,8 +69,14 @@ from vally_builtin.reporters import (
     one_line,
     trial_outcome,
 )
-from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
-from vally_builtin.reporters.console_live import Heartbeat, LiveDisplay, Tally, format_seconds
+from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate, failure_reason
+from vally_builtin.reporters.console_live import (
+    Heartbeat,
+    LiveDisplay,
+    ProgressSteps,
+    Tally,
+    format_seconds,
+)
 
 SEALED_KEY = "console.report-aggregate"
 """The key of the console's report rows in a shard's seal (``vally_seal_shard``)."""
@@ -87,12 +101,15 @@ class ConsoleConfig(StrictConfig):
     Attributes:
         verbose: Print each stimulus's full block, the agent's output and full grader
             evidence (still capped).
-        quiet: Print only the failed trials and the closing block (no progress, no
-            heartbeat, no summary table).
+        quiet: Print only the failing stimuli and the closing block (no live display, no
+            per-trial lines, no summary table; progress lines off a terminal stay).
         stream: Where the report goes; ``stderr`` when records stream to stdout.
         progress: Show the live display while trials run (only ever on a terminal).
-        heartbeat: When the stream is not a terminal, print a progress line this often
-            (``0s`` turns it off).
+        heartbeat: When the stream is not a terminal, print a progress line on standard
+            error this often, also with ``quiet`` (``0s`` turns it off).
+        progress_step: When the stream is not a terminal, also print the progress line
+            each time another this many percent of the planned trials finished (``0``
+            turns it off).
         style: ``report`` (failures and a summary at the end) or ``lines`` (a line per
             finished trial, then the comparison with the baseline).
     """
@@ -102,6 +119,7 @@ class ConsoleConfig(StrictConfig):
     stream: Literal["stdout", "stderr"] = "stdout"
     progress: bool = True
     heartbeat: Duration = 30.0
+    progress_step: float = Field(default=10.0, ge=0, le=100)
     style: Literal["report", "lines"] = "report"
 
 
@@ -157,8 +175,11 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     _aggregate: ReportAggregate | None = None
     _live: LiveDisplay | None = None
     _heartbeat: Heartbeat | None = None
+    _steps: ProgressSteps | None = None
     _print_lock: threading.Lock | None = None
     _stream_is_terminal: bool = False
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    """Where the run's elapsed time is read (monotonic seconds)."""
 
     # ------------------------------------------------------------------ hooks
 
@@ -178,18 +199,28 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         with lock:
             print(line, file=self.stream, flush=True)
 
+    def _progress(self, line: str) -> None:
+        """Print a progress line on standard error (never mixed into the records)."""
+        lock = self._print_lock or threading.Lock()
+        with lock:
+            print(line, file=sys.stderr, flush=True)
+
     @hookimpl
     def vally_run_start(self, run: RunInfo) -> None:
         """Start the live display (terminal) or the heartbeat (not a terminal)."""
-        self._tally = Tally(run.planned_trials, list(run.evals))
+        self._tally = Tally(run.planned_trials, list(run.evals), clock=self.clock)
         self._aggregate = ReportAggregate()
         self._print_lock = threading.Lock()
         self._stream_is_terminal = _is_terminal(self.stream)  # asked once, not per trial
-        if self._quiet(run) or run.planned_trials <= 0:
+        if run.planned_trials <= 0:
             return
-        if not self._stream_is_terminal and self.config.heartbeat > 0:
-            self._heartbeat = Heartbeat(self._tally, self.config.heartbeat, self._print)
-            self._heartbeat.start()
+        if not self._stream_is_terminal:
+            self._steps = ProgressSteps(run.planned_trials, self.config.progress_step)
+            if self.config.heartbeat > 0:
+                self._heartbeat = Heartbeat(self._tally, self.config.heartbeat, self._progress)
+                self._heartbeat.start()
+        if self._quiet(run):
+            return
         if self.config.style == "report" and self.config.progress and sys.stderr.isatty():
             self._live = LiveDisplay(run, self._tally, make_console(sys.stderr))
             self._live.start()
@@ -212,6 +243,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         if per_trial and not self._quiet(run):
             for line in trial_lines(record, verbose=self._verbose(run)):
                 self._print(line)
+        tally, steps = self._tally, self._steps
+        if steps is not None and tally is not None and steps.crossed(tally.done):
+            self._progress(tally.progress_line())
         if self._live is not None:
             self._live.update()
 
@@ -368,29 +402,38 @@ def failure_line(record: TrialResultRecord) -> str | None:
     """One line for a failed or errored trial (its first failing grader's evidence, or its
     error); None for any other trial."""
     outcome = trial_outcome(record)
+    reason = failure_reason(record, outcome)
+    if reason is None:
+        return None
     model = f" [{record.model}]" if record.model else ""
     variant = f"{record.variant} · " if record.variant else ""
     where = f"{variant}{record.eval_name}/{record.stimulus_name}{model} #{record.trial_index}"
-    if outcome == "errored":
-        if record.error is not None:
-            text = f"errored ({record.error.phase}): [{record.error.code}] {record.error.message}"
-        else:
-            broken = [d.name for d in failed_graders(record) if d.status == "error"]
-            text = "grader error in " + (", ".join(broken) or "grading")
-        return f"  ! {where}: {one_line(text, EVIDENCE_LIMIT)}"
-    if outcome != "failed":
+    mark = "!" if outcome == "errored" else "✘"
+    return f"  {mark} {where}: {one_line(reason, EVIDENCE_LIMIT)}"
+
+
+def stimulus_failure_line(key: GroupKey, row: RowAggregate) -> str | None:
+    """One line for a stimulus (and model) with failed or errored trials: how many of its
+    trials failed and the most common reason with how many trials had it, e.g.
+    ``✘ ev/sub [gpt]: 57/100 trials failed · 41 with tests: exit code 1 (+2 other reasons)``;
+    None when none failed or errored."""
+    top = row.top_reason()
+    if top is None:
         return None
-    failing = failed_graders(record)
-    if failing:
-        first = failing[0]
-        text = first.name + (f": {first.evidence}" if first.evidence else "")
-        if len(failing) > 1:
-            text += f" (+{len(failing) - 1} more failed)"
-    else:
-        grade = record.grade_result
-        violations = grade.constraint_violations if grade else []
-        text = "constraints violated: " + "; ".join(violations) if violations else "below threshold"
-    return f"  ✘ {where}: {one_line(text, EVIDENCE_LIMIT)}"
+    stats = row.stats()
+    model = f" [{key.model}]" if key.model else ""
+    variant = f"{key.variant} · " if key.variant else ""
+    count = f"{stats.failed:,}/{stats.trials:,} trials failed"
+    if stats.errored:
+        count += f", {stats.errored:,} errored"
+    mark = "!" if not stats.failed else "✘"
+    reason, seen = top
+    others = len(row.reasons) - 1 + (1 if row.other_reasons else 0)
+    more = f" (+{others} other reason{'' if others == 1 else 's'})" if others else ""
+    return (
+        f"  {mark} {variant}{key.eval_name}/{key.stimulus}{model}: {count} · "
+        f"{seen:,} with {one_line(reason, EVIDENCE_LIMIT)}{more}"
+    )
 
 
 def failure_lines(run: RunInfo, records: Iterable[TrialResultRecord]) -> list[str]:
@@ -413,25 +456,24 @@ def sealed_report_aggregate(outcome: RunOutcome) -> ReportAggregate | None:
 
 
 def aggregate_failure_lines(run: RunInfo, aggregate: ReportAggregate) -> list[str]:
-    """A heading and one line per failed or errored trial counted into ``aggregate``, in
-    the report's order (at most :data:`FAILURES_KEPT` per stimulus and model, then how
-    many more); nothing when every trial passed."""
+    """A heading and one line per stimulus (and model) with failed or errored trials
+    counted into ``aggregate`` (:func:`stimulus_failure_line`), in the report's order;
+    nothing when every trial passed."""
     if not aggregate.failures:
         return []
-    lines: list[str] = []
-    for key in report_order(aggregate.rows, run):
-        row = aggregate.rows[key]
-        lines += [line for r in row.failed_records() if (line := failure_line(r)) is not None]
-        if row.failures_left_out:
-            model = f" [{key.model}]" if key.model else ""
-            variant = f"{key.variant} · " if key.variant else ""
-            lines.append(
-                f"  … {row.failures_left_out} more failed or errored trial(s) of "
-                f"{variant}{key.eval_name}/{key.stimulus}{model}"
-            )
+    rows = report_order(aggregate.rows, run)
+    lines = [
+        line
+        for key in rows
+        if (line := stimulus_failure_line(key, aggregate.rows[key])) is not None
+    ]
     where = "report.md" if run.run_dir and (run.run_dir / "report.md").exists() else ""
     more = f"details in {where}, or run with -v" if where else "details with -v"
-    return [f"Failures ({aggregate.failures} of {aggregate.trials} trials; {more})", *lines]
+    stimuli = f", {len(lines):,} stimuli" if len(lines) > 1 else ""
+    return [
+        f"Failures ({aggregate.failures:,} of {aggregate.trials:,} trials{stimuli}; {more})",
+        *lines,
+    ]
 
 
 def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupKey]:

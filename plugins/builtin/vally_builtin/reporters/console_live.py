@@ -4,8 +4,11 @@ live display on a terminal and a heartbeat line when the output is a log.
 :class:`Tally` counts outcomes per eval and estimates the time left; :class:`LiveDisplay`
 draws it as a progress bar with per-eval pass/fail counts, elapsed time and ETA (redrawn
 in place, on a terminal only); :class:`Heartbeat` prints the same facts as one plain line
-every ``interval`` seconds from a background thread, so a CI log of a long run shows the
-run is alive between trials.
+(:meth:`Tally.progress_line`) every ``interval`` seconds from a background thread, and
+:class:`ProgressSteps` says when the finished trials crossed the next step of the plan
+(every 10% by default), so a CI log of a long run shows the run is alive between trials::
+
+    progress: 1,234/20,000 trials (6%), 12 failed, 0 errored, 5 running, elapsed 1m 02s, ETA 15m 40s
 """
 
 from __future__ import annotations
@@ -71,10 +74,17 @@ class Tally:
 
     planned: int
     evals: list[str] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
+    clock: Callable[[], float] = time.monotonic
+    """Where elapsed time is read (monotonic seconds)."""
+    started: float = -1.0
+    """When the run started, on ``clock`` (read from it when not given)."""
     running: int = 0
     counts: dict[str, EvalCounts] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.started < 0:
+            self.started = self.clock()
 
     def start(self) -> None:
         """A trial was handed to a worker."""
@@ -99,7 +109,7 @@ class Tally:
 
     def elapsed(self) -> float:
         """Seconds since the tally was created (the run's start)."""
-        return time.monotonic() - self.started
+        return self.clock() - self.started
 
     def eta(self) -> float | None:
         """Seconds left at the pace so far; None before the first trial finished."""
@@ -118,18 +128,51 @@ class Tally:
                 return self.counts[names[0]].label()
             return " · ".join(f"{n}: {self.counts[n].label()}" for n in names)
 
-    def heartbeat_line(self) -> str:
-        """One line for a log: progress, counts, running trials, elapsed time and ETA."""
+    def totals(self) -> EvalCounts:
+        """The finished trials of every eval added up."""
+        with self._lock:
+            total = EvalCounts()
+            for counts in self.counts.values():
+                total.passed += counts.passed
+                total.failed += counts.failed
+                total.errored += counts.errored
+                total.other += counts.other
+            return total
+
+    def progress_line(self) -> str:
+        """One line for a log: finished of planned trials (and the share), failed and
+        errored trials, running trials, elapsed time and the estimated time left."""
+        total = self.totals()
+        share = int(total.done * 100 / self.planned) if self.planned > 0 else 100
         eta = self.eta()
-        parts = [f"… {self.done}/{self.planned} trials finished"]
-        counts = self.per_eval()
-        if counts:
-            parts.append(counts)
-        parts.append(f"{self.running} running")
-        parts.append(f"{format_seconds(self.elapsed())} elapsed")
-        if eta is not None:
-            parts.append(f"ETA {format_seconds(eta)}")
-        return " · ".join(parts)
+        line = (
+            f"progress: {total.done:,}/{self.planned:,} trials ({share}%), "
+            f"{total.failed:,} failed, {total.errored:,} errored, {self.running} running, "
+            f"elapsed {format_seconds(self.elapsed())}"
+        )
+        return line + (f", ETA {format_seconds(eta)}" if eta is not None else "")
+
+
+class ProgressSteps:
+    """Says when the finished trials cross the next ``step`` percent of the planned ones
+    (each step once, thread-safe); a step of 0 never does."""
+
+    def __init__(self, planned: int, step: float) -> None:
+        self._planned = planned
+        self._step = step
+        self._reached = 0
+        self._lock = threading.Lock()
+
+    def crossed(self, done: int) -> bool:
+        """Whether ``done`` finished trials reach a step not reached before."""
+        if self._step <= 0 or self._planned <= 0:
+            return False
+        step = int(done * 100 / self._planned / self._step)
+        with self._lock:
+            if step <= self._reached:
+                return False
+            self._reached = step
+            return True
 
 
 class LiveDisplay:
@@ -165,7 +208,7 @@ class LiveDisplay:
 
 
 class Heartbeat:
-    """Calls ``emit`` with the tally's heartbeat line every ``interval`` seconds until
+    """Calls ``emit`` with the tally's progress line every ``interval`` seconds until
     stopped (a daemon thread waiting on an event, so stopping is immediate)."""
 
     def __init__(self, tally: Tally, interval: float, emit: Callable[[str], None]) -> None:
@@ -181,7 +224,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stopped.wait(self._interval):
-            self._emit(self._tally.heartbeat_line())
+            self._emit(self._tally.progress_line())
 
     def stop(self) -> None:
         """Stop beating and wait for the thread to end."""

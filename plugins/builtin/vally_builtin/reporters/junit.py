@@ -1,9 +1,16 @@
 """The ``junit`` reporter: writes ``junit.xml`` in the run folder when the run ends.
 
-One ``testsuite`` per eval (and variant), one ``testcase`` per trial with ``classname`` the
-eval and ``name`` ``stimulus[model]#trial``. A failed verdict becomes a ``failure`` element
-holding the failing graders' evidence; an operational error becomes an ``error`` element;
-a cancelled or ungraded trial is ``skipped``. CI systems read the file as test results.
+One ``testsuite`` per eval (and variant). With ``cases: trial`` (the default), one
+``testcase`` per trial with ``classname`` the eval and ``name`` ``stimulus[model]#trial``: a
+failed verdict becomes a ``failure`` element holding the failing graders' evidence; an
+operational error becomes an ``error`` element; a cancelled or ungraded trial is
+``skipped``. With ``cases: stimulus``, one ``testcase`` per stimulus and model (``name``
+``stimulus[model]``) that passes when its pass rate reaches ``pass_rate`` (1.0 by
+default, as the run's verdict: a flaky stimulus is one red case): ``failure`` says the pass
+rate and the most common failure reason, ``error`` that some trial errored, ``skipped``
+that no trial was graded; its ``properties`` hold ``trials``, ``passed``, ``failed``,
+``errored`` and ``passRate``. CI systems read the file as test results (the schema is in
+the docs' JUnit reference).
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
 
 from vally import (
     ReporterMetadata,
@@ -21,13 +31,16 @@ from vally import (
 )
 from vally_builtin.reporters import (
     FileReporter,
+    GroupKey,
     cap,
     failed_graders,
+    format_rate,
     format_score,
     group_records,
     one_line,
     trial_outcome,
 )
+from vally_builtin.reporters.aggregate import RowAggregate
 
 JUNIT_FILE = "junit.xml"
 TEXT_LIMIT = 20_000
@@ -58,9 +71,15 @@ class JunitConfig(StrictConfig):
 
     Attributes:
         path: Write here instead of ``<run_dir>/junit.xml`` (relative to the run folder).
+        cases: ``trial``: one test case per trial; ``stimulus``: one per stimulus and
+            model, passing when its pass rate reaches ``pass_rate``.
+        pass_rate: With ``cases: stimulus``, the share of graded trials that must pass
+            for the stimulus's case to pass (1.0: every one, as the run's verdict).
     """
 
     path: str | None = None
+    cases: Literal["trial", "stimulus"] = "trial"
+    pass_rate: float = Field(default=1.0, ge=0.0, le=1.0)
 
 
 def _case_name(record: TrialResultRecord) -> str:
@@ -87,8 +106,16 @@ def _failure_text(record: TrialResultRecord) -> tuple[str, str]:
     return message, "\n".join(lines)
 
 
-def build_junit(records: Sequence[TrialResultRecord]) -> ET.Element:
-    """The ``testsuites`` element for ``records`` (sorted, deterministic)."""
+def build_junit(
+    records: Sequence[TrialResultRecord],
+    *,
+    cases: Literal["trial", "stimulus"] = "trial",
+    pass_rate: float = 1.0,
+) -> ET.Element:
+    """The ``testsuites`` element for ``records`` (sorted, deterministic): a test case per
+    trial, or with ``cases="stimulus"`` per stimulus and model (see the module)."""
+    if cases == "stimulus":
+        return build_stimulus_junit(records, pass_rate=pass_rate)
     root = ET.Element("testsuites", name="vally")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
@@ -161,9 +188,109 @@ def build_junit(records: Sequence[TrialResultRecord]) -> ET.Element:
     return _xml_safe(root)
 
 
-def render_junit(records: Sequence[TrialResultRecord]) -> str:
+def _stimulus_case(
+    suite: ET.Element, key: GroupKey, trials: Sequence[TrialResultRecord], pass_rate: float
+) -> str:
+    """Add the test case of one stimulus and model; its outcome: ``passed``, ``failures``,
+    ``errors`` or ``skipped``."""
+    row = RowAggregate()
+    for record in trials:
+        row.add(record, trial_outcome(record))
+    stats = row.stats()
+    seconds = sum(r.duration_ms for r in trials) / 1000
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=key.eval_name,
+        name=f"{key.stimulus}[{key.model_label}]",
+        time=f"{seconds:.3f}",
+    )
+    props = ET.SubElement(case, "properties")
+    facts = {
+        "trials": str(stats.trials),
+        "passed": str(stats.passed),
+        "failed": str(stats.failed),
+        "errored": str(stats.errored),
+        "passRate": "" if stats.pass_rate is None else f"{stats.pass_rate:.4f}",
+        "requiredPassRate": f"{pass_rate:.4f}",
+    }
+    if key.variant:
+        facts["variant"] = key.variant
+    for name, value in facts.items():
+        ET.SubElement(props, "property", name=name, value=value)
+    top = row.top_reason()
+    reason = f"; most common: {top[1]} with {top[0]}" if top is not None else ""
+    rate = (
+        f"pass rate {format_rate(stats.pass_rate)} ({stats.passed}/{stats.graded}) "
+        f"< {format_rate(pass_rate)}"
+    )
+    if stats.errored:
+        message = f"{stats.errored} of {stats.trials} trial(s) errored{reason}"
+        error = ET.SubElement(case, "error", message=one_line(message, 500), type="trial")
+        error.text = cap(_reasons_text(row), TEXT_LIMIT)
+        return "errors"
+    if stats.pass_rate is None:
+        ET.SubElement(case, "skipped", message="no graded trial")
+        return "skipped"
+    if stats.pass_rate < pass_rate:
+        flaky = " (flaky: some trials passed)" if stats.flaky else ""
+        message = f"{rate}{flaky}{reason}"
+        failure = ET.SubElement(case, "failure", message=one_line(message, 500), type="grade")
+        failure.text = cap(_reasons_text(row), TEXT_LIMIT)
+        return "failures"
+    return "passed"
+
+
+def _reasons_text(row: RowAggregate) -> str:
+    """Every counted failure reason of a stimulus, most common first."""
+    reasons = sorted(row.reasons.items(), key=lambda item: -item[1])
+    lines = [f"{count} trial(s): {reason}" for reason, count in reasons]
+    if row.other_reasons:
+        lines.append(f"{row.other_reasons} trial(s): other reasons")
+    return "\n".join(lines)
+
+
+def build_stimulus_junit(
+    records: Sequence[TrialResultRecord], *, pass_rate: float = 1.0
+) -> ET.Element:
+    """The ``testsuites`` element with one test case per stimulus and model of
+    ``records`` (sorted, deterministic)."""
+    root = ET.Element("testsuites", name="vally")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    total_time = 0.0
+    suites: dict[tuple[str, str], list[tuple[GroupKey, list[TrialResultRecord]]]] = {}
+    for key, trials in group_records(records).items():
+        suites.setdefault((key.eval_name, key.variant), []).append((key, trials))
+    for (eval_name, variant), groups in suites.items():
+        suite = ET.SubElement(
+            root, "testsuite", name=eval_name + (f" ({variant})" if variant else "")
+        )
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        for key, trials in groups:
+            counts["tests"] += 1
+            outcome = _stimulus_case(suite, key, trials, pass_rate)
+            if outcome != "passed":
+                counts[outcome] += 1
+        suite_time = sum(r.duration_ms for _, trials in groups for r in trials) / 1000
+        for name, value in counts.items():
+            suite.set(name, str(value))
+            totals[name] += value
+        suite.set("time", f"{suite_time:.3f}")
+        total_time += suite_time
+    for name, value in totals.items():
+        root.set(name, str(value))
+    root.set("time", f"{total_time:.3f}")
+    return _xml_safe(root)
+
+
+def render_junit(
+    records: Sequence[TrialResultRecord],
+    *,
+    cases: Literal["trial", "stimulus"] = "trial",
+    pass_rate: float = 1.0,
+) -> str:
     """The XML text of :func:`build_junit`, indented, with an XML declaration."""
-    root = build_junit(records)
+    root = build_junit(records, cases=cases, pass_rate=pass_rate)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -173,10 +300,12 @@ class JunitReporter(FileReporter[JunitConfig]):
 
     metadata = ReporterMetadata(
         name="junit",
-        description="Writes junit.xml: one testcase per trial for CI systems.",
+        description="Writes junit.xml: one testcase per trial, or per stimulus, for CI systems.",
     )
     file_name = JUNIT_FILE
 
     def render(self, run: RunInfo, outcome: RunOutcome) -> str:
         """The XML of every record."""
-        return render_junit(outcome.records)
+        return render_junit(
+            outcome.records, cases=self.config.cases, pass_rate=self.config.pass_rate
+        )

@@ -13,12 +13,14 @@ Spans, all in one trace:
 - under each trial a ``vally.executor`` span (the agent's own start and end times) and one
   ``vally.grader <name>`` span per grader result.
 
-Without an ``endpoint`` the spans go to ``otel-spans.jsonl`` in the run folder, one JSON
-object per line as each span ends (the file is flushed at most once a second and when the
-run ends, not once per span); with one they are sent to that OTLP/HTTP collector from a
-background thread. ``otel-context.json`` (the root span's identity) is written to the run
-folder either way, so that ``vally experiment merge`` can link the shards' traces. A run
-without a folder and without an endpoint is not traced.
+The reporter runs only when tracing is asked for (``--trace``, ``--otlp-endpoint``,
+``--reporter-plugin otel`` or ``.vally.yaml`` ``plugins.reporter: [otel]``); a run is not
+traced by default. Without an ``endpoint`` the spans go to ``otel-spans.jsonl`` in the run
+folder, one JSON object per line as each span ends (the file is flushed at most once a
+second and when the run ends, not once per span); with one they are sent to that OTLP/HTTP
+collector from a background thread. ``otel-context.json`` (the root span's identity) is
+written to the run folder either way, so that ``vally experiment merge`` can link the
+shards' traces. A run without a folder and without an endpoint is not traced.
 
 The reporter is not critical: a collector that cannot be reached is reported once, as a
 warning, when the run ends. opentelemetry is imported when a run starts, never before.
