@@ -162,6 +162,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         ExecutorMetadata as ExecutorMetadata,
         GraderBehavior as GraderBehavior,
         GraderMetadata as GraderMetadata,
+        PluginKind as PluginKind,
         PluginMetadata as PluginMetadata,
         ReporterMetadata as ReporterMetadata,
     )
@@ -350,7 +351,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         RESULTS_REPORTER as RESULTS_REPORTER,
         TRACE_REPORTER as TRACE_REPORTER,
     )
-    from vally.plugins.groups import ENTRY_POINT_GROUPS as ENTRY_POINT_GROUPS
+    from vally.plugins.groups import (
+        ENTRY_POINT_GROUPS as ENTRY_POINT_GROUPS,
+        REGISTRY_GROUPS as REGISTRY_GROUPS,
+    )
     from vally.plugins.registrar import KindRegistrar as KindRegistrar, Registrar as Registrar
     from vally.plugins.session import Session as Session
     from vally.specs.environments import (

@@ -80,7 +80,7 @@ def test_plugins_list_rejects_unknown_kind() -> None:
 
 def test_plugin_machinery_is_not_imported_at_cli_start() -> None:
     code = (
-        "import sys, vally.cli.plugins, vally.plugins.registry;"
+        "import sys, vally_authoring.cli.plugins, vally.plugins.registry;"
         "print(sorted(m for m in ('stevedore', 'pluggy', 'vally.plugins.session',"
         " 'vally.plugins.loader')"
         " if m in sys.modules))"

@@ -25,10 +25,7 @@ app = command_group(
     add_completion=True,
 )
 
-COMMAND_MODULES = (
-    "vally.cli.plugins",
-    "vally.cli.eval",
-)
+COMMAND_MODULES = ("vally.cli.eval",)
 """Modules that each define ``register(app)``. Missing ones are skipped while the CLI grows."""
 
 COMMAND_ORDER = ("lint", "schema", "eval", "grade", "compare", "new", "init", "export")

@@ -3,16 +3,14 @@ whether it loads."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vally.cli.common import command_group
-from vally.plugins.groups import REGISTRY_GROUPS
+from vally import REGISTRY_GROUPS, command_group
 
 if TYPE_CHECKING:
-    from vally.contracts.metadata import PluginKind
-    from vally.plugins.groups import RegistryKind
+    from vally import PluginKind
 
 KIND_CHOICES: tuple[str, ...] = tuple(REGISTRY_GROUPS)
 """The kinds ``--kind`` accepts (``-`` or ``_``, singular or plural): the run kinds,
@@ -70,8 +68,7 @@ def list_command(
     from pathlib import Path
     from typing import cast
 
-    from vally.cli.common import chosen_output, user_errors
-    from vally.plugins.session import Session
+    from vally import Session, chosen_output, user_errors
 
     selected = _normalize_kind(kind)
     output_format = chosen_output(output, old_format, "--format", default="table")
@@ -83,7 +80,7 @@ def list_command(
         session = Session()
         if plugin and selected is not None:
             session.load_plugins(cast("PluginKind", selected), plugin, base_dir=Path.cwd())
-        rows = session.list_plugins(cast("RegistryKind | None", selected), warn=False)
+        rows = session.list_plugins(cast("Any", selected), warn=False)
     for row in rows:
         if row.status != "ok":
             typer.echo(f"warning: {row.kind} plugin {row.name!r} is broken: {row.error}", err=True)
