@@ -198,11 +198,15 @@ class FileExistsGrader(ConditionGrader):
     miss_text = "No files matching '{path}' found"
 
     async def grade(self, context: GradeContext) -> GraderResult:
-        """List matching files through the sandbox."""
+        """List what matches ``path`` through the sandbox (see :meth:`_matching`)."""
         sandbox = require_sandbox(context, self.metadata.name)
-        found = await find_matching_files(sandbox, self.config.path)
+        found = await self._matching(sandbox, self.config.path)
         values = {"path": self.config.path, "found": describe_list(found)}
         return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
+
+    async def _matching(self, sandbox: Sandbox, pattern: str) -> list[str]:
+        """The workspace files matching ``pattern``."""
+        return await find_matching_files(sandbox, pattern)
 
 
 class FileNotExistsGrader(FileExistsGrader):
@@ -214,14 +218,11 @@ class FileNotExistsGrader(FileExistsGrader):
     negate = True
     hit_text = "Files matching '{path}' found (they must not exist): {found}"
 
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """List matching files and links through the sandbox: a link of that name exists
+    async def _matching(self, sandbox: Sandbox, pattern: str) -> list[str]:
+        """The workspace files and links matching ``pattern``: a link of that name exists
         too, wherever it points."""
-        sandbox = require_sandbox(context, self.metadata.name)
-        found = await find_matching_files(sandbox, self.config.path)
-        found = sorted({*found, *await find_matching_links(sandbox, self.config.path)})
-        values = {"path": self.config.path, "found": describe_list(found)}
-        return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
+        found = await find_matching_files(sandbox, pattern)
+        return sorted({*found, *await find_matching_links(sandbox, pattern)})
 
 
 async def _files_with(
