@@ -468,11 +468,7 @@ class _Run:
         while True:
             max_turns = self.constraints.max_turns
             if max_turns is not None and self.calls >= max_turns:
-                raise AgentStop(
-                    "max_turns",
-                    f"stopped: max_turns of {max_turns} model calls reached before the "
-                    "agent finished",
-                )
+                raise AgentStop.max_turns(max_turns)
             if steps >= self.config.max_steps:
                 raise AgentStop(
                     "max_turns",

@@ -34,6 +34,14 @@ class AgentStop(Exception):
         self.reason: EndReason = reason
         self.detail = detail
 
+    @classmethod
+    def max_turns(cls, limit: int) -> AgentStop:
+        """The stop of an agent that used up its ``max_turns`` of model calls."""
+        return cls(
+            "max_turns",
+            f"stopped: max_turns of {limit} model calls reached before the agent finished",
+        )
+
 
 async def run_prompts(
     recorder: TrajectoryRecorder,

@@ -23,6 +23,7 @@ a ``file-exists`` grader when the file must exist.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import ClassVar
 
@@ -98,11 +99,14 @@ def _static_prefix(pattern: str) -> str:
     return "/".join(folders) or "."
 
 
-async def find_matching_files(sandbox: Sandbox, pattern: str) -> list[str]:
-    """Workspace-relative paths of the regular files matching the glob, sorted."""
+async def _list_matching(
+    list_paths: Callable[[str], Awaitable[list[str]]], pattern: str
+) -> list[str]:
+    """The paths ``list_paths`` gives under the glob's static prefix that match the glob,
+    sorted."""
     regex = glob_to_regex(pattern)
     try:
-        candidates = await sandbox.list_files(_static_prefix(pattern))
+        candidates = await list_paths(_static_prefix(pattern))
     except (FileNotFoundError, NotADirectoryError, PathEscapeError):
         # A missing folder holds no files; a folder that is a link leaving the workspace is
         # not followed, like every other link.
@@ -110,18 +114,18 @@ async def find_matching_files(sandbox: Sandbox, pattern: str) -> list[str]:
     return sorted(p for p in candidates if regex.match(p))
 
 
+async def find_matching_files(sandbox: Sandbox, pattern: str) -> list[str]:
+    """Workspace-relative paths of the regular files matching the glob, sorted."""
+    return await _list_matching(sandbox.list_files, pattern)
+
+
 async def find_matching_links(sandbox: Sandbox, pattern: str) -> list[str]:
     """Workspace-relative paths of the symbolic links matching the glob, sorted; empty
     when the sandbox cannot list links (its ``list_links`` is optional)."""
-    list_links = getattr(sandbox, "list_links", None)
+    list_links: Callable[[str], Awaitable[list[str]]] | None = getattr(sandbox, "list_links", None)
     if list_links is None:
         return []
-    regex = glob_to_regex(pattern)
-    try:
-        candidates: list[str] = await list_links(_static_prefix(pattern))
-    except (FileNotFoundError, NotADirectoryError, PathEscapeError):
-        return []
-    return sorted(p for p in candidates if regex.match(p))
+    return await _list_matching(list_links, pattern)
 
 
 class PathConfig(StrictConfig):
@@ -198,11 +202,15 @@ class FileExistsGrader(ConditionGrader):
     miss_text = "No files matching '{path}' found"
 
     async def grade(self, context: GradeContext) -> GraderResult:
-        """List matching files through the sandbox."""
+        """List what matches ``path`` through the sandbox (see :meth:`_matching`)."""
         sandbox = require_sandbox(context, self.metadata.name)
-        found = await find_matching_files(sandbox, self.config.path)
+        found = await self._matching(sandbox, self.config.path)
         values = {"path": self.config.path, "found": describe_list(found)}
         return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
+
+    async def _matching(self, sandbox: Sandbox, pattern: str) -> list[str]:
+        """The workspace files matching ``pattern``."""
+        return await find_matching_files(sandbox, pattern)
 
 
 class FileNotExistsGrader(FileExistsGrader):
@@ -214,14 +222,11 @@ class FileNotExistsGrader(FileExistsGrader):
     negate = True
     hit_text = "Files matching '{path}' found (they must not exist): {found}"
 
-    async def grade(self, context: GradeContext) -> GraderResult:
-        """List matching files and links through the sandbox: a link of that name exists
+    async def _matching(self, sandbox: Sandbox, pattern: str) -> list[str]:
+        """The workspace files and links matching ``pattern``: a link of that name exists
         too, wherever it points."""
-        sandbox = require_sandbox(context, self.metadata.name)
-        found = await find_matching_files(sandbox, self.config.path)
-        found = sorted({*found, *await find_matching_links(sandbox, self.config.path)})
-        values = {"path": self.config.path, "found": describe_list(found)}
-        return self.verdict(context, hit=bool(found), values=values, metadata={"files": found})
+        found = await find_matching_files(sandbox, pattern)
+        return sorted({*found, *await find_matching_links(sandbox, pattern)})
 
 
 async def _files_with(

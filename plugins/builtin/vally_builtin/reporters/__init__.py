@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -158,6 +159,47 @@ class StimulusStats:
     total_errors: int
     outcomes: list[TrialOutcome] = field(default_factory=list)
 
+    @classmethod
+    def of_counts(
+        cls,
+        counts: Mapping[str, int],
+        *,
+        trials: int,
+        mean_score: float | None,
+        mean_tokens: float | None,
+        mean_turns: float | None,
+        mean_tool_calls: float | None,
+        mean_wall_time_ms: float | None,
+        metric_errors: int,
+        outcomes: list[TrialOutcome] | None = None,
+    ) -> StimulusStats:
+        """The statistics of a row whose trials ended as ``counts`` says (trials per
+        :data:`TrialOutcome`), with its means and the error events its trajectories
+        recorded (``metric_errors``); the pass figures follow from the counts."""
+        c = counts.get("passed", 0)
+        n = c + counts.get("failed", 0)
+        rate = c / n if n else None
+        return cls(
+            trials=trials,
+            graded=n,
+            passed=c,
+            failed=counts.get("failed", 0),
+            errored=counts.get("errored", 0),
+            cancelled=counts.get("cancelled", 0),
+            pass_rate=rate,
+            pass_at_k=pass_at_k(n, c, n) if n else None,
+            pass_to_the_k=rate**n if rate is not None else None,
+            k=n,
+            flaky=0 < c < n,
+            mean_score=mean_score,
+            mean_tokens=mean_tokens,
+            mean_turns=mean_turns,
+            mean_tool_calls=mean_tool_calls,
+            mean_wall_time_ms=mean_wall_time_ms,
+            total_errors=metric_errors + counts.get("errored", 0),
+            outcomes=[] if outcomes is None else outcomes,
+        )
+
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
@@ -167,30 +209,18 @@ def stimulus_stats(records: Sequence[TrialResultRecord]) -> StimulusStats:
     """Compute the row statistics of one group of records."""
     outcomes = [trial_outcome(r) for r in records]
     graded = [r for r, o in zip(records, outcomes, strict=True) if o in ("passed", "failed")]
-    n = len(graded)
-    c = outcomes.count("passed")
-    rate = c / n if n else None
     scores = [r.grade_result.score for r in graded if r.grade_result is not None]
     trajectories = [r.trajectory for r in records if r.trajectory is not None]
     metrics = [t.metrics for t in trajectories]
-    return StimulusStats(
+    return StimulusStats.of_counts(
+        Counter(outcomes),
         trials=len(records),
-        graded=n,
-        passed=c,
-        failed=outcomes.count("failed"),
-        errored=outcomes.count("errored"),
-        cancelled=outcomes.count("cancelled"),
-        pass_rate=rate,
-        pass_at_k=pass_at_k(n, c, n) if n else None,
-        pass_to_the_k=rate**n if rate is not None else None,
-        k=n,
-        flaky=0 < c < n,
         mean_score=_mean(scores),
         mean_tokens=_mean([float(m.token_usage.total_tokens) for m in metrics]),
         mean_turns=_mean([float(m.turn_count) for m in metrics]),
         mean_tool_calls=_mean([float(m.tool_call_count) for m in metrics]),
         mean_wall_time_ms=_mean([float(m.wall_time_ms) for m in metrics]),
-        total_errors=sum(m.error_count for m in metrics) + outcomes.count("errored"),
+        metric_errors=sum(m.error_count for m in metrics),
         outcomes=outcomes,
     )
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import TrialResultRecord, pass_at_k
+from vally import TrialResultRecord
 from vally_builtin.reporters import (
     GroupKey,
     StimulusStats,
@@ -229,28 +229,15 @@ class RowAggregate:
 
     def stats(self) -> StimulusStats:
         """The row's statistics, as :func:`vally_builtin.reporters.stimulus_stats` gives."""
-        count = self.outcomes.get
-        n = count("passed", 0) + count("failed", 0)
-        c = count("passed", 0)
-        rate = c / n if n else None
-        return StimulusStats(
+        return StimulusStats.of_counts(
+            self.outcomes,
             trials=self.trials,
-            graded=n,
-            passed=c,
-            failed=count("failed", 0),
-            errored=count("errored", 0),
-            cancelled=count("cancelled", 0),
-            pass_rate=rate,
-            pass_at_k=pass_at_k(n, c, n) if n else None,
-            pass_to_the_k=rate**n if rate is not None else None,
-            k=n,
-            flaky=0 < c < n,
             mean_score=_mean(self.score_sum, self.scores),
             mean_tokens=_mean(self.tokens, self.metrics),
             mean_turns=_mean(self.turns, self.metrics),
             mean_tool_calls=_mean(self.tool_calls, self.metrics),
             mean_wall_time_ms=_mean(self.wall_time_ms, self.metrics),
-            total_errors=self.metric_errors + count("errored", 0),
+            metric_errors=self.metric_errors,
         )
 
 

@@ -65,11 +65,7 @@ class _Limits:
         c = self.constraints
         if self.stop is None:
             if c.max_turns is not None and facts.agent_turns > c.max_turns:
-                self.stop = AgentStop(
-                    "max_turns",
-                    f"stopped: max_turns of {c.max_turns} model calls reached before the "
-                    "agent finished",
-                )
+                self.stop = AgentStop.max_turns(c.max_turns)
             elif c.max_tool_calls is not None and facts.tool_calls > c.max_tool_calls:
                 self.stop = AgentStop(
                     "max_tool_calls",
