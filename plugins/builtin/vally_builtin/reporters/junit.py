@@ -177,15 +177,25 @@ def build_junit(
             if record.variant:
                 props = ET.SubElement(case, "properties")
                 ET.SubElement(props, "property", name="variant", value=record.variant)
-        for name, value in counts.items():
-            suite.set(name, str(value))
-            totals[name] += value
-        suite.set("time", f"{suite_time:.3f}")
-        total_time += suite_time
-    for name, value in totals.items():
-        root.set(name, str(value))
-    root.set("time", f"{total_time:.3f}")
+        total_time += _counted(suite, counts, suite_time, totals)
+    _counted(root, totals, total_time)
     return _xml_safe(root)
+
+
+def _counted(
+    element: ET.Element,
+    counts: dict[str, int],
+    seconds: float,
+    totals: dict[str, int] | None = None,
+) -> float:
+    """Write ``counts`` and ``seconds`` on a suite (or the root) and add the counts to
+    ``totals``; returns ``seconds``."""
+    for name, value in counts.items():
+        element.set(name, str(value))
+        if totals is not None:
+            totals[name] += value
+    element.set("time", f"{seconds:.3f}")
+    return seconds
 
 
 def _stimulus_case(
@@ -272,14 +282,8 @@ def build_stimulus_junit(
             if outcome != "passed":
                 counts[outcome] += 1
         suite_time = sum(r.duration_ms for _, trials in groups for r in trials) / 1000
-        for name, value in counts.items():
-            suite.set(name, str(value))
-            totals[name] += value
-        suite.set("time", f"{suite_time:.3f}")
-        total_time += suite_time
-    for name, value in totals.items():
-        root.set(name, str(value))
-    root.set("time", f"{total_time:.3f}")
+        total_time += _counted(suite, counts, suite_time, totals)
+    _counted(root, totals, total_time)
     return _xml_safe(root)
 
 
