@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from vally.contracts.metadata import PluginKind
-from vally.engine.options import RunOptions, check_folder_flag, junit_choice, plugin_paths
+from vally.engine.options import RunOptions, check_folder_flag, plugin_paths, run_reporters
 from vally.engine.planning.plan import PlanInput, PlanOptions
 from vally.engine.planning.planner import parse_models
 from vally.engine.run import PreparedRun, RunRequest, prepare_run
 from vally.engine.trials import components
-from vally.engine.trials.components import BackendChoice, ReporterChoice
+from vally.engine.trials.components import BackendChoice
 from vally.engine.trials.run_engine import RunResult
 from vally.errors import ConfigError
 from vally.models.project import ProjectConfig
-from vally.plugins import defaults
 from vally.plugins.session import Session
 from vally.specs.params import parse_key_values, parse_params
 from vally.specs.selection import absolute
@@ -180,27 +179,6 @@ def _plan_options(opts: EvalRequest, cwd: Path) -> PlanOptions:
     )
 
 
-def _reporters(opts: EvalRequest) -> list[ReporterChoice]:
-    to_stdout = opts.output == "jsonl"
-    chosen = [ReporterChoice(defaults.RESULTS_REPORTER, {"stdout": to_stdout}, "--output")]
-    if opts.console:
-        stream = "stderr" if to_stdout else "stdout"
-        chosen.append(
-            ReporterChoice(
-                defaults.CONSOLE_REPORTER,
-                {"verbose": opts.verbose, "quiet": opts.quiet, "stream": stream},
-            )
-        )
-    chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
-    chosen += junit_choice(opts)
-    if opts.traced:
-        where = "--otlp-endpoint" if opts.otlp_endpoint else "--trace"
-        chosen.append(
-            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, where)
-        )
-    return chosen
-
-
 def eval_run_request(opts: EvalRequest) -> tuple[RunRequest, Path]:
     """The run ``opts`` describes, and the folder its run folders go under.
 
@@ -247,7 +225,7 @@ def eval_run_request(opts: EvalRequest) -> tuple[RunRequest, Path]:
             parse_key_values(opts.backend_args, flag="--backend-args", collect_repeats=True),
             cwd,
         ),
-        reporters=_reporters(opts),
+        reporters=run_reporters(opts, results={}, console={}),
         reporter_plugins=opts.reporter_plugins,
         plugin_base=cwd,
         workers=opts.workers,

@@ -26,15 +26,15 @@ from vally.engine.experiment_hooks import ExperimentHooks
 from vally.engine.options import (
     ExperimentRequest,
     check_folder_flag,
-    junit_choice,
     plugin_paths,
+    run_reporters,
 )
 from vally.engine.planning.plan import PlanInput, PlanOptions
 from vally.engine.planning.variants import ResolvedExperiment
 from vally.engine.run import ExperimentMode, PreparedRun, RunRequest, prepare_run
 from vally.engine.shards.partition import ShardSpec
 from vally.engine.trials import components
-from vally.engine.trials.components import BackendChoice, ReporterChoice
+from vally.engine.trials.components import BackendChoice
 from vally.engine.trials.context import new_run_id
 from vally.engine.trials.run_engine import RunResult
 from vally.errors import ConfigError, OutputError, VallyError
@@ -140,28 +140,6 @@ def _shard_selector(
     return shard, name, lambda keys: select_keys(strategy.select, keys, shard, strategy=name)
 
 
-def _reporters(opts: ExperimentRequest) -> list[ReporterChoice]:
-    to_stdout = opts.output == "jsonl"
-    chosen = [
-        ReporterChoice(
-            defaults.RESULTS_REPORTER, {"per_variant": True, "stdout": to_stdout}, "--output"
-        )
-    ]
-    if opts.console:
-        config: dict[str, object] = {"verbose": opts.verbose, "quiet": opts.quiet, "style": "lines"}
-        if to_stdout:
-            config["stream"] = "stderr"
-        chosen.append(ReporterChoice(defaults.CONSOLE_REPORTER, config))
-    chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
-    chosen += junit_choice(opts)
-    if opts.traced:
-        where = "--otlp-endpoint" if opts.otlp_endpoint else "--trace"
-        chosen.append(
-            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, where)
-        )
-    return chosen
-
-
 def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     """Load, resolve and plan an experiment and create every plugin it needs (a dry run
     creates no backend or reporter). Nothing is written.
@@ -200,7 +178,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
             parse_key_values(opts.backend_args, flag="--backend-args", collect_repeats=True),
             base,
         ),
-        reporters=_reporters(opts),
+        reporters=run_reporters(opts, results={"per_variant": True}, console={"style": "lines"}),
         reporter_plugins=plugin_paths([*experiment.reporter_plugins, *opts.reporter_plugins], base),
         plugin_base=base,
         workers=opts.workers or (experiment.execution.workers if experiment.execution else None),

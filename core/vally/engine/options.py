@@ -21,21 +21,40 @@ JUNIT_CASES = ("trial", "stimulus")
 """What one JUnit test case stands for (``--junit-cases``)."""
 
 
-def junit_choice(opts: RunOptions) -> list[ReporterChoice]:
-    """The JUnit reporter with its config when ``--junit`` or ``--junit-file`` asks for it
-    (nothing otherwise)."""
+def run_reporters(
+    opts: RunOptions, results: dict[str, object], console: dict[str, object]
+) -> list[ReporterChoice]:
+    """The reporters a run command starts with: the results file (``results`` its config;
+    on standard output with ``--output jsonl``), the console (``console`` its config; on
+    standard error then), the report, JUnit with ``--junit``/``--junit-file``, and the
+    trace with ``--trace``/``--otlp-endpoint``."""
     from vally.engine.trials.components import ReporterChoice
     from vally.plugins import defaults
 
-    if not (opts.junit or opts.junit_file):
-        return []
-    config: dict[str, object] = {}
-    if opts.junit_cases is not None:
-        config["cases"] = opts.junit_cases
-    if opts.junit_file:
-        config["path"] = str(absolute(Path.cwd(), opts.junit_file))
-    where = "--junit-file" if opts.junit_file else "--junit"
-    return [ReporterChoice(defaults.JUNIT_REPORTER, config, where)]
+    to_stdout = opts.output == "jsonl"
+    chosen = [
+        ReporterChoice(defaults.RESULTS_REPORTER, {**results, "stdout": to_stdout}, "--output")
+    ]
+    if opts.console:
+        shown = {"verbose": opts.verbose, "quiet": opts.quiet, **console}
+        chosen.append(
+            ReporterChoice(
+                defaults.CONSOLE_REPORTER, {**shown, "stream": "stderr" if to_stdout else "stdout"}
+            )
+        )
+    chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
+    if opts.junit or opts.junit_file:
+        junit: dict[str, object] = {} if opts.junit_cases is None else {"cases": opts.junit_cases}
+        if opts.junit_file:
+            junit["path"] = str(absolute(Path.cwd(), opts.junit_file))
+        where = "--junit-file" if opts.junit_file else "--junit"
+        chosen.append(ReporterChoice(defaults.JUNIT_REPORTER, junit, where))
+    if opts.traced:
+        where = "--otlp-endpoint" if opts.otlp_endpoint else "--trace"
+        chosen.append(
+            ReporterChoice(defaults.TRACE_REPORTER, {"endpoint": opts.otlp_endpoint}, where)
+        )
+    return chosen
 
 
 def looks_like_path(specifier: str) -> bool:
