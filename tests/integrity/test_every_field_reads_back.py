@@ -192,15 +192,19 @@ variants:
 
 
 def _replace_shard_records(
-    shard: Path, *, offloaded: bool = True
+    shards: list[Path], *, offloaded: bool = True
 ) -> dict[str, tuple[Path, TrialResultRecord]]:
-    """Every results line of ``shard`` replaced by a record of each kind in turn, keeping
+    """Every results line of ``shards`` replaced by a record of each kind in turn, keeping
     its trial key (without offloaded texts unless ``offloaded``); returns the shard and the
     written record by trial id."""
     written: dict[str, tuple[Path, TrialResultRecord]] = {}
-    for results in sorted(shard.glob("*/results.jsonl")):
+    files = [
+        (shard, results) for shard in shards for results in sorted(shard.glob("*/results.jsonl"))
+    ]
+    number = 0
+    for shard, results in files:
         lines = []
-        for number, line in enumerate(results.read_text(encoding="utf-8").splitlines()):
+        for line in results.read_text(encoding="utf-8").splitlines():
             real = json.loads(line)
             keys = {
                 "run_id": real["runId"],
@@ -213,6 +217,7 @@ def _replace_shard_records(
                 "trial_id": real["trialId"],
             }
             kind = KINDS[number % len(KINDS)]
+            number += 1
             if kind != MINIMAL:
                 keys["experiment"] = real["experiment"]
             if not offloaded:
@@ -259,10 +264,10 @@ def _merge(shards: list[Path], target: Path) -> list[str]:
 
 def test_merge_reads_every_record_of_the_shards(tmp_path: Path) -> None:
     shards = _sharded_run(tmp_path)
-    written: dict[str, tuple[Path, TrialResultRecord]] = {}
-    for shard in shards:
-        written |= _replace_shard_records(shard)  # the seals no longer match: records are read
+    written = _replace_shard_records(shards)  # the seals no longer match: records are read
     assert len(written) == 8
+    kinds = [r.experiment is None for _s, r in written.values()]
+    assert kinds.count(True) == 2  # every third line is a minimal record
 
     target = tmp_path / "merged"
     merged = _merge(shards, target)
@@ -293,9 +298,7 @@ def test_merge_reads_every_record_of_the_shards(tmp_path: Path) -> None:
 
 def test_merge_of_sealed_shards_copies_them_as_the_read_merge_does(tmp_path: Path) -> None:
     shards = _sharded_run(tmp_path)
-    written: dict[str, tuple[Path, TrialResultRecord]] = {}
-    for shard in shards:
-        written |= _replace_shard_records(shard, offloaded=False)
+    written = _replace_shard_records(shards, offloaded=False)
     unsealed = []
     for shard in shards:  # seal the rewritten shards as a finished shard is sealed
         manifest = json.loads((shard / "shard-manifest.json").read_text(encoding="utf-8"))
