@@ -20,6 +20,7 @@ from pydantic import BaseModel, ByteSize
 
 from vally.models.durations import Duration
 from vally.models.records import SCHEMA_VERSION
+from vally.models.spec import McpServerConfig
 from vally.models.trajectory import TrajectoryEvent
 
 Override = Callable[[], Any]
@@ -42,9 +43,9 @@ OVERRIDES: dict[tuple[str, str], Override] = {
     ("Stimulus", "prompt"): lambda: None,
     # an MCP server is stdio (command, args, env, cwd) or http (url, headers): one of each
     ("EnvironmentConfig", "mcpServers"): lambda: {
-        "local": filled_with("McpServerConfig", type="stdio", url=None, headers={}),
+        "local": filled_with(McpServerConfig, type="stdio", url=None, headers={}),
         "remote": filled_with(
-            "McpServerConfig",
+            McpServerConfig,
             type="http",
             url="http://127.0.0.1:9/mcp",
             command=None,
@@ -91,7 +92,7 @@ def _is_union(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, types.UnionType)
 
 
-def _value(annotation: Any, owner: str, name: str, default: Any, depth: int) -> Any:
+def _value(annotation: Any, owner: str, name: str, default: Any) -> Any:
     """A valid, set value of ``annotation`` (a JSON-like value the model validates)."""
     annotation = _unwrap(annotation)
     if annotation == Duration:
@@ -101,7 +102,7 @@ def _value(annotation: Any, owner: str, name: str, default: Any, depth: int) -> 
     if _is_union(annotation):
         choices = [a for a in get_args(annotation) if a is not type(None)]
         choice = choices[-1] if _ALTERNATE[-1] else choices[0]
-        return _value(choice, owner, name, default, depth)
+        return _value(choice, owner, name, default)
     origin = get_origin(annotation)
     if origin is Literal:
         values = get_args(annotation)
@@ -113,12 +114,12 @@ def _value(annotation: Any, owner: str, name: str, default: Any, depth: int) -> 
         (item,) = get_args(annotation) or (Any,)
         if _unwrap(item) in _FILLING[:-1]:  # a recursive model (grader details): one level
             return []
-        return [_value(item, owner, name, None, depth + 1)]
+        return [_value(item, owner, name, None)]
     if origin is dict:
         _key, item = get_args(annotation) or (str, Any)
-        return {f"{name}-key": _value(item, owner, name, None, depth + 1)}
+        return {f"{name}-key": _value(item, owner, name, None)}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return filled(annotation, depth + 1)
+        return filled(annotation)
     if annotation is bool:
         return not default if isinstance(default, bool) else True
     if annotation is int:
@@ -132,27 +133,24 @@ def _value(annotation: Any, owner: str, name: str, default: Any, depth: int) -> 
     raise TypeError(f"the filler has no value for {owner}.{name}: {annotation!r}")
 
 
-def filled(
-    model: type[BaseModel], depth: int = 0, *, alternate: bool | None = None
-) -> dict[str, Any]:
+def filled(model: type[BaseModel], *, alternate: bool | None = None) -> dict[str, Any]:
     """Every field of ``model`` set (as a dict of field names to JSON-like values).
 
     Args:
         model: The model.
-        depth: How deep in the record the model is.
         alternate: Take the last type of each union and the first other choice of each
             ``Literal`` instead of the first and the last (default: as the enclosing call).
     """
     _FILLING.append(model)
     _ALTERNATE.append(_ALTERNATE[-1] if alternate is None else alternate)
     try:
-        return _filled(model, depth)
+        return _filled(model)
     finally:
         _FILLING.pop()
         _ALTERNATE.pop()
 
 
-def _filled(model: type[BaseModel], depth: int) -> dict[str, Any]:
+def _filled(model: type[BaseModel]) -> dict[str, Any]:
     hints = typing.get_type_hints(model, include_extras=True)
     data: dict[str, Any] = {}
     for name, info in model.model_fields.items():
@@ -164,16 +162,13 @@ def _filled(model: type[BaseModel], depth: int) -> dict[str, Any]:
             data[name] = TIMES[name]
             continue
         default = None if info.is_required() else info.get_default(call_default_factory=True)
-        data[name] = _value(hints[name], model.__name__, name, default, depth)
+        data[name] = _value(hints[name], model.__name__, name, default)
     return data
 
 
-def filled_with(model_name: str, **values: Any) -> dict[str, Any]:
-    """Every field of the named model set, then ``values`` over them."""
-    from vally.models.spec import McpServerConfig
-
-    models = {"McpServerConfig": McpServerConfig}
-    return {**filled(models[model_name], 1), **values}
+def filled_with(model: type[BaseModel], **values: Any) -> dict[str, Any]:
+    """Every field of ``model`` set, then ``values`` over them."""
+    return {**filled(model), **values}
 
 
 def _is_set(value: Any) -> bool:
@@ -249,12 +244,11 @@ def minimal(model: type[BaseModel]) -> dict[str, Any]:
     hints = typing.get_type_hints(model, include_extras=True)
     data: dict[str, Any] = {}
     for name, info in model.model_fields.items():
-        override = MINIMAL_OVERRIDES.get((model.__name__, name)) or OVERRIDES.get(
-            (model.__name__, name)
-        )
-        if (model.__name__, name) in MINIMAL_OVERRIDES:
-            data[name] = MINIMAL_OVERRIDES[(model.__name__, name)]()
+        key = (model.__name__, name)
+        if key in MINIMAL_OVERRIDES:
+            data[name] = MINIMAL_OVERRIDES[key]()
             continue
+        override = OVERRIDES.get(key)
         if not info.is_required():
             continue
         annotation = _unwrap(hints[name])
@@ -267,5 +261,5 @@ def minimal(model: type[BaseModel]) -> dict[str, Any]:
         elif name in TIMES:
             data[name] = TIMES[name]
         else:
-            data[name] = _value(annotation, model.__name__, name, None, 3)
+            data[name] = _value(annotation, model.__name__, name, None)
     return data
