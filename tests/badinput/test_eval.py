@@ -139,3 +139,42 @@ def test_a_config_error_shows_its_source_line_with_a_caret(project: Path) -> Non
     assert lines[at + 1 : at + 3] == ["  3 |   runs: zero", "    |         ^"]
     linted = vally("lint", "eval.yaml", cwd=project)
     assert "  3 |   runs: zero\n    |         ^" in linted.stdout
+
+
+GRADER_SPEC = """\
+name: located
+defaults: {runs: 1, executor: {name: mock, config: {output: Done}}}
+stimuli:
+  - name: first
+    prompt: hi
+    graders:
+      - {type: output-contains, config: {substring: Done}}
+  - name: second
+    prompt: hi
+    graders:
+      - {type: output-contains, config: {substring: Done}}
+      - type: GRADER
+        config: {CONFIG: Done}
+"""
+
+
+def test_a_bad_grader_config_names_its_file_line_and_column(project: Path) -> None:
+    # vally lint gave file:line:column and the source line; vally eval only the file.
+    text = GRADER_SPEC.replace("GRADER", "output-contains").replace("CONFIG", "substrin")
+    _write(project, "located.yaml", text)
+    result = vally("eval", "-e", "located.yaml", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "located.yaml:12:9: invalid config for grader 'output-contains'" in result.stderr
+    assert "  12 |       - type: output-contains\n" in result.stderr
+    assert "at stimulus 'second'" in result.stderr and not (project / "out").exists()
+
+
+def test_an_unknown_grader_names_its_file_line_and_column(project: Path) -> None:
+    text = GRADER_SPEC.replace("GRADER", "output-containz").replace("CONFIG", "substring")
+    _write(project, "located.yaml", text)
+    result = vally("eval", "-e", "located.yaml", "--output-dir", "out", cwd=project)
+    assert result.returncode == 1
+    assert "located.yaml:12:9: stimulus 'second': unknown grader 'output-containz'" in (
+        result.stderr
+    )
+    assert "  12 |       - type: output-containz\n" in result.stderr

@@ -32,16 +32,11 @@ def run_reporters(
     from vally.plugins import defaults
 
     to_stdout = opts.output == "jsonl"
-    chosen = [
-        ReporterChoice(defaults.RESULTS_REPORTER, {**results, "stdout": to_stdout}, "--output")
-    ]
-    if opts.console:
-        shown = {"verbose": opts.verbose, "quiet": opts.quiet, **console}
-        chosen.append(
-            ReporterChoice(
-                defaults.CONSOLE_REPORTER, {**shown, "stream": "stderr" if to_stdout else "stdout"}
-            )
-        )
+    results = {**results, "stdout": to_stdout}
+    chosen = [ReporterChoice(defaults.RESULTS_REPORTER, results, "--output")]
+    stream = "stderr" if to_stdout else "stdout"
+    shown = {"verbose": opts.verbose, "quiet": opts.quiet, **console, "stream": stream}
+    chosen += [ReporterChoice(defaults.CONSOLE_REPORTER, shown)] if opts.console else []
     chosen.append(ReporterChoice(defaults.REPORT_REPORTER))
     if opts.junit or opts.junit_file:
         junit: dict[str, object] = {} if opts.junit_cases is None else {"cases": opts.junit_cases}

@@ -14,8 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from vally.engine.planning.plan import PluginRef
 from vally.engine.trials.context import GraderFactory
-from vally.errors import PluginNotFoundError, UnsupportedError
+from vally.errors import (
+    ConfigError,
+    PluginNotFoundError,
+    SourceLocation,
+    UnsupportedError,
+    VallyError,
+)
+from vally.plugins import capabilities
 from vally.plugins.defaults import DEFAULT_BACKEND, DEFAULT_EVAL_PROVIDER
+from vally.specs.yamlio import load_yaml
 
 if TYPE_CHECKING:
     from vally.contracts.protocols import Executor, LoadedEval, Runner
@@ -71,12 +79,40 @@ class ReporterChoice:
 
 
 @contextlib.contextmanager
-def located(where: str) -> Iterator[None]:
-    """Prefix a plugin-not-found error with the place that named the plugin."""
+def located(where: str, loaded: LoadedEval | None = None, *path: Any) -> Iterator[None]:
+    """Prefix a plugin-not-found error with the place that named the plugin; with the eval
+    ``loaded``, point it (or a config error) at ``path``'s line in the eval's file."""
     try:
         yield
-    except PluginNotFoundError as exc:
-        raise PluginNotFoundError(f"{where}: {exc.message}", hint=exc.hint) from None
+    except (PluginNotFoundError, ConfigError) as exc:
+        exc.location = exc.location or (_node(loaded, path) if loaded else None)
+        if not isinstance(exc, PluginNotFoundError):
+            raise
+        message = f"{where}: {exc.message}"
+        raise PluginNotFoundError(message, hint=exc.hint, location=exc.location) from None
+
+
+def _node(loaded: LoadedEval, path: Sequence[Any]) -> SourceLocation:
+    """Where ``path`` is written in the eval's file (a YAML file is read again: only an
+    error asks): pairs of a list's key and an item's name or grader config."""
+    at: list[Any] = []
+    node: Any = loaded.raw
+    for part, key in zip(path[::2], path[1::2], strict=False):
+        items = (node.get(part) if isinstance(node, dict) else None) or []
+        found = [i for i, item in enumerate(items) if isinstance(item, dict) and _is(item, key)]
+        if not found:
+            break
+        at, node = [*at, part, found[0]], items[found[0]]
+    if loaded.source.suffix in (".yaml", ".yml"):
+        with contextlib.suppress(VallyError):
+            return load_yaml(loaded.source).positions.location(at)
+    return SourceLocation(str(loaded.source))
+
+
+def _is(item: dict[str, Any], key: Any) -> bool:
+    if isinstance(key, str):
+        return item.get("name") == key
+    return (item.get("type"), item.get("config") or {}) == (key.type, dict(key.config or {}))
 
 
 Collect = Callable[[], contextlib.AbstractContextManager[None]]
@@ -112,9 +148,7 @@ def build_executors(
 
 def _check_turns(executor: Executor, trial: PlannedTrial) -> None:
     """A multi-turn stimulus needs an executor that supports turns."""
-    from vally.plugins.capabilities import supports_turns
-
-    if trial.stimulus.is_multi_turn and not supports_turns(executor):
+    if trial.stimulus.is_multi_turn and not capabilities.supports_turns(executor):
         raise UnsupportedError(
             f"executor {trial.executor_ref.name!r} does not support turns, but stimulus "
             f"{trial.stimulus.name!r} of {trial.loaded.source} is multi-turn",
@@ -138,8 +172,9 @@ def build_grader_factory(
             for config in trial.graders:
                 ref = PluginRef.of(config.type, config.config)
                 if ref not in graders:
-                    where = f"{trial.loaded.source}: stimulus {trial.stimulus.name!r}"
-                    with collect(), located(where):
+                    where = f"stimulus {trial.stimulus.name!r}"
+                    at = ("stimuli", trial.stimulus.name, "graders", config)
+                    with collect(), located(where, trial.loaded, *at):
                         graders[ref] = session.create(
                             "grader", config.type, config.config, where=where
                         )
@@ -198,8 +233,6 @@ def build_runner(
     Raises:
         PluginNotFoundError: The runner is not installed (``ray`` names its extra).
     """
-    from vally.errors import PluginNotFoundError
-
     try:
         name = session.resolve_single("runner", specifier, base_dir=base_dir)
     except PluginNotFoundError as exc:
@@ -214,8 +247,6 @@ def build_runner(
 def needs_llm(session: Session, trials: Sequence[PlannedTrial]) -> bool:
     """True when a planned executor or grader declares ``needs_llm``: it calls models
     through the project's provider."""
-    from vally.plugins import capabilities
-
     executors = sorted({trial.executor.name for trial in trials})
     graders = sorted({config.type for trial in trials for config in trial.graders})
     return any(
@@ -307,18 +338,18 @@ def validate_unplanned(
     specs name exists and accepts its config (the lint-only contract)."""
     for planned in plan.evals:
         spec = planned.loaded.spec
-        source = planned.loaded.source
         ref = spec.defaults.executor
         if ref is not None:
-            where = f"{source}: defaults.executor"
+            where = f"{planned.loaded.source}: defaults.executor"
             with collect(), located(where):
                 session.create("executor", ref.name, ref.config, where=where)
         if skip_grade:
             continue
         for stimulus in spec.stimuli:
             for config in [*spec.graders, *stimulus.graders]:
-                where = f"{source}: stimulus {stimulus.name!r}"
-                with collect(), located(where):
+                where = f"stimulus {stimulus.name!r}"
+                at = ("stimuli", stimulus.name, "graders", config)
+                with collect(), located(where, planned.loaded, *at):
                     session.create("grader", config.type, config.config, where=where)
 
 
