@@ -349,8 +349,24 @@ def test_ingest_stores_them_and_serve_returns_them(tmp_path: Path) -> None:
         base = served.url.rstrip("/")
         run = _get(f"{base}/api/runs/{RUN}")
         assert run["run"]["trials"] == 3
+        written = [s.to_json_dict() for s in summaries]
+        # The run's summaries come without their per-stimulus lists, which a paged
+        # endpoint serves in the same order.
+        trimmed = [
+            {
+                **{k: v for k, v in w.items() if k != "stimuli"},
+                "stimulusSummaries": len(w["stimuli"]),
+            }
+            for w in written
+        ]
         shown = sorted(json.dumps(s, sort_keys=True) for s in run["summaries"])
-        assert shown == sorted(json.dumps(s.to_json_dict(), sort_keys=True) for s in summaries)
+        assert shown == sorted(json.dumps(t, sort_keys=True) for t in trimmed)
+        paged = _get(f"{base}/api/runs/{RUN}/stimulus-summaries?limit=500")["stimulusSummaries"]
+        by_eval = {w["evalName"]: w["stimuli"] for w in written}
+        origin = ("evalName", "variant", "shard", "index")
+        for entry in paged:
+            assert {k: v for k, v in entry.items() if k not in origin} in by_eval[entry["evalName"]]
+        assert len(paged) == sum(len(w["stimuli"]) for w in written)
         outcomes = _get(f"{base}/api/runs/{RUN}/outcomes")["outcomes"]
         assert sorted(o["trialId"] for o in outcomes) == ["trial-0", "trial-1", "trial-2"]
         for outcome in outcomes:
