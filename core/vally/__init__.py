@@ -98,7 +98,7 @@ def lazy_attributes(
             if target is None:
                 raise AttributeError(f"module {package!r} has no attribute {name!r}")
             module, _, attribute = target.partition(":")
-            value = _resolve(module, attribute or name)
+            value = getattr(importlib.import_module(module), attribute or name)
         namespace[name] = value
         return value
 
@@ -106,15 +106,6 @@ def lazy_attributes(
         return sorted({*known(), *namespace.get("_EAGER_EXPORTS", ())})
 
     return get, names
-
-
-def _resolve(module: str, attribute: str) -> Any:
-    """``module``'s ``attribute``, or its submodule of that name."""
-    found = importlib.import_module(module)
-    try:
-        return getattr(found, attribute)
-    except AttributeError:
-        return importlib.import_module(f"{module}.{attribute}")
 
 
 _EAGER_EXPORTS = ("__version__", "lazy_attributes", "type_checking_exports")

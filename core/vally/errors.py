@@ -214,9 +214,3 @@ class LLMError(VallyError):
         self.model = model
         self.retry_after = retry_after
         super().__init__(message, hint=hint)
-
-
-class CancelledRunError(VallyError):
-    """The run was interrupted (Ctrl-C or SIGTERM)."""
-
-    code = "VALLY_CANCELLED"

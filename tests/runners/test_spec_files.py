@@ -21,6 +21,7 @@ from vally import (
     EmptyConfig,
     EvalRequest,
     PluginMetadata,
+    SetupError,
     SpecArchive,
     TrialDispatch,
     run_trial_job,
@@ -285,3 +286,31 @@ def test_processes_starting_at_once_unpack_a_large_archive_once(tmp_path: Path) 
     assert sorted(
         p.name for p in (tmp_path / "cache" / archive.digest / "work" / "spec").iterdir()
     ) == [f"fixture-{n}.bin" for n in range(4)]
+
+
+def _archive(members: list[tarfile.TarInfo]) -> SpecArchive:
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for member in members:
+            tar.addfile(member, io.BytesIO(b"x" * member.size) if member.isfile() else None)
+    return SpecArchive(digest=str(len(data.getvalue())) + "e" * 60, data=data.getvalue())
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["filters", "python-before-3.11.4"])
+def test_an_archive_unpacks_with_or_without_extraction_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filters: bool
+) -> None:
+    if not filters:
+        monkeypatch.delattr(tarfile, "tar_filter", raising=False)
+    good = tarfile.TarInfo("work/spec/a.txt")
+    good.size = 3
+    link = tarfile.TarInfo("work/spec/b.txt")
+    link.type, link.linkname = tarfile.SYMTYPE, "../spec/a.txt"
+    root = spec_files.unpack(_archive([good, link]), tmp_path / "cache")
+    assert (root / "work/spec/b.txt").read_text() == "xxx"
+    for name, target in [("../out.txt", ""), ("work/up", "../../../etc/passwd"), ("w/abs", "/etc")]:
+        bad = tarfile.TarInfo(name)
+        if target:
+            bad.type, bad.linkname = tarfile.SYMTYPE, target
+        with pytest.raises(SetupError, match="cannot unpack"):
+            spec_files.unpack(_archive([bad]), tmp_path / f"cache-{len(target)}")

@@ -154,7 +154,8 @@ def chosen_output(
     return wanted
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """Print a line on standard error (where the run commands say why they exit so)."""
     typer.echo(message, err=True)
 
 
@@ -162,7 +163,7 @@ def report_observer_failures(prepared: PreparedRun) -> None:
     """Print the failures of non-critical reporters as warnings."""
     for failure in prepared.request.session.emitter.failures:
         if not failure.critical:
-            _say(
+            say(
                 f"warning: reporter {failure.observer!r} failed in {failure.hook}: "
                 f"{type(failure.error).__name__}: {failure.error}"
             )
@@ -173,7 +174,7 @@ def report_judge_cache(prepared: PreparedRun) -> None:
     judge = prepared.judge
     cache = judge.cache if judge is not None else None
     if cache is not None and cache.hits + cache.misses:
-        _say(cache.summary())
+        say(cache.summary())
 
 
 def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
@@ -183,9 +184,9 @@ def report_tracebacks(records: Sequence[TrialResultRecord]) -> None:
     if not crashed:
         return
     if not debug_enabled():
-        _say(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
+        say(f"{len(crashed)} trial(s) crashed in a plugin; rerun with --debug for tracebacks")
         return
     for record in crashed:
         assert record.error is not None and record.error.traceback is not None
-        _say(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
-        _say(record.error.traceback)
+        say(f"--- {record.trial_id} ({record.error.phase}) at {record.error.location}:")
+        say(record.error.traceback)

@@ -25,6 +25,7 @@ from vally.cli.common import (
     report_judge_cache,
     report_observer_failures,
     report_tracebacks,
+    say,
 )
 from vally.cli.options import opt, request_from, switch
 from vally.errors import VallyError
@@ -38,18 +39,14 @@ if TYPE_CHECKING:
     from vally.models.spec import EvalSpec
 
 
-def _echo(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def _nothing_to_run(prepared: PreparedRun) -> int:
     for planned in prepared.plan.evals:
         reason = "runs: 0 (lint only)" if planned.runs == 0 else "no stimulus matched the filters"
-        _echo(f"{planned.name}: nothing to run, {reason}.")
+        say(f"{planned.name}: nothing to run, {reason}.")
         if planned.runs != 0:
             tags = existing_tags(planned.loaded.spec)
-            _echo(f"  tags in {planned.name}: {', '.join(tags) if tags else 'none'}")
-    _echo("Specs are valid; nothing was executed.")
+            say(f"  tags in {planned.name}: {', '.join(tags) if tags else 'none'}")
+    say("Specs are valid; nothing was executed.")
     return EXIT_OK
 
 
@@ -64,26 +61,26 @@ def existing_tags(spec: EvalSpec) -> list[str]:
 def exit_code(result: RunResult, run_dir: Path, *, require_pass: bool) -> int:
     """The exit code of a finished eval run, saying why on standard error."""
     for failure in result.failures:
-        _echo(f"error: {failure}")
+        say(f"error: {failure}")
     if result.cancelled:
-        _echo(f"Interrupted: {len(result.records)} finished trial(s) written to {run_dir}")
+        say(f"Interrupted: {len(result.records)} finished trial(s) written to {run_dir}")
         return EXIT_INTERRUPTED
     if result.error is not None:
         fail(result.error)
     errored = [r for r in result.records if r.status == "error"] if result.count("error") else []
     if errored:
         report_tracebacks(errored)
-        _echo(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}")
+        say(f"{len(errored)} trial(s) failed to run (status: error); see {run_dir}")
         return EXIT_FAILURE
     if result.failures:
         return EXIT_FAILURE
     if result.budget_stops:
         for line in result.budget_stops:
-            _echo(f"{line}; continue with --resume {run_dir} and a larger budget")
+            say(f"{line}; continue with --resume {run_dir} and a larger budget")
         return EXIT_BUDGET
     if require_pass and result.verdict_failed:
         failed = ", ".join(s.eval_name for s in result.summaries if s.verdict == "fail")
-        _echo(f"--require-pass: the verdict of {failed} failed")
+        say(f"--require-pass: the verdict of {failed} failed")
         return EXIT_FAILURE
     return EXIT_OK
 
@@ -101,13 +98,13 @@ def run_eval_command(opts: EvalRequest) -> int:
         return _nothing_to_run(prepared)
     run_dir = eval_run_dir(prepared, opts, output_dir)
     if opts.resume:
-        _echo(
+        say(
             f"Resuming {run_dir}: {len(prepared.reused)} finished trial(s) kept, "
             f"{len(prepared.trials)} to run"
         )
 
     def interrupted() -> None:
-        _echo("Interrupted: stopping the running trials and writing what finished...")
+        say("Interrupted: stopping the running trials and writing what finished...")
 
     result = prepared.execute(run_dir, on_interrupt=interrupted)
     report_observer_failures(prepared)
@@ -207,7 +204,7 @@ def eval_command(
             raise
         fail(exc)
     except KeyboardInterrupt:  # interrupted before the run started
-        _echo("Interrupted.")
+        say("Interrupted.")
         code = EXIT_INTERRUPTED
     raise typer.Exit(code)
 

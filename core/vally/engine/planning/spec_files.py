@@ -163,12 +163,25 @@ _UNPACK_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _node_lock(base: Path, digest: str) -> Iterator[None]:
-    """Hold the lock file of one archive's copy in ``base`` (every process of the node)."""
+def _node_lock(base: Path) -> Iterator[None]:
+    """Hold the lock of the folder ``base`` (every process of the node; no lock file)."""
     base.mkdir(parents=True, exist_ok=True)
-    with (base / f".{digest}.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    folder = os.open(base, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(folder)
+
+
+def _inside(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The archive's members, refusing one (or a link) that would point out of its folder."""
+    for member in tar:
+        link = PurePosixPath(member.name).parent / member.linkname if member.issym() else None
+        for path in (PurePosixPath(member.name), link or PurePosixPath(member.linkname)):
+            if path.is_absolute() or os.path.normpath(path).startswith(".."):
+                raise tarfile.TarError(f"member {member.name!r} points out of the folder")
+        yield member
 
 
 def unpack(archive: SpecArchive, cache: Path | None = None) -> Path:
@@ -186,12 +199,15 @@ def unpack(archive: SpecArchive, cache: Path | None = None) -> Path:
     base = cache or Path(tempfile.gettempdir()) / CACHE_DIR_NAME
     target = base / archive.digest
     try:
-        with _UNPACK_LOCK, _node_lock(base, archive.digest):
+        with _UNPACK_LOCK, _node_lock(base):
             if target.is_dir():
                 return target
             staging = Path(tempfile.mkdtemp(prefix=f".{archive.digest[:12]}-", dir=base))
             with tarfile.open(fileobj=io.BytesIO(archive.data), mode="r:gz") as tar:
-                tar.extractall(staging, filter="tar")
+                if hasattr(tarfile, "tar_filter"):
+                    tar.extractall(staging, _inside(tar), filter="tar")
+                else:  # Python before 3.11.4 has no filters: the members are checked
+                    tar.extractall(staging, _inside(tar))
             staging.rename(target)
     except (OSError, tarfile.TarError) as exc:
         raise SetupError(
