@@ -62,6 +62,7 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
         "plugins/compare",
         "plugins/authoring",
         "plugins/regrade",
+        "plugins/experiment",
         "backends",
     )
     for folder in (*folders, "plugins/examples"):
@@ -82,11 +83,12 @@ def test_wheel_installs_into_a_fresh_venv_and_lists_builtins(tmp_path: Path) -> 
     for asset in sorted(p.name for p in dashboard.iterdir() if p.is_file()):
         assert f"vally_serve/dashboard/{asset}" in shipped, f"{asset} is not in the wheel"
     # The comparison package (vally compare, the experiment hooks, the statistics) too.
-    compare = REPO / "plugins" / "compare"
-    for module in sorted(compare.rglob("*.py")):
-        name = module.relative_to(compare).as_posix()
-        assert name in shipped, f"{name} is not in the wheel"
-    assert "vally_compare/py.typed" in shipped
+    for package in ("compare", "experiment"):  # and vally experiment
+        root = REPO / "plugins" / package
+        for module in sorted(root.rglob("*.py")):
+            name = module.relative_to(root).as_posix()
+            assert name in shipped, f"{name} is not in the wheel"
+        assert f"vally_{package}/py.typed" in shipped
 
     # Offline, so the venv borrows the dependencies from the environment running the tests;
     # the wheel's own vally must shadow the editable install of the working tree.
