@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.experiments.conftest import EVAL_SPEC, EXPERIMENT
 from tests.history.serving import Served
 from tests.integrity.conftest import vally
 from tests.integrity.record_filler import filled, minimal, unset_fields
@@ -160,37 +161,6 @@ def test_compare_counts_both_records(tmp_path: Path) -> None:
     assert case["baseline"]["trials"] == 3 and case["candidate"]["trials"] == 3
 
 
-EXPERIMENT_EVAL = """\
-name: {name}
-defaults:
-  executor:
-    name: mock
-    config: {{output: "hello {{prompt}}"}}
-stimuli:
-  - name: alpha
-    prompt: a
-    graders:
-      - {{type: output-contains, config: {{substring: hello}}}}
-  - name: beta
-    prompt: b
-    graders:
-      - {{type: output-contains, config: {{substring: hello}}}}
-"""
-
-EXPERIMENT = """\
-name: greet
-evals: ["evals/*/eval.yaml"]
-vary: [/defaults/executor/config/output]
-baseline: base
-variants:
-  base: {}
-  quiet:
-    defaults:
-      executor:
-        config: {output: "bye {prompt}"}
-"""
-
-
 def _replace_shard_records(
     shards: list[Path], *, offloaded: bool = True
 ) -> dict[str, tuple[Path, TrialResultRecord]]:
@@ -236,7 +206,7 @@ def _sharded_run(root: Path) -> list[Path]:
     for name in ("one", "two"):
         spec = root / "evals" / name / "eval.yaml"
         spec.parent.mkdir(parents=True)
-        spec.write_text(EXPERIMENT_EVAL.format(name=name), encoding="utf-8")
+        spec.write_text(EVAL_SPEC.format(name=name, runs=1), encoding="utf-8")
     (root / "experiment.yaml").write_text(EXPERIMENT, encoding="utf-8")
     shards = []
     for index in (1, 2):
