@@ -52,6 +52,7 @@ from vally_backends.docker.disk import (
     storage_facts,
 )
 from vally_backends.docker.errors import DockerUnavailableError, ImageError
+from vally_backends.docker.image_files import image_files
 from vally_backends.docker.pool import WarmPool
 from vally_backends.docker.sandbox import ContainerInfo, DockerSandbox, run_blocking
 from vally_backends.local import fresh_folder, run_git
@@ -465,8 +466,11 @@ class DockerBackend(BaseBackend[DockerConfig]):
         return True
 
     def _decide_user(self) -> None:
-        image_user = (self.api.inspect_image(self.image).get("Config") or {}).get("User") or ""
-        files = self._image_files(["/bin/sh", "/etc/passwd", "/etc/group"])
+        inspected = self.api.inspect_image(self.image)
+        image_user = (inspected.get("Config") or {}).get("User") or ""
+        files = image_files(
+            inspected["Id"], ["/bin/sh", "/etc/passwd", "/etc/group"], self._image_files
+        )
         if files["/bin/sh"] is None:
             raise ImageError(
                 f"image {self.image!r} has no /bin/sh; the docker backend runs every command "
