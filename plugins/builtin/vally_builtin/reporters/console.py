@@ -48,6 +48,7 @@ from vally import (
     BaseReporter,
     Duration,
     GraderResult,
+    RecordCounter,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
@@ -79,7 +80,7 @@ from vally_builtin.reporters.console_live import (
 )
 
 SEALED_KEY = "console.report-aggregate"
-"""The key of the console's report rows in a shard's seal (``vally_seal_shard``)."""
+"""The key of the console's report rows in a shard's seal (``vally_seal_counters``)."""
 
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
@@ -290,11 +291,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         stream.flush()
 
     @hookimpl
-    def vally_seal_shard(
-        self, run: RunInfo, records: Sequence[TrialResultRecord]
-    ) -> Mapping[str, Any] | None:
-        """The report rows and totals of a sealed shard's records."""
-        return {SEALED_KEY: ReportAggregate.of(records, keep_failures=False).state()}
+    def vally_seal_counters(self, run: RunInfo) -> Mapping[str, RecordCounter] | None:
+        """The report rows and totals, counted of a shard's (or a merge's) records."""
+        return {SEALED_KEY: ReportAggregate(keep_failures=False)}
 
     def _stop_progress(self) -> None:
         if self._heartbeat is not None:
