@@ -1,44 +1,43 @@
-"""Measure ``vally experiment merge``'s streaming path against streaming the lines once.
+"""Measure ``vally experiment merge`` against streaming the shards' lines once.
 
 Usage (from the repository root)::
 
-    python3 bench/merge_memory.py                          # 10^5 records, 16 shards
-    python3 bench/merge_memory.py --records 1000000        # the 10^6 goal
-    python3 bench/merge_memory.py --records 10000 --json out.json
+    python3 bench/merge_memory.py                                  # 10^5 records, 100 stimuli
+    python3 bench/merge_memory.py --records 100000 --stimuli 1000  # the issue's sizes
+    python3 bench/merge_memory.py --records 1000000 --stimuli 10000 --repeat 1
 
 It writes a sharded run's shard folders (``results.jsonl`` of one variant and one eval,
-small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards), seals
-each one as a finished shard seals itself (``shard-seal.json``, see
-``vally_experiment.seal``; ``seal_seconds`` is what that costs all shards together) and
-then, each in a fresh interpreter so the peak resident memory is its own:
+small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards) twice:
+``unsealed/`` as written and ``sealed/``, the same files with each shard sealed as a
+finished shard seals itself (``shard-seal.json``, see ``vally_experiment.seal``). Then, each
+in a fresh interpreter so its peak resident memory (``VmHWM``, Linux) is its own, with vally
+imported before the clock starts (a constant, whatever the size):
 
 * ``lines``: reads every shard's lines and writes them to one file (the physical limit of
   a merge: streaming the lines once);
-* ``plan``: what a merge of unsealed shards holds before it reads a record (the shards'
-  manifests and plan snapshots, read and validated in full, and the trial index), with
-  vally imported: memory that grows with the plan;
-* ``unsealed``: vally's merge path over the shards read in full, seals ignored
-  (``vally_experiment.merge.merge_records``): every record parsed, checked against its shard's
-  manifest, passed through to the merged file and counted into the run summaries, which
-  are then written;
-* ``merge``: the same path as a merge takes it, over the sealed shards: the seals read and
-  checked against one another, the results files copied and checked against their seals,
-  the sealed tallies added up, the summaries written;
-* ``command``: the whole ``vally experiment merge`` command, as a user runs it (start-up,
-  the merge path, the summaries, ``report.md`` and the console's summary and comparison;
-  console output to ``/dev/null``).
+* ``merge``: vally's merge path over the sealed shards: the seals read and checked against
+  one another, the results files copied and checked against their seals, the sealed tallies
+  added up, the summaries written;
+* ``command``: the whole ``vally experiment merge`` of the sealed shards, as a user runs it
+  (the merge path, the summaries, ``report.md``, the console's summary and comparison;
+  console output to ``/dev/null``);
+* ``unsealed``: the merge path over the unsealed shards (every record parsed, checked
+  against its shard's manifest, passed through and counted);
+* ``command_unsealed``: the whole command over the unsealed shards;
+* ``plan`` (once): what a merge of unsealed shards holds before it reads a record (the
+  manifests and plan snapshots, and the trial index);
+* ``seal`` (once): one shard sealing itself (its time per record and its peak).
 
-``lines``, ``merge`` and ``command`` run ``--repeat`` times in turn (3 by default) and the
-run of median time is kept. It prints the wall time and peak resident memory (``VmHWM``,
-Linux) of each and the time ratios to ``lines`` of ``merge`` (``time_ratio``; it includes
-importing vally), ``unsealed`` (``unsealed_time_ratio``) and ``command``
-(``command_time_ratio``).
+Each mode runs right after a ``lines`` run, ``--repeat`` times in turn (3 by default), and
+the script prints per mode the ratio of its time to that ``lines`` run's and its peak, as
+min/median/max over the pairs (load on the machine moves both alike).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -50,12 +49,15 @@ from fresh import measure_fresh
 VARIANT = "a"
 EVAL = "ev"
 STIMULI = 100
+SEALED, UNSEALED = "sealed", "unsealed"
+"""The folders of the two copies of the shards (see :func:`prepare`)."""
 
 
-def record_line(index: int) -> tuple[str, str]:
-    """A small trial record (as a ``results.jsonl`` line) and its trial key."""
-    stimulus = f"s{index % STIMULI}"
-    trial = index // STIMULI
+def record_line(index: int, stimuli: int = STIMULI) -> tuple[str, str]:
+    """A small trial record (as a ``results.jsonl`` line) and its trial key, of one of
+    ``stimuli`` stimuli."""
+    stimulus = f"s{index % stimuli}"
+    trial = index // stimuli
     data = {
         "type": "trial-result",
         "schemaVersion": 1,
@@ -87,7 +89,7 @@ def record_line(index: int) -> tuple[str, str]:
     return json.dumps(data, separators=(",", ":")) + "\n", key
 
 
-def generate(folder: Path, records: int, shards: int) -> None:
+def generate(folder: Path, records: int, shards: int, stimuli: int = STIMULI) -> None:
     """Write the shard folders of one run: each shard's results file, its manifest and
     its copy of the plan snapshot (the same file in every shard, as a run writes them)."""
     from vally.engine.shards.partition import MANIFEST_FILE, SNAPSHOT_FILE, plan_digest
@@ -100,7 +102,7 @@ def generate(folder: Path, records: int, shards: int) -> None:
         handles.append(path.open("w", encoding="utf-8"))
     plan: list[str] = []
     for index in range(records):
-        line, key = record_line(index)
+        line, key = record_line(index, stimuli)
         handles[index % shards].write(line)
         keys[index % shards].append(key)
         plan.append(key)
@@ -131,22 +133,60 @@ def generate(folder: Path, records: int, shards: int) -> None:
         (shard_dir / SNAPSHOT_FILE).write_text(snapshot_text, encoding="utf-8")
 
 
-def seal(folder: Path) -> None:
-    """Seal every generated shard, as a finished shard seals itself."""
+def seal(folder: Path, only: str = "shard-*") -> None:
+    """Seal every generated shard (those matching ``only``), as a finished shard seals
+    itself."""
     from vally.engine.shards.partition import MANIFEST_FILE, SNAPSHOT_FILE
     from vally_experiment.seal import seal as seal_shard
 
-    for shard_dir in sorted(folder.glob("shard-*")):
+    for shard_dir in sorted(folder.glob(only)):
         manifest = json.loads((shard_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
         snapshot = json.loads((shard_dir / SNAPSHOT_FILE).read_text(encoding="utf-8"))
         if not seal_shard(shard_dir, manifest, snapshot):
             raise SystemExit(f"{shard_dir} could not be sealed")
 
 
+def prepare(folder: Path, records: int, shards: int, stimuli: int = STIMULI) -> None:
+    """The two copies of one run's shards the modes read: ``unsealed/`` as written and
+    ``sealed/`` (the same files, hard-linked, each shard then sealed)."""
+    unsealed, sealed = folder / UNSEALED, folder / SEALED
+    unsealed.mkdir()
+    generate(unsealed, records, shards, stimuli)
+    shutil.copytree(unsealed, sealed, copy_function=os.link)
+    seal(sealed)
+
+
+def shard_dirs(folder: Path, copy: str) -> list[Path]:
+    """The shard folders of one copy (``sealed`` or ``unsealed``), in order."""
+    return sorted((folder / copy).glob("shard-*"))
+
+
+def run_seal(folder: Path) -> None:
+    """Seal the first sealed shard again, as a finished shard seals itself."""
+    seal(folder / SEALED, only="shard-1")
+
+
+WARM_MODULES = (
+    "vally.cli.app",
+    "vally_builtin.reporters.console",
+    "vally_builtin.reporters.markdown",
+    "vally_experiment.merge",
+)
+
+
+def warm(folder: Path) -> None:
+    """Import what the merge modes use (outside their time: once per process, whatever
+    the number of records)."""
+    import importlib
+
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
+
 def run_lines(folder: Path) -> None:
     """Stream every shard's lines once into one file."""
     with (folder / "lines.jsonl").open("w", encoding="utf-8") as out:
-        for path in sorted(folder.glob("shard-*/*/results.jsonl")):
+        for path in sorted((folder / UNSEALED).glob("shard-*/*/results.jsonl")):
             with path.open(encoding="utf-8") as handle:
                 for line in handle:
                     out.write(line)
@@ -159,7 +199,7 @@ def _prepare(folder: Path) -> tuple[Any, ...]:
     from vally_experiment.merge import read_full_shards
     from vally_experiment.validation import TrialIndex
 
-    shards = read_full_shards(sorted(folder.glob("shard-*")))
+    shards = read_full_shards(shard_dirs(folder, UNSEALED))
     return shards, TrialIndex(shards[0].snapshot, shards, shards[0].plan_keys)
 
 
@@ -181,47 +221,70 @@ def _merge_path(folder: Path, shards: Any, out: str) -> None:
 
 
 def run_unsealed(folder: Path) -> None:
-    """vally's merge path over the shards read in full, their seals ignored."""
+    """vally's merge path over the unsealed shards, read in full."""
     from vally_experiment.merge import read_full_shards
 
-    _merge_path(folder, read_full_shards(sorted(folder.glob("shard-*"))), "merged-unsealed")
+    _merge_path(folder, read_full_shards(shard_dirs(folder, UNSEALED)), "merged-unsealed")
 
 
 def run_merge(folder: Path) -> None:
     """vally's merge path as a merge takes it: over the sealed shards."""
     from vally_experiment.seal import read_sealed_shards
 
-    shards = read_sealed_shards(sorted(folder.glob("shard-*")))
+    shards = read_sealed_shards(shard_dirs(folder, SEALED))
     if shards is None:
         raise SystemExit("the generated shards are not sealed")
     _merge_path(folder, shards, "merged")
 
 
-def run_command(folder: Path) -> None:
-    """``vally experiment merge`` over the generated shards, as from a shell."""
+def _command(folder: Path, copy: str, out: str) -> None:
+    """``vally experiment merge`` over one copy of the shards, as from a shell."""
     import contextlib
-    import os
 
     from vally.cli.app import app
 
-    shards = [str(path) for path in sorted(folder.glob("shard-*"))]
+    shards = [str(path) for path in shard_dirs(folder, copy)]
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         try:
-            app(["experiment", "merge", *shards, "-o", str(folder / "merged-command")], "vally")
+            app(["experiment", "merge", *shards, "-o", str(folder / out)], "vally")
         except SystemExit as exit_:
             if exit_.code not in (0, 1, None):  # 1: the merged verdict failed
                 raise
 
 
+def run_command(folder: Path) -> None:
+    """The whole ``vally experiment merge`` of the sealed shards."""
+    _command(folder, SEALED, "merged-command")
+
+
+def run_command_unsealed(folder: Path) -> None:
+    """The whole ``vally experiment merge`` of the unsealed shards."""
+    _command(folder, UNSEALED, "merged-command-unsealed")
+
+
+MODES = ("merge", "command", "unsealed", "command_unsealed")
+"""The modes timed against ``lines``, each in turn with it."""
+
+OUTPUTS = (
+    "lines.jsonl",
+    "merged",
+    "merged-unsealed",
+    "merged-command",
+    "merged-command-unsealed",
+)
+
+
 def measure(mode: str, folder: Path) -> dict[str, float]:
-    """Run one mode in a fresh interpreter: wall seconds and peak resident MB."""
-    seconds, peak = measure_fresh("merge_memory", f"run_{mode}", folder)
+    """Run one mode in a fresh interpreter, vally imported first (outside the time, not
+    for ``lines``): wall seconds and peak resident MB."""
+    before = None if mode == "lines" else "warm"
+    seconds, peak = measure_fresh("merge_memory", f"run_{mode}", folder, before)
     return {"seconds": seconds, "peak_mb": peak}
 
 
 def clean(folder: Path) -> None:
     """Remove what the modes wrote, so each run writes into an empty place."""
-    for name in ("lines.jsonl", "merged", "merged-unsealed", "merged-command"):
+    for name in OUTPUTS:
         path = folder / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -229,55 +292,71 @@ def clean(folder: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def median(runs: list[dict[str, float]]) -> dict[str, Any]:
-    """The run of median time (its time and peak), with every run's time."""
-    ordered = sorted(runs, key=lambda run: run["seconds"])
-    middle: dict[str, Any] = dict(ordered[len(ordered) // 2])
-    middle["all_seconds"] = [round(run["seconds"], 3) for run in runs]
-    return middle
+def spread(values: list[float], digits: int = 2) -> list[float]:
+    """``[min, median, max]`` of ``values``."""
+    ordered = sorted(values)
+    return [round(ordered[i], digits) for i in (0, len(ordered) // 2, -1)]
+
+
+def compare(folder: Path, repeat: int) -> dict[str, Any]:
+    """Every mode of :data:`MODES` timed against ``lines`` measured just before it, in
+    turn, ``repeat`` times: per mode the time ratios and peaks (min/median/max)."""
+    runs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {m: [] for m in MODES}
+    for _ in range(repeat):  # alternating, so load changes hit every mode alike
+        for mode in MODES:
+            lines = measure("lines", folder)
+            clean(folder)
+            taken = measure(mode, folder)
+            clean(folder)
+            runs[mode].append((lines, taken))
+    result: dict[str, Any] = {}
+    for mode, pairs in runs.items():
+        result[mode] = {
+            "time_ratio": spread([t["seconds"] / max(ln["seconds"], 1e-9) for ln, t in pairs]),
+            "seconds": spread([t["seconds"] for _, t in pairs], 3),
+            "lines_seconds": spread([ln["seconds"] for ln, _ in pairs], 3),
+            "peak_mb": spread([t["peak_mb"] for _, t in pairs], 1),
+        }
+    result["lines_peak_mb"] = spread([ln["peak_mb"] for p in runs.values() for ln, _ in p], 1)
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--stimuli", type=int, default=STIMULI)
     parser.add_argument("--dir", default=None, help="where to write the shards")
     parser.add_argument("--json", default=None, help="also write the numbers here")
     parser.add_argument(
-        "--repeat", type=int, default=3, help="runs of lines, merge and command (median)"
+        "--repeat", type=int, default=3, help="pairs of lines and each mode (min/median/max)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vally-merge-", dir=args.dir) as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
-        generate(folder, args.records, args.shards)
-        generated = time.perf_counter() - start
-        start = time.perf_counter()
-        seal(folder)
-        sealed = time.perf_counter() - start
-        runs: dict[str, list[dict[str, float]]] = {"lines": [], "merge": [], "command": []}
-        for _ in range(args.repeat):  # alternating, so load changes hit every mode alike
-            for mode, taken in runs.items():
-                taken.append(measure(mode, folder))
-                clean(folder)
-        lines, merged, command = (median(runs[mode]) for mode in ("lines", "merge", "command"))
-        plan = measure("plan", folder)
-        unsealed = measure("unsealed", folder)
-    result = {
-        "records": args.records,
-        "shards": args.shards,
-        "generate_seconds": round(generated, 2),
-        "seal_seconds": round(sealed, 2),
-        "lines": lines,
-        "plan": plan,
-        "unsealed": unsealed,
-        "merge": merged,
-        "command": command,
-        "time_ratio": round(merged["seconds"] / max(lines["seconds"], 1e-9), 2),
-        "unsealed_time_ratio": round(unsealed["seconds"] / max(lines["seconds"], 1e-9), 1),
-        "command_time_ratio": round(command["seconds"] / max(lines["seconds"], 1e-9), 1),
-    }
-    print(json.dumps(result, indent=2))
+        prepare(folder, args.records, args.shards, args.stimuli)
+        prepared = time.perf_counter() - start
+        seal_bytes = sum(p.stat().st_size for p in (folder / SEALED).glob("*/shard-seal.json"))
+        result: dict[str, Any] = {
+            "records": args.records,
+            "shards": args.shards,
+            "stimuli": args.stimuli,
+            "prepare_seconds": round(prepared, 2),
+            "seal_mb": round(seal_bytes / 2**20, 2),
+            "plan_peak_mb": round(measure("plan", folder)["peak_mb"], 1),
+        }
+        sealing = measure("seal", folder)
+        result["seal_one_shard"] = {
+            "us_per_record": round(sealing["seconds"] * 1e6 * args.shards / args.records, 1),
+            "peak_mb": round(sealing["peak_mb"], 1),
+        }
+        result.update(compare(folder, args.repeat))
+    print(json.dumps(result, indent=1))
+    print(f"{'mode':<17} {'/ lines (min/median/max)':<26} peak MB (min/median/max)")
+    for mode in MODES:
+        ratio, peak = result[mode]["time_ratio"], result[mode]["peak_mb"]
+        print(f"{mode:<17} {' / '.join(f'{r:.2f}x' for r in ratio):<26} {peak}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 

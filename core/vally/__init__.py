@@ -139,7 +139,11 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         Plugin as Plugin,
         StrictConfig as StrictConfig,
     )
-    from vally.contracts.events import RunInfo as RunInfo, RunOutcome as RunOutcome
+    from vally.contracts.events import (
+        RecordCounter as RecordCounter,
+        RunInfo as RunInfo,
+        RunOutcome as RunOutcome,
+    )
     from vally.contracts.hookspecs import hookimpl as hookimpl
     from vally.contracts.llm import (
         ChatMessage as ChatMessage,
@@ -233,6 +237,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         is_graded as is_graded,
         pass_at_k as pass_at_k,
     )
+    from vally.engine.records.tally import EvalTally as EvalTally, StimulusTally as StimulusTally
     from vally.engine.records.trial_facts import (
         TrialFacts as TrialFacts,
         read_fact_lines as read_fact_lines,

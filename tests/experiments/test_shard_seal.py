@@ -19,6 +19,7 @@ from vally.engine.trials.summaries import PlanTallies
 from vally_experiment import merge as merge_module, seal as shard_seal
 from vally_experiment.merge import MergeRequest, merge, read_shards
 from vally_experiment.seal import SEAL_FILE, place_ranges, read_sealed_shards
+from vally_experiment.seal_state import absorb_plan, plan_state
 
 from .conftest import read_jsonl, vally
 from .test_shards import RUN_ID, run_shard, sharded, without_render_line
@@ -90,6 +91,34 @@ def test_a_sealed_merge_equals_the_merge_that_reads_every_record(sharded: Path) 
     assert manifests[0] == manifests[1]
 
 
+def _as_version_1(seal: dict[str, object]) -> dict[str, object]:
+    """``seal`` as version 1 wrote it: the tallies' stimuli as one object each."""
+    tallies = seal["tallies"]
+    assert isinstance(tallies, dict)
+    for item in tallies["evals"]:
+        columns = item["tally"].pop("stimuli")
+        rows = zip(*columns.values(), strict=True)
+        item["tally"]["groups"] = [dict(zip(columns, row, strict=True)) for row in rows]
+    return {**seal, "schemaVersion": 1}
+
+
+def test_seals_of_version_1_are_still_read(sharded: Path) -> None:
+    shards = _shards(sharded)
+    current, current_out = _merged(sharded, shards, "current")
+    for shard in shards:
+        seal = json.loads((shard / SEAL_FILE).read_text())
+        assert seal["schemaVersion"] == 2 and "stimuli" in seal["tallies"]["evals"][0]["tally"]
+        (shard / SEAL_FILE).write_text(json.dumps(_as_version_1(seal)))
+    read = read_sealed_shards(shards)
+    assert read is not None and all(shard.seal is not None for shard in read)
+    older, older_out = _merged(sharded, shards, "older")
+    assert older_out == current_out and "seal does not match" not in older_out
+    summaries = sorted(current.glob("*/run-summary.jsonl"))
+    assert summaries
+    for path in summaries:
+        assert read_jsonl(older / path.parent.name / path.name) == read_jsonl(path)
+
+
 def test_a_sealed_merge_reads_no_record(
     sharded: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -109,6 +138,27 @@ def test_a_sealed_merge_reads_no_record(
     assert "Δ vs baseline" in capsys.readouterr().out
     monkeypatch.undo()
     assert len(read_jsonl(sharded / "m" / "base" / "results.jsonl")) == 8
+    assert "Failed graders and errors:" in (sharded / "m" / "report.md").read_text()
+
+
+def test_an_unsealed_merge_counts_for_its_reporters_in_its_one_pass(
+    sharded: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The merge of unsealed shards feeds each record, read once, to the reporters'
+    counters: the report and the console read no merged record again."""
+    shards = _without_seals(sharded, _shards(sharded))
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a reporter read the merged records again")
+
+    monkeypatch.setattr(WrittenRecords, "__iter__", refuse)
+    monkeypatch.chdir(sharded)
+    request = MergeRequest([str(s) for s in shards], str(sharded / "m"))
+    read = read_shards(request)
+    assert all(shard.seal is None for shard in read)
+    result = merge(request, read)
+    assert result.warnings == [] and sum(s.trials for s in result.summaries) == 16
+    assert "Δ vs baseline" in capsys.readouterr().out
     assert "Failed graders and errors:" in (sharded / "m" / "report.md").read_text()
 
 
@@ -198,7 +248,7 @@ def test_tallies_added_from_states_summarise_as_counting_every_record() -> None:
         parts[rng.randrange(3)].add_facts(TrialFacts.of_record(record), place)
     added = PlanTallies(snapshot)
     for part in parts:
-        added.absorb(json.loads(json.dumps(part.state())))
+        absorb_plan(added, json.loads(json.dumps(plan_state(part))))
     assert added.count == whole.count and added.unsuccessful == whole.unsuccessful
     for key, tally in whole.evals.items():
         expected = tally.summary(run_id="r", eval_name=key[1]).model_dump()

@@ -304,7 +304,7 @@ def test_experiment_figures_added_from_states_equal_one_pass(seed: int) -> None:
 def test_collecting_sealed_counts_leaves_out_failing_and_malformed_reporters(
     tmp_path: Path,
 ) -> None:
-    """``vally_seal_shard`` answers are merged by key; a reporter that raises or answers
+    """``vally_seal_counters`` answers are merged by key; a reporter that raises or answers
     something other than a mapping with string keys is recorded as failed and left out,
     and the others still answer."""
     from tests.reporters.reporter_helpers import Driver
@@ -315,7 +315,7 @@ def test_collecting_sealed_counts_leaves_out_failing_and_malformed_reporters(
             self.answer = answer
 
         @hookimpl
-        def vally_seal_shard(self, run: Any, records: Any) -> Any:
+        def vally_seal_counters(self, run: Any) -> Any:
             if isinstance(self.answer, Exception):
                 raise self.answer
             return self.answer
@@ -329,7 +329,7 @@ def test_collecting_sealed_counts_leaves_out_failing_and_malformed_reporters(
         Answers({"b": 2}),
     )
     run = make_run(tmp_path, planned=0)
-    assert driver.emitter.collect("vally_seal_shard", run=run, records=[]) == {"a": 1, "b": 2}
+    assert driver.emitter.collect("vally_seal_counters", run=run) == {"a": 1, "b": 2}
     failed = {(f.observer, type(f.error).__name__) for f in driver.emitter.failures}
     assert failed == {
         ("reporter-1", "RuntimeError"),

@@ -141,9 +141,14 @@ def test_plan_places_are_held_per_row() -> None:
     assert places.place(record) == planned.index("new/ev/s7/default/3")
     beyond = make_record("s7", eval_name="ev", trial=40, model=None, variant="new")
     assert places.place(beyond) is None
-    # A plan that interleaves its rows is mapped key by key, with the same places.
+    # A plan that interleaves its rows at even steps is held per row too.
     interleaved = [f"base/ev/s{s}/default/{t}" for t in range(3) for s in range(2)]
-    mixed = PlanPlaces(interleaved)
-    assert mixed.keys is not None
+    strided = PlanPlaces(interleaved)
+    assert strided.keys is None and len(strided.rows) == 2
     second = make_record("s1", eval_name="ev", trial=2, model=None, variant="base")
-    assert mixed.place(second) == interleaved.index("base/ev/s1/default/2")
+    assert strided.place(second) == interleaved.index("base/ev/s1/default/2")
+    # One laid out otherwise is mapped key by key, with the same places.
+    uneven = [*interleaved[:4], interleaved[5], interleaved[4]]
+    mixed = PlanPlaces(uneven)
+    assert mixed.keys is not None
+    assert mixed.place(second) == uneven.index("base/ev/s1/default/2")

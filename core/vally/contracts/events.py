@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 
@@ -63,6 +63,16 @@ class RunInfo:
     stimuli: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
+class RecordCounter(Protocol):
+    """Counts trial records one at a time (see ``vally_seal_counters``)."""
+
+    def add(self, record: TrialResultRecord) -> None:
+        """Count one record."""
+
+    def state(self) -> Any:
+        """What was counted, as JSON data."""
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What a run produced, given to ``vally_run_end``.
@@ -72,9 +82,9 @@ class RunOutcome:
         summaries: One summary per (variant, eval).
         cancelled: The run was interrupted.
         error: Why the run stopped early (a required output could not be written), if it did.
-        sealed: For a merge of sealed shards, what reporters counted of each shard (see
-            ``vally_seal_shard``): each key a reporter returned, with every shard's data in
-            shard order; a key missing from a shard's seal is left out. Empty otherwise.
+        sealed: For a merge, what reporters' counters counted (``vally_seal_counters``):
+            each key with every sealed shard's state in shard order, or with one state of
+            every record; a key some shard's seal lacks is left out. Empty otherwise.
     """
 
     records: Sequence[TrialResultRecord]

@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-    from typing import Any
+    from collections.abc import Mapping
 
-    from vally.contracts.events import RunInfo, RunOutcome
+    from vally.contracts.events import RecordCounter, RunInfo, RunOutcome
     from vally.contracts.protocols import TrialKey
     from vally.models.records import GraderResult, TrialResultRecord
 
@@ -86,17 +85,15 @@ def vally_run_end(run: RunInfo, outcome: RunOutcome) -> None:
 
 
 @hookspec
-def vally_seal_shard(
-    run: RunInfo, records: Sequence[TrialResultRecord]
-) -> Mapping[str, Any] | None:
-    """Called when a finished shard seals itself (``shard-seal.json``), on a reporter of
-    the kind ``vally experiment merge`` uses, with the shard's records. Return what the
-    reporter counts of them as JSON data under keys of its own (or None): the seal keeps
-    it, and a merge of sealed shards hands every shard's data, in shard order, to the
-    reporter's ``vally_run_end`` as ``outcome.sealed[key]``, so it adds them up instead of
-    reading every record again. A reporter that raises here is left out of the seal.
+def vally_seal_counters(run: RunInfo) -> Mapping[str, RecordCounter] | None:
+    """Called when a finished shard seals itself (``shard-seal.json``) and when a merge
+    reads unsealed shards, on a reporter of the kind ``vally experiment merge`` uses.
+    Return counters under keys of its own (or None): each record is read once and fed to
+    every counter's ``add``; the seal keeps each ``state()`` (JSON data), and a merge hands
+    the states (a sealed shard's each, in shard order; one of every record when it read
+    them) to the reporter's ``vally_run_end`` as ``outcome.sealed[key]``, so it adds them
+    up instead of reading every record again. A counter that raises is left out.
 
     Args:
         run: The run as the merge will describe it (its ``snapshot``, variants, baseline).
-        records: The shard's records, read from its results files on each pass.
     """

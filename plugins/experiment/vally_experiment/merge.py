@@ -44,7 +44,9 @@ from vally import (
     write_json_file,
 )
 from vally_experiment.seal import (
+    CounterFeed,
     copy_sealed_results,
+    merge_counters,
     merge_reporters,
     merge_run_info,
     read_sealed_shards,
@@ -237,6 +239,7 @@ def stream_records(
     tallies: PlanTallies,
     warn: Callable[[str], None],
     index: TrialIndex | None = None,
+    feed: CounterFeed | None = None,
 ) -> list[Path]:
     """Write every variant's merged ``results.jsonl`` from the shards' lines (passed through
     unchanged unless offloaded paths move) and count each record into ``tallies``, one
@@ -251,6 +254,7 @@ def stream_records(
         tallies: Receive every record.
         warn: Receives warnings (torn last lines, skipped).
         index: The run's planned trials (built from the shards when not given).
+        feed: Also receives every line (the reporters' counters).
 
     Returns:
         The merged results files, in variant order.
@@ -265,6 +269,8 @@ def stream_records(
             for variant, line, facts, place in stream_shard_records(shard, folders, index, warn):
                 _write_line(handles[variant], line, facts, shard.path, target)
                 tallies.add_facts(facts, place)
+                if feed is not None:
+                    feed.add_line(line)
     return list(files.values())
 
 
@@ -332,10 +338,12 @@ def merge_records(
     summarizer: VariantSummaries,
     target: Path,
     warn: Callable[[str], None],
+    feed: CounterFeed | None = None,
 ) -> tuple[list[ShardInput], list[Path], PlanTallies]:
     """Write the merged results files and count them: from the seals when every shard is
     sealed and its files still match, else by reading every record (the shards then read
-    in full). Returns the shards as finally read, the files and the tallies.
+    in full; each record also goes to ``feed``). Returns the shards as finally read, the
+    files and the tallies.
 
     Raises:
         ShardValidationError: A shard's records do not match its manifest.
@@ -362,7 +370,7 @@ def merge_records(
         snapshot = shards[0].snapshot
     index = TrialIndex(snapshot, shards, shards[0].plan_keys)
     tallies = summarizer.tallies(index.position)
-    files = stream_records(shards, folders, target, tallies, warn, index)
+    files = stream_records(shards, folders, target, tallies, warn, index, feed)
     write_json_file(target / SNAPSHOT_FILE, snapshot)
     return list(shards), files, tallies
 
@@ -380,6 +388,8 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     reporters = merge_reporters(
         session, console=request.console, otlp_endpoint=request.otlp_endpoint, trace=traced
     )
+    for name, reporter in reporters:
+        session.register_observer(reporter, name)
     target = absolute_path(Path.cwd(), request.output_dir)
     _check_target(target, shards)
     first = shards[0]
@@ -387,8 +397,14 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run_id = str(first.manifest["runId"])
     summarizer = VariantSummaries(snapshot, run_id=run_id, run_dir=target)
     read_warnings: list[str] = []
+    feed = None
+    if not all(shard.seal is not None for shard in shards):  # the reporters count as it reads
+        counting = merge_run_info(snapshot, run_id=run_id, run_dir=target, planned_trials=0)
+        feed = CounterFeed(merge_counters(session, counting))
     try:
-        shards, files, tallies = merge_records(shards, summarizer, target, read_warnings.append)
+        shards, files, tallies = merge_records(
+            shards, summarizer, target, read_warnings.append, feed
+        )
     except OSError as exc:
         raise OutputError(
             f"cannot write the merged output in {target}: {exc.strerror or exc}"
@@ -399,8 +415,6 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
     run = merge_run_info(
         snapshot, run_id=run_id, run_dir=target, planned_trials=len(records), links=links
     )
-    for name, reporter in reporters:
-        session.register_observer(reporter, name)
     session.emitter.emit("vally_run_start", run=run)
     summaries = summarizer.finish(tallies)
     try:
@@ -412,7 +426,10 @@ def merge(request: MergeRequest, shards: Sequence[ShardInput]) -> MergeResult:
         with contextlib.suppress(Exception):
             session.emitter.emit("vally_run_end", run=run, outcome=outcome)
         raise error from exc
-    outcome = RunOutcome(records, summaries, sealed=sealed_reporter_states(shards))
+    sealed = sealed_reporter_states(shards)
+    if feed is not None:
+        sealed = {key: [state] for key, state in feed.states().items()}
+    outcome = RunOutcome(records, summaries, sealed=sealed)
     session.emitter.emit("vally_run_end", run=run, outcome=outcome)
     warnings = read_warnings + [
         f"reporter {f.observer!r} failed in {f.hook}: {type(f.error).__name__}: {f.error}"

@@ -16,8 +16,8 @@ a trial record ending in a newline, none pointing to offloaded texts (whose path
 rewrites). The CRC detects files changed or truncated by accident, not forgery.
 
 The seal also keeps what the reporters a merge uses (the report and the console) count of
-the shard's records (the ``vally_seal_shard`` hook), so the merge hands them each shard's
-counts instead of the records to read again.
+the shard's records (their ``vally_seal_counters``, fed each record in the same pass, read
+once), so the merge hands them each shard's counts instead of the records to read again.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from vally import (
     SNAPSHOT_FILE,
     TRACE_REPORTER,
     PlanTallies,
+    RecordCounter,
     ReporterChoice,
     RunInfo,
     Session,
+    TrialResultRecord,
     VallyError,
-    WrittenRecords,
     create_reporters,
     loads_bounded,
     loads_json,
@@ -49,6 +50,7 @@ from vally import (
     utc_now,
     write_json_file,
 )
+from vally_experiment.seal_state import absorb_plan, plan_state
 from vally_experiment.validation import (
     PlanKeys,
     ShardInput,
@@ -58,7 +60,10 @@ from vally_experiment.validation import (
 )
 
 SEAL_FILE = "shard-seal.json"
-SEAL_SCHEMA_VERSION = 1
+SEAL_SCHEMA_VERSION = 2
+"""Version 2 stores the tallies' stimuli by column (:mod:`vally_experiment.seal_state`)
+and no failed records in the console's rows; seals of version 1 are read too."""
+READ_SCHEMA_VERSIONS = (1, 2)
 CHUNK = 1 << 20
 """Bytes read at a time when checking or copying a pinned file."""
 
@@ -108,11 +113,17 @@ def merge_run_info(
     )
 
 
-def reporter_states(
-    shard_dir: Path, snapshot: Mapping[str, Any], run_id: str, files: Sequence[Path], count: int
-) -> dict[str, Any]:
-    """What the merge's reporters count of a shard's records (``vally_seal_shard``), by
-    their keys; a reporter that fails or cannot be created is left out."""
+def merge_counters(session: Session, run: RunInfo) -> dict[str, RecordCounter]:
+    """What the reporters registered in ``session`` count of a merge's records
+    (``vally_seal_counters``), by key; a reporter that fails is left out."""
+    return session.emitter.collect("vally_seal_counters", run=run)
+
+
+def shard_counters(
+    shard_dir: Path, snapshot: Mapping[str, Any], run_id: str, count: int
+) -> dict[str, RecordCounter]:
+    """The counters of the merge's reporters (report and console) for a shard's seal, by
+    key; a reporter that fails or cannot be created is left out."""
     session = Session(None, Path.cwd())
     try:
         reporters = merge_reporters(session, console=True, otlp_endpoint=None, trace=False)
@@ -121,9 +132,43 @@ def reporter_states(
     for name, reporter in reporters:
         session.register_observer(reporter, name)
     run = merge_run_info(snapshot, run_id=run_id, run_dir=shard_dir, planned_trials=count)
-    return session.emitter.collect(
-        "vally_seal_shard", run=run, records=WrittenRecords(files, count)
-    )
+    return merge_counters(session, run)
+
+
+class CounterFeed:
+    """Feeds each record line, validated once as a whole record, to reporters' counters
+    (see ``vally_seal_counters``); a counter that raises is dropped, and all of them when
+    a line is not a valid record (its reporter then reads the records itself).
+
+    Args:
+        counters: The counters, by key.
+    """
+
+    def __init__(self, counters: Mapping[str, RecordCounter]) -> None:
+        self.counters = dict(counters)
+
+    def add_line(self, line: str) -> None:
+        """Count the record of one results line."""
+        if not self.counters:
+            return
+        try:
+            record = TrialResultRecord.model_validate_json(line)
+        except ValueError:
+            self.counters.clear()
+            return
+        for key, counter in list(self.counters.items()):
+            try:
+                counter.add(record)
+            except Exception:  # a reporter's fault: leave it out, as the emitter does
+                del self.counters[key]
+
+    def states(self) -> dict[str, Any]:
+        """Every remaining counter's state, by key."""
+        out: dict[str, Any] = {}
+        for key, counter in self.counters.items():
+            with contextlib.suppress(Exception):
+                out[key] = counter.state()
+        return out
 
 
 def sealed_reporter_states(shards: Sequence[ShardInput]) -> dict[str, list[Any]]:
@@ -224,21 +269,23 @@ def shard_seal(
         return None
     index = TrialIndex(snapshot, [shard], plan)
     tallies = PlanTallies(snapshot, plan)
+    run_id = str(manifest.get("runId"))
+    feed = CounterFeed(shard_counters(shard_dir, snapshot, run_id, len(places)))
     folders = {str(v): safe_name(str(v)) for v in snapshot.get("variants") or []}
     counts = dict.fromkeys(folders, 0)
     warnings: list[str] = []
     try:
-        for variant, _line, facts, place in stream_shard_records(
+        for variant, line, facts, place in stream_shard_records(
             shard, folders, index, warnings.append
         ):
             if facts.offloaded:
                 return None
             counts[variant] += 1
             tallies.add_facts(facts, place)
+            feed.add_line(line)
         if warnings or index.unread(shard.manifest["selectedKeys"]):
             return None
         results: dict[str, dict[str, Any] | None] = {}
-        files: list[Path] = []
         for variant, folder in folders.items():
             path = shard_dir / folder / RESULTS_FILE
             if not path.is_file():
@@ -248,9 +295,6 @@ def shard_seal(
             if lines != counts[variant]:  # a blank line or a record of another type
                 return None
             results[variant] = {"file": f"{folder}/{RESULTS_FILE}", **pinned, "records": lines}
-            files.append(path)
-        run_id = str(manifest.get("runId"))
-        states = reporter_states(shard_dir, snapshot, run_id, files, len(places))
         return {
             "schemaVersion": SEAL_SCHEMA_VERSION,
             **{name: manifest.get(name) for name in _IDENTITY},
@@ -260,8 +304,8 @@ def shard_seal(
             "trials": len(places),
             "selected": place_ranges(places),
             "results": results,
-            "tallies": tallies.state(),
-            "reporters": states,
+            "tallies": plan_state(tallies),
+            "reporters": feed.states(),
             "sealedAt": utc_now(),
         }
     except (VallyError, OSError):
@@ -291,7 +335,7 @@ def _read_seal(path: Path) -> dict[str, Any] | None:
         data = loads_json((path / SEAL_FILE).read_bytes())
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(data, dict) or data.get("schemaVersion") != SEAL_SCHEMA_VERSION:
+    if not isinstance(data, dict) or data.get("schemaVersion") not in READ_SCHEMA_VERSIONS:
         return None
     return data
 
@@ -399,7 +443,7 @@ def sealed_tallies(shards: Sequence[ShardInput], tallies: PlanTallies) -> None:
     """
     for shard in shards:
         assert shard.seal is not None
-        tallies.absorb(shard.seal["tallies"])
+        absorb_plan(tallies, shard.seal["tallies"])
 
 
 class _WriteFailed(Exception):

@@ -98,63 +98,6 @@ class StimulusTally:
             self.wall_time_ms += record.wall_time_ms
             self.errors += record.errors
 
-    _COUNTERS = (
-        ("trials", "trials"),
-        ("graded", "graded"),
-        ("passed", "passed"),
-        ("errored", "errored"),
-        ("score_sum", "scoreSum"),
-        ("trajectories", "trajectories"),
-        ("tokens", "tokens"),
-        ("turns", "turns"),
-        ("tool_calls", "toolCalls"),
-        ("wall_time_ms", "wallTimeMs"),
-        ("errors", "errors"),
-    )
-    """The summed counters: attribute and name in :meth:`state`."""
-
-    def state(self) -> dict[str, Any]:
-        """The counters as JSON data (see :meth:`EvalTally.state`); ``place`` is the first
-        element of the rank (the trial's place in the plan)."""
-        rank = self.rank[0] if isinstance(self.rank, tuple) else self.rank
-        out: dict[str, Any] = {
-            "stimulus": self.stimulus_name,
-            "model": self.model,
-            "place": rank,
-            "firstIndex": self.first_index,
-            "firstHasGraders": self.first_has_graders,
-            "anyHasGraders": self.any_has_graders,
-        }
-        out.update((name, getattr(self, attribute)) for attribute, name in self._COUNTERS)
-        return out
-
-    def absorb(self, state: Mapping[str, Any]) -> None:
-        """Add the counters of another tally of the same stimulus and model (its
-        :meth:`state`)."""
-        rank = (int(state["place"]), 0)
-        if rank < self.rank:
-            self.rank = rank
-        first = int(state["firstIndex"])
-        if first < self.first_index:
-            self.first_index, self.first_has_graders = first, bool(state["firstHasGraders"])
-        self.any_has_graders = self.any_has_graders or bool(state["anyHasGraders"])
-        for attribute, name in self._COUNTERS:
-            setattr(self, attribute, getattr(self, attribute) + state[name])
-
-    @classmethod
-    def of_state(cls, state: Mapping[str, Any]) -> StimulusTally:
-        """A tally holding the counters of ``state`` (see :meth:`absorb`)."""
-        tally = cls.__new__(cls)
-        tally.stimulus_name = str(state["stimulus"])
-        tally.model = None if state["model"] is None else str(state["model"])
-        tally.rank = (int(state["place"]), 0)
-        tally.first_index = int(state["firstIndex"])
-        tally.first_has_graders = bool(state["firstHasGraders"])
-        tally.any_has_graders = bool(state["anyHasGraders"])
-        for attribute, name in cls._COUNTERS:
-            setattr(tally, attribute, state[name])
-        return tally
-
     def summary(self) -> StimulusSummary:
         """The stimulus's summary, as
         :func:`vally.engine.records.scoring.summarize_stimulus` gives."""
@@ -226,65 +169,6 @@ class EvalTally:
             self.started_at = record.started_at
         if self.completed_at is None or record.completed_at > self.completed_at:
             self.completed_at = record.completed_at
-
-    def state(self) -> dict[str, Any]:
-        """The counters as JSON data, which :meth:`absorb` adds to another tally: a shard's
-        seal holds them, so a merge adds them up instead of counting every record again.
-        Ranks must be ``(place in the plan, ...)`` tuples, as :class:`PlanTallies` gives."""
-        return {
-            "trials": self.trials,
-            "graded": self.graded,
-            "passed": self.passed,
-            "errored": self.errored,
-            "startedAt": self.started_at,
-            "completedAt": self.completed_at,
-            "usage": list(self.usage),
-            "cost": self.cost.to_json_dict(),
-            "judgeCache": self.judge_cache.to_json_dict(),
-            "models": [
-                [model, rank[0] if isinstance(rank, tuple) else rank]
-                for model, rank in self.model_ranks.items()
-            ],
-            "groups": [group.state() for group in self.groups.values()],
-        }
-
-    def absorb(self, state: Mapping[str, Any]) -> None:
-        """Add the counters of another tally (its :meth:`state`), as if its records had
-        been added here; each of its stimuli and models is ranked by its place in the plan.
-
-        Raises:
-            KeyError, TypeError, ValueError: ``state`` is not a tally's state.
-        """
-        for item in state["groups"]:
-            key = (str(item["stimulus"]), None if item["model"] is None else str(item["model"]))
-            group = self.groups.get(key)
-            if group is None:
-                self.groups[key] = StimulusTally.of_state(item)
-            else:
-                group.absorb(item)
-        for model, place in state["models"]:
-            rank = (int(place), 0)
-            known = self.model_ranks.get(model, rank)
-            self.model_ranks[model] = min(known, rank)
-        self.trials += int(state["trials"])
-        self.graded += int(state["graded"])
-        self.passed += int(state["passed"])
-        self.errored += int(state["errored"])
-        usage = [int(value) for value in state["usage"]]
-        if len(usage) != len(self.usage):
-            raise ValueError("the usage counters are not those of this version")
-        self.usage = list(map(operator.add, self.usage, usage))
-        self.cost = self.cost.plus(Cost.model_validate(state["cost"]))
-        self.judge_cache = self.judge_cache.plus(
-            JudgeCacheCounts.model_validate(state["judgeCache"])
-        )
-        started, completed = state["startedAt"], state["completedAt"]
-        if started is not None and (self.started_at is None or started < self.started_at):
-            self.started_at = str(started)
-        if completed is not None and (
-            self.completed_at is None or completed > self.completed_at
-        ):
-            self.completed_at = str(completed)
 
     def summary(
         self,

@@ -261,33 +261,6 @@ class PlanTallies:
                 place = self.position.get(facts.key_id, len(self.position))
             tally.add_facts(facts, (place, self.count))
 
-    def state(self) -> dict[str, Any]:
-        """The counters as JSON data (see :meth:`EvalTally.state`), which :meth:`absorb`
-        adds to the tallies of the same plan."""
-        return {
-            "count": self.count,
-            "unsuccessful": dict(self.unsuccessful),
-            "evals": [
-                {"variant": variant, "name": name, "tally": tally.state()}
-                for (variant, name), tally in self.evals.items()
-                if tally.trials
-            ],
-        }
-
-    def absorb(self, state: Mapping[str, Any]) -> None:
-        """Add the counters of other tallies of the same plan (their :meth:`state`), as if
-        their records had been added here.
-
-        Raises:
-            KeyError, TypeError, ValueError: ``state`` is not the state of tallies of this
-                plan.
-        """
-        self.count += int(state["count"])
-        for status, count in dict(state["unsuccessful"]).items():
-            self.unsuccessful[str(status)] = self.unsuccessful.get(str(status), 0) + int(count)
-        for item in state["evals"]:
-            self.evals[(str(item["variant"]), str(item["name"]))].absorb(item["tally"])
-
 
 class VariantSummaries:
     """A line per eval of an experiment's plan snapshot, one file per variant folder.

@@ -119,6 +119,9 @@ class RowAggregate:
     reasons, in the order first met)."""
     other_reasons: int = 0
     """Failed or errored trials whose reason was met after :data:`REASONS_KEPT` others."""
+    keep_failures: bool = True
+    """Keep the first failed or errored trials for listings (off for a report that lists
+    none: only :attr:`failures_seen` is counted)."""
 
     _SUMS = (
         ("trials", "trials"),
@@ -175,7 +178,8 @@ class RowAggregate:
     def _keep_failure(self, record: TrialResultRecord) -> None:
         self.failures_seen += 1
         order = (-record.trial_index, record.trial_id)
-        if admits(self.failures, order):  # the copy is made only for a kept trial
+        # The copy is made only for a kept trial.
+        if self.keep_failures and admits(self.failures, order):
             keep(self.failures, (*order, _slim(record)))
 
     def failed_records(self) -> list[TrialResultRecord]:
@@ -210,7 +214,7 @@ class RowAggregate:
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
         self.reported_models.update(str(model) for model in state["reportedModels"])
-        for trial_index, trial_id, data in state["failures"]:
+        for trial_index, trial_id, data in state["failures"] if self.keep_failures else ():
             order = (-int(trial_index), str(trial_id))
             if admits(self.failures, order):
                 keep(self.failures, (*order, dict(data)))
@@ -259,9 +263,16 @@ class UsageTotals:
 
 class ReportAggregate:
     """A run's report rows and totals, fed one record at a time (memory grows with the
-    rows, not the trials)."""
+    rows, not the trials).
 
-    def __init__(self) -> None:
+    Args:
+        keep_failures: Each row keeps its first failed or errored trials for listings
+            (:meth:`RowAggregate.failed_records`); a report that lists none (the console)
+            turns it off, and its :meth:`state` then holds no record.
+    """
+
+    def __init__(self, keep_failures: bool = True) -> None:
+        self.keep_failures = keep_failures
         self.rows: dict[GroupKey, RowAggregate] = {}
         self.outcomes: dict[str, int] = dict.fromkeys(
             ("passed", "failed", "errored", "cancelled", "ungraded"), 0
@@ -275,9 +286,11 @@ class ReportAggregate:
         the order the records came."""
 
     @classmethod
-    def of(cls, records: Iterable[TrialResultRecord]) -> ReportAggregate:
+    def of(
+        cls, records: Iterable[TrialResultRecord], keep_failures: bool = True
+    ) -> ReportAggregate:
         """The aggregate of ``records`` (read once, in any order)."""
-        aggregate = cls()
+        aggregate = cls(keep_failures)
         for record in records:
             aggregate.add(record)
         return aggregate
@@ -288,7 +301,7 @@ class ReportAggregate:
         key = group_key(record)
         row = self.rows.get(key)
         if row is None:
-            row = self.rows[key] = RowAggregate()
+            row = self.rows[key] = RowAggregate(keep_failures=self.keep_failures)
         row.add(record, outcome)
         self.trials += 1
         self.outcomes[outcome] += 1
@@ -332,7 +345,7 @@ class ReportAggregate:
             key = GroupKey(str(eval_name), str(variant), str(stimulus), str(model))
             row = self.rows.get(key)
             if row is None:
-                row = self.rows[key] = RowAggregate()
+                row = self.rows[key] = RowAggregate(keep_failures=self.keep_failures)
             row.absorb(row_state)
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
@@ -353,9 +366,11 @@ class ReportAggregate:
             counter.absorb(counter_state, shift=counter.trials)
 
     @classmethod
-    def of_states(cls, states: Iterable[Mapping[str, Any]]) -> ReportAggregate:
+    def of_states(
+        cls, states: Iterable[Mapping[str, Any]], keep_failures: bool = True
+    ) -> ReportAggregate:
         """The aggregate of several aggregates' states, in order (see :meth:`absorb`)."""
-        aggregate = cls()
+        aggregate = cls(keep_failures)
         for state in states:
             aggregate.absorb(state)
         return aggregate

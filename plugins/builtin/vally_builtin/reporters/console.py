@@ -48,6 +48,7 @@ from vally import (
     BaseReporter,
     Duration,
     GraderResult,
+    RecordCounter,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
@@ -79,7 +80,7 @@ from vally_builtin.reporters.console_live import (
 )
 
 SEALED_KEY = "console.report-aggregate"
-"""The key of the console's report rows in a shard's seal (``vally_seal_shard``)."""
+"""The key of the console's report rows in a shard's seal (``vally_seal_counters``)."""
 
 PROMPT_LIMIT = 160
 EVIDENCE_LIMIT = 200
@@ -209,7 +210,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     def vally_run_start(self, run: RunInfo) -> None:
         """Start the live display (terminal) or the heartbeat (not a terminal)."""
         self._tally = Tally(run.planned_trials, list(run.evals), clock=self.clock)
-        self._aggregate = ReportAggregate()
+        self._aggregate = ReportAggregate(keep_failures=False)
         self._print_lock = threading.Lock()
         self._stream_is_terminal = _is_terminal(self.stream)  # asked once, not per trial
         if run.planned_trials <= 0:
@@ -260,7 +261,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         if aggregate is None or aggregate.trials != len(outcome.records):
             # Records that did not go by (a resumed run's earlier trials, a merge): what the
             # shards' seals counted, else one pass.
-            aggregate = sealed_report_aggregate(outcome) or ReportAggregate.of(outcome.records)
+            aggregate = sealed_report_aggregate(outcome) or ReportAggregate.of(
+                outcome.records, keep_failures=False
+            )
         if self.config.style == "lines":
             print(file=stream)
             for line in aggregate_failure_lines(run, aggregate) if quiet else []:
@@ -288,11 +291,9 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         stream.flush()
 
     @hookimpl
-    def vally_seal_shard(
-        self, run: RunInfo, records: Sequence[TrialResultRecord]
-    ) -> Mapping[str, Any] | None:
-        """The report rows and totals of a sealed shard's records."""
-        return {SEALED_KEY: ReportAggregate.of(records).state()}
+    def vally_seal_counters(self, run: RunInfo) -> Mapping[str, RecordCounter] | None:
+        """The report rows and totals, counted of a shard's (or a merge's) records."""
+        return {SEALED_KEY: ReportAggregate(keep_failures=False)}
 
     def _stop_progress(self) -> None:
         if self._heartbeat is not None:
@@ -344,7 +345,7 @@ def closing_lines(
     when a verdict failed but the exit code will not say so (no ``--require-pass``).
     ``aggregate`` holds the outcome's records counted already (else they are read)."""
     if aggregate is None:
-        aggregate = ReportAggregate.of(outcome.records)
+        aggregate = ReportAggregate.of(outcome.records, keep_failures=False)
     counts = aggregate.outcomes
     verdicts = {s.verdict for s in outcome.summaries}
     if not outcome.summaries:  # re-grading: no summaries, the trials decide
@@ -439,7 +440,7 @@ def stimulus_failure_line(key: GroupKey, row: RowAggregate) -> str | None:
 def failure_lines(run: RunInfo, records: Iterable[TrialResultRecord]) -> list[str]:
     """A heading and one line per failed or errored trial, in the report's order; nothing
     when every trial passed (see :func:`aggregate_failure_lines`)."""
-    return aggregate_failure_lines(run, ReportAggregate.of(records))
+    return aggregate_failure_lines(run, ReportAggregate.of(records, keep_failures=False))
 
 
 def sealed_report_aggregate(outcome: RunOutcome) -> ReportAggregate | None:
@@ -449,7 +450,7 @@ def sealed_report_aggregate(outcome: RunOutcome) -> ReportAggregate | None:
     if not states:
         return None
     try:
-        aggregate = ReportAggregate.of_states(states)
+        aggregate = ReportAggregate.of_states(states, keep_failures=False)
     except (KeyError, TypeError, ValueError):
         return None
     return aggregate if aggregate.trials == len(outcome.records) else None
@@ -516,7 +517,7 @@ def render_run(
     one line per failure, the summary table and the saved artifacts. ``aggregate`` holds
     ``records`` counted already; without ``full`` nothing else is read."""
     if aggregate is None:
-        aggregate = ReportAggregate.of(records)
+        aggregate = ReportAggregate.of(records, keep_failures=False)
     rows = {key: aggregate.rows[key] for key in report_order(aggregate.rows, run)}
     if full:
         render_blocks(console, run, records, rows, verbose=verbose)

@@ -46,9 +46,10 @@ class PlanPlaces:
     """Each planned trial's place in the plan, from the plan snapshot's keys
     (``variant/eval/stimulus/model/trial``, in plan order), held per report row.
 
-    A plan lists each row's trials together, by trial index, so a trial's place is its
-    row's first place plus its index: the map holds one entry per row, not per trial. A
-    plan laid out otherwise is mapped key by key.
+    A plan lists each row's trials by trial index at even steps (together, or one trial of
+    every row in turn), so a trial's place is its row's first place plus its index times
+    the row's step: the map holds one entry per row, not per trial. A plan laid out
+    otherwise is mapped key by key.
 
     Args:
         keys: The planned keys, in plan order (the snapshot's ``trials``).
@@ -56,18 +57,23 @@ class PlanPlaces:
 
     def __init__(self, keys: Sequence[str]) -> None:
         self.size = len(keys)
-        self.rows: dict[str, tuple[int, int]] = {}
-        """Row -> (its first place, its number of trials)."""
+        self.rows: dict[str, list[int]] = {}
+        """Row -> [its first place, its number of trials, the step between its places]."""
         self.keys: dict[str, int] | None = None
-        """Key -> place, for a plan whose rows are not laid out together."""
+        """Key -> place, for a plan whose rows are not laid out at even steps."""
         for place, key in enumerate(keys):
             row, _, index = key.rpartition("/")
-            start, count = self.rows.get(row, (place, 0))
-            if start + count != place or index != str(count):
+            span = self.rows.get(row)
+            if span is None:
+                span = self.rows[row] = [place, 0, 0]
+            start, count, step = span
+            if count == 1:
+                step = span[2] = place - start
+            if start + count * step != place or index != str(count):
                 self.rows = {}
                 self.keys = {key: place for place, key in enumerate(keys)}
                 return
-            self.rows[row] = (start, count + 1)
+            span[1] = count + 1
 
     def place(self, record: TrialResultRecord) -> int | None:
         """``record``'s place in the plan, or None when the plan does not hold it."""
@@ -77,7 +83,7 @@ class PlanPlaces:
         span = self.rows.get(row)
         if span is None or not 0 <= record.trial_index < span[1]:
             return None
-        return span[0] + record.trial_index
+        return span[0] + record.trial_index * span[2]
 
 
 def problem_lines(record: TrialResultRecord) -> list[str]:

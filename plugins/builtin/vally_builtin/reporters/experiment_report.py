@@ -86,7 +86,7 @@ def _plan_of(snapshot: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 
 SEALED_KEY = "markdown.experiment-aggregate"
-"""The key of the experiment report's figures in a shard's seal (``vally_seal_shard``)."""
+"""The key of the experiment report's figures in a shard's seal (``vally_seal_counters``)."""
 
 
 def sealed_experiment_aggregate(

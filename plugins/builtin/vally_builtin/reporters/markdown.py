@@ -13,9 +13,9 @@ every record. :func:`render_report` is usable without a run, e.g. to render a me
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from vally import (
+    RecordCounter,
     ReporterMetadata,
     RunInfo,
     RunOutcome,
@@ -280,13 +280,11 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
             self._experiment.add(record)
 
     @hookimpl
-    def vally_seal_shard(
-        self, run: RunInfo, records: Sequence[TrialResultRecord]
-    ) -> Mapping[str, Any] | None:
-        """The experiment report's figures of a sealed shard's records."""
+    def vally_seal_counters(self, run: RunInfo) -> Mapping[str, RecordCounter] | None:
+        """The experiment report's figures, counted of a shard's (or a merge's) records."""
         if run.snapshot is None:
             return None
-        return {SEALED_KEY: experiment_aggregate(run.snapshot, records).state()}
+        return {SEALED_KEY: experiment_aggregate(run.snapshot)}
 
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
         """The run's report. An experiment run gets the experiment report, except a shard:
