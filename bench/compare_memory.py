@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python3 bench/compare_memory.py                       # 10^4 and 10^5 pairs
     python3 bench/compare_memory.py --pairs 10000 100000 1000000 --json out.json
+    python3 bench/compare_memory.py --stimuli 1000 10000          # 10 trials a stimulus
 
 It writes a baseline and a treatment ``results.jsonl`` (small records with a one-message
 trajectory; 100 stimuli, ``pairs / 100`` trials each) and then, for each size, in a fresh
@@ -20,9 +21,14 @@ interpreter so the peak resident memory (``VmHWM``, Linux) is its own:
   (``load_records``, ``pair_records``, ``summarize``), as ``compare`` did before; only
   up to ``--whole-max`` pairs, since it grows by tens of KB a pair.
 
+With ``--stimuli`` the sizes are numbers of stimuli instead, ``--trials`` trials each
+(default 10): what grows is then what the statistics keep per stimulus (the running sums,
+the sign-flip test's draws), not per pair.
+
 It prints each peak and time, the ratio of the largest size's ``stats`` peak to the
 smallest's (``growth``: 1.0 is flat; the issue's test allows 1.5 from 10^4 to 10^5) and
-what each pair beyond the smallest size adds to it (``marginal_kb_per_pair``).
+what each pair and each stimulus beyond the smallest size adds to it
+(``marginal_kb_per_pair``, ``marginal_kb_per_stimulus``).
 """
 
 from __future__ import annotations
@@ -81,12 +87,13 @@ def record_line(stimulus: str, trial: int, output: str, passed: bool) -> str:
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
-def generate(folder: Path, pairs: int) -> None:
-    """Write ``baseline.jsonl`` and ``treatment.jsonl`` with ``pairs`` matching trials."""
+def generate(folder: Path, pairs: int, stimuli: int = STIMULI) -> None:
+    """Write ``baseline.jsonl`` and ``treatment.jsonl`` with ``pairs`` matching trials over
+    ``stimuli`` stimuli."""
     for side, length in (("baseline", 40), ("treatment", 60)):
         with (folder / f"{side}.jsonl").open("w", encoding="utf-8") as handle:
             for index in range(pairs):
-                stimulus, trial = f"s{index % STIMULI}", index // STIMULI
+                stimulus, trial = f"s{index % stimuli}", index // stimuli
                 passed = (index + (side == "treatment")) % 3 != 0
                 handle.write(record_line(stimulus, trial, "x" * length, passed))
 
@@ -152,16 +159,24 @@ def measure(mode: str, folder: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument(
+        "--stimuli", type=int, nargs="+", default=None, help="sizes in stimuli instead of pairs"
+    )
+    parser.add_argument("--trials", type=int, default=10, help="trials a stimulus (--stimuli)")
     parser.add_argument("--whole-max", type=int, default=10_000, help="largest whole run")
     parser.add_argument("--dir", default=None, help="where to write the runs")
     parser.add_argument("--json", default=None, help="also write the numbers here")
     args = parser.parse_args()
+    if args.stimuli:
+        shapes = [(stimuli * args.trials, stimuli) for stimuli in args.stimuli]
+    else:
+        shapes = [(pairs, STIMULI) for pairs in args.pairs]
     rows = []
-    for pairs in args.pairs:
+    for pairs, stimuli in shapes:
         with tempfile.TemporaryDirectory(prefix="vally-compare-", dir=args.dir) as tmp:
             folder = Path(tmp)
-            generate(folder, pairs)
-            row: dict[str, float | None] = {"pairs": pairs}
+            generate(folder, pairs, stimuli)
+            row: dict[str, float | None] = {"pairs": pairs, "stimuli": stimuli}
             for mode in ("lines", "stats", "whole"):
                 if mode == "whole" and pairs > args.whole_max:
                     row[f"{mode}_peak_mb"] = row[f"{mode}_seconds"] = None
@@ -177,6 +192,9 @@ def main() -> None:
         "rows": rows,
         "growth": round(high / max(low, 1e-9), 2),
         "marginal_kb_per_pair": round((high - low) * 1024 / span, 3),
+        "marginal_kb_per_stimulus": round(
+            (high - low) * 1024 / max(int(last["stimuli"] or 0) - int(first["stimuli"] or 0), 1), 3
+        ),
         "largest_peak_vs_500_mb": round(high / 500, 2),
     }
     print(json.dumps(result, indent=2))

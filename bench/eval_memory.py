@@ -6,6 +6,8 @@ Usage (from the repository root)::
     python3 bench/eval_memory.py                         # 10^5 trials against the 300 MB limit
     python3 bench/eval_memory.py --trials 10000 100000   # several sizes, side by side
     python3 bench/eval_memory.py --experiment --trials 10000 100000   # 2 variants, same sizes
+    python3 bench/eval_memory.py --stimuli 1000 10000    # 1 run of each of 10^3, then 10^4 stimuli
+    python3 bench/eval_memory.py --experiment --stimuli 1000 10000
     python3 bench/eval_memory.py --no-console --json out.json
 
 Each size runs in a fresh interpreter, so each peak (``VmHWM``, Linux) is its own: one
@@ -15,6 +17,10 @@ generated spec (100 stimuli, ``runs`` = trials / 100, the ``mock`` executor, one
 ``run-summary.jsonl``, ``report.md``, trial folders, the console report sent to
 ``/dev/null``). ``import`` is the same interpreter's peak after importing vally and its
 built-in plugins, before any run: what a run adds is the difference.
+
+With ``--stimuli`` the sizes are numbers of stimuli instead, each run ``--runs`` times
+(default 1; with ``--experiment`` in each variant): what grows is then the state a run keeps
+per stimulus (the plan, the summaries' tallies, the reports' rows), not per trial.
 
 It prints the wall time and peak of each size, the ratio of each peak to the limit
 (300 MB) and the ratio of the largest size's peak to the smallest's.
@@ -67,15 +73,15 @@ variants:
 VARIANTS = 2
 
 
-def write_spec(folder: Path, trials: int) -> Path:
-    """A spec of :data:`STIMULI` stimuli with ``trials`` trials in all (one grader each)."""
+def write_spec(folder: Path, trials: int, stimuli: int = STIMULI) -> Path:
+    """A spec of ``stimuli`` stimuli with ``trials`` trials in all (one grader each)."""
     lines = "\n".join(
         f"  - {{name: s{i}, prompt: 'task {i}', "
         "graders: [{type: output-contains, config: {substring: task}}]}"
-        for i in range(STIMULI)
+        for i in range(stimuli)
     )
     path = folder / "eval.yaml"
-    runs = max(1, trials // STIMULI)
+    runs = max(1, trials // stimuli)
     path.write_text(SPEC.format(runs=runs, stimuli=lines), encoding="utf-8")
     return path
 
@@ -97,20 +103,20 @@ def _written(result: Any) -> int:
     return len(result.records)
 
 
-def run_eval(folder: Path, trials: int, console: bool) -> int:
+def run_eval(folder: Path, trials: int, console: bool, stimuli: int = STIMULI) -> int:
     """Run the generated eval in this process; returns the number of records written."""
     from vally import EvalRequest, run_eval
 
-    spec = write_spec(folder, trials)
+    spec = write_spec(folder, trials, stimuli)
     return _written(run_eval(EvalRequest(eval_specs=[str(spec)], **_options(folder, console))))
 
 
-def run_experiment(folder: Path, trials: int, console: bool) -> int:
+def run_experiment(folder: Path, trials: int, console: bool, stimuli: int = STIMULI) -> int:
     """Run the generated experiment (:data:`VARIANTS` variants, ``trials`` trials in all)
     in this process; returns the number of records written."""
     from vally import ExperimentRequest, run_experiment
 
-    write_spec(folder, trials // VARIANTS)
+    write_spec(folder, trials // VARIANTS, stimuli)
     experiment = folder / "experiment.yaml"
     experiment.write_text(EXPERIMENT, encoding="utf-8")
     request = ExperimentRequest(experiment_file=str(experiment), **_options(folder, console))
@@ -118,10 +124,11 @@ def run_experiment(folder: Path, trials: int, console: bool) -> int:
 
 
 def measure(
-    folder: Path, trials: int, console: bool, experiment: bool = False
+    folder: Path, trials: int, console: bool, experiment: bool = False, stimuli: int = STIMULI
 ) -> dict[str, float]:
-    """Run one size (an eval, or an experiment with ``experiment``) in a fresh interpreter:
-    wall seconds, peak resident MB, and the peak after importing vally (before the run)."""
+    """Run one size (an eval, or an experiment with ``experiment``) of ``stimuli`` stimuli
+    and ``trials`` trials in all, in a fresh interpreter: wall seconds, peak resident MB,
+    and the peak after importing vally (before the run)."""
     # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the forking parent.
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1]);"
@@ -131,12 +138,12 @@ def measure(
         " if l.startswith('VmHWM')][0].split()[1]) / 1024;"
         "imported = hwm(); start = time.perf_counter();"
         "run = m.run_experiment if sys.argv[5] == '1' else m.run_eval;"
-        "n = run(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1');"
+        "n = run(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1', int(sys.argv[6]));"
         "took = time.perf_counter() - start;"
         "print('RESULT', n, took, hwm(), imported, file=sys.stderr)"
     )
     here = str(Path(__file__).parent)
-    flags = ["1" if console else "0", "1" if experiment else "0"]
+    flags = ["1" if console else "0", "1" if experiment else "0", str(stimuli)]
     argv = [sys.executable, "-c", code, here, str(folder), str(trials), *flags]
     done = subprocess.run(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
@@ -146,6 +153,7 @@ def measure(
         raise SystemExit(f"the {trials}-trial run failed:\n{done.stderr[-3000:]}")
     _, records, seconds, peak, imported = lines[-1].split()
     return {
+        "stimuli": stimuli,
         "trials": int(records),
         "seconds": round(float(seconds), 1),
         "peak_mb": round(float(peak), 1),
@@ -157,6 +165,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, nargs="+", default=[100_000])
     parser.add_argument(
+        "--stimuli",
+        type=int,
+        nargs="+",
+        default=None,
+        help="sizes in stimuli instead of trials (each run --runs times)",
+    )
+    parser.add_argument("--runs", type=int, default=1, help="runs per stimulus with --stimuli")
+    parser.add_argument(
         "--no-console", action="store_true", help="run without the console reporter"
     )
     parser.add_argument(
@@ -165,11 +181,17 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the runs write their folders")
     parser.add_argument("--json", default=None, help="also write the numbers here")
     args = parser.parse_args()
+    per_stimulus = args.runs * (VARIANTS if args.experiment else 1)
+    if args.stimuli:
+        shapes = [(stimuli * per_stimulus, stimuli) for stimuli in args.stimuli]
+    else:
+        shapes = [(trials, STIMULI) for trials in args.trials]
     sizes: list[dict[str, float]] = []
-    for trials in args.trials:
+    for trials, stimuli in shapes:
         with tempfile.TemporaryDirectory(prefix="vally-eval-memory-", dir=args.dir) as tmp:
             start = time.perf_counter()
-            numbers = measure(Path(tmp), trials, not args.no_console, args.experiment)
+            console = not args.no_console
+            numbers = measure(Path(tmp), trials, console, args.experiment, stimuli)
         numbers["peak_vs_limit"] = round(numbers["peak_mb"] / LIMIT_MB, 2)
         numbers["total_seconds"] = round(time.perf_counter() - start, 1)
         sizes.append(numbers)

@@ -43,3 +43,30 @@ def test_compare_peak_memory_is_flat_in_the_number_of_pairs(tmp_path: Path) -> N
     # Holding both runs' records (as compare did) adds about 23 KB a pair: 10^5 pairs
     # would peak near 2.4 GB against about 370 MB at 10^4.
     assert large <= 1.5 * small, (small, large)
+
+
+def _sign_flip_peak(stimuli: int) -> int:
+    """The traced peak of the sign-flip test of ``stimuli`` per-stimulus differences."""
+    import tracemalloc
+
+    import numpy as np
+
+    from vally_compare.statistics.signflip import sign_flip_test
+
+    values = np.random.default_rng(7).normal(0.05, 0.3, stimuli).tolist()
+    tracemalloc.start()
+    try:
+        result = sign_flip_test(values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not result.exact and 0.0 < result.p_two_sided <= 1.0
+    return peak
+
+
+def test_the_sign_flip_test_memory_is_flat_in_the_number_of_stimuli() -> None:
+    small = _sign_flip_peak(1_000)
+    large = _sign_flip_peak(10_000)
+    # Drawing every sign at once (as the test did) held 9,999 x 16 bytes a stimulus:
+    # 1.6 GB at 10^4 stimuli against 160 MB at 10^3; drawn in blocks, about 8 MB at both.
+    assert large <= 1.5 * max(small, 2**20), (small, large)

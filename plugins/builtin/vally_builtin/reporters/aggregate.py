@@ -93,9 +93,10 @@ def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
-@dataclass
+@dataclass(slots=True)
 class RowAggregate:
-    """The counters of one report row (one :class:`GroupKey`)."""
+    """The counters of one report row (one :class:`GroupKey`), in slots: a report keeps one
+    a stimulus and model."""
 
     trials: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)

@@ -789,7 +789,26 @@ def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> N
             format_score(s.mean_score),
         ]
         table.add_row(*([key.variant or "—", *row] if show_variant else row))
-    console.print(table)
+    print_streamed(console, table)
+
+
+STREAMED_SEGMENTS = 4096
+"""Rendered pieces :func:`print_streamed` holds before it writes them."""
+
+
+def print_streamed(console: Console, renderable: Any) -> None:
+    """Print ``renderable`` as :meth:`Console.print` does (the same output), but write its
+    rendering every :data:`STREAMED_SEGMENTS` pieces instead of holding all of it: a
+    summary table of 10^4 stimuli renders to about 20 MB of pieces."""
+    from rich.segment import Segments
+
+    batch: list[Any] = []
+    for segment in console.render(renderable, console.options):
+        batch.append(segment)
+        if len(batch) >= STREAMED_SEGMENTS:
+            console.print(Segments(batch), end="")
+            batch = []
+    console.print(Segments(batch))
 
 
 def render_artifacts(console: Console, run_dir: Path | None) -> None:

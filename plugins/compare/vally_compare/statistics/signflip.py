@@ -12,7 +12,10 @@ Up to :data:`EXACT_LIMIT` stimuli every assignment is enumerated (meet in the mi
 sums of the two halves are enumerated separately and counted against each other, so 20
 stimuli cost two sets of 1,024 sums). Above that, :data:`MC_DRAWS` random sign vectors
 drawn with the fixed seed :data:`MC_SEED` stand in for the full set, and the p-value counts
-the observed assignment too: ``(1 + #{T*_b >= T}) / (B + 1)``, which keeps it valid.
+the observed assignment too: ``(1 + #{T*_b >= T}) / (B + 1)``, which keeps it valid. The
+draws are made and counted a block at a time (:data:`_BLOCK_SIGNS` signs per block), so the
+test's memory does not grow with the number of stimuli; the blocks are the rows of the one
+``MC_DRAWS x n`` draw, in order, so every p-value is the same as with the whole matrix.
 
 The test makes no normality assumption and holds its level at every sample size; the price
 is that few stimuli cannot reach a small p-value at all: the smallest two-sided p-value is
@@ -25,7 +28,7 @@ J. P. Romano, *Testing Statistical Hypotheses* (3rd ed., 2005), section 15.2.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +42,9 @@ _FULL_ENUMERATION = 12
 """Up to this many values, the batched test enumerates every assignment as one matrix."""
 _CHUNK = 256
 """Rows per matrix product in the batched Monte Carlo test."""
+_BLOCK_SIGNS = 1 << 19
+"""Signs drawn at a time in the Monte Carlo test (about 8 MB with the draw's indices): a
+block holds ``_BLOCK_SIGNS // n`` draws of ``n`` signs (at least one)."""
 
 
 @dataclass(frozen=True)
@@ -96,18 +102,30 @@ def sign_flip_pvalues(rows: Any) -> tuple[Any, Any]:
     tol = 1e-9 * np.maximum(1.0, magnitudes.sum(axis=1))
     if n <= _FULL_ENUMERATION:
         signs = _all_signs(n)
-        return _count(signs @ magnitudes.T, observed, tol, plus_one=False)
+        return _count(signs @ magnitudes.T, observed, tol)
     if n <= EXACT_LIMIT:
         pairs = [_meet_in_middle(magnitudes[i], observed[i], tol[i]) for i in range(count)]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-    signs = np.random.default_rng(MC_SEED).choice(np.array([-1.0, 1.0]), size=(MC_DRAWS, n))
-    less, greater = np.empty(count), np.empty(count)
-    for start in range(0, count, _CHUNK):
-        part = slice(start, start + _CHUNK)
-        less[part], greater[part] = _count(
-            signs @ magnitudes[part].T, observed[part], tol[part], plus_one=True
-        )
-    return less, greater
+    less, greater = np.zeros(count), np.zeros(count)
+    for signs in _drawn_signs(n):
+        for start in range(0, count, _CHUNK):
+            part = slice(start, start + _CHUNK)
+            null = signs @ magnitudes[part].T
+            less[part] += (null <= observed[part] + tol[part]).sum(axis=0)
+            greater[part] += (null >= observed[part] - tol[part]).sum(axis=0)
+    return (less + 1) / (MC_DRAWS + 1), (greater + 1) / (MC_DRAWS + 1)
+
+
+def _drawn_signs(n: int) -> Iterator[Any]:
+    """The :data:`MC_DRAWS` random vectors of ``n`` signs (seed :data:`MC_SEED`), a block
+    of rows at a time: together, in order, the rows of one ``(MC_DRAWS, n)`` draw."""
+    import numpy as np
+
+    rng = np.random.default_rng(MC_SEED)
+    choices = np.array([-1.0, 1.0])
+    per_block = max(1, _BLOCK_SIGNS // n)
+    for start in range(0, MC_DRAWS, per_block):
+        yield rng.choice(choices, size=(min(per_block, MC_DRAWS - start), n))
 
 
 def _all_signs(n: int) -> Any:
@@ -118,13 +136,11 @@ def _all_signs(n: int) -> Any:
     return np.where(codes & 1, -1.0, 1.0)
 
 
-def _count(null: Any, observed: Any, tol: Any, *, plus_one: bool) -> tuple[Any, Any]:
+def _count(null: Any, observed: Any, tol: Any) -> tuple[Any, Any]:
     """Tail shares of the null sums (one column per test) at the observed sums."""
     draws = null.shape[0]
     less = (null <= observed + tol).sum(axis=0)
     greater = (null >= observed - tol).sum(axis=0)
-    if plus_one:
-        return (less + 1) / (draws + 1), (greater + 1) / (draws + 1)
     return less / draws, greater / draws
 
 
