@@ -235,7 +235,7 @@ def _take_summary(
             "eval_name": _summary_key(data.get("evalName"), "evalName", limit_of(c.eval_name)),
             "variant": _summary_key(data.get("variant"), "variant", limit_of(c.variant)),
             "shard": _summary_key(block.get("shard"), "experiment.shard", limit_of(c.shard)),
-            "record": line.raw,
+            "record": line.text,
         }
     except RecordError as exc:
         report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))

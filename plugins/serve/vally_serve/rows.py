@@ -48,7 +48,7 @@ __all__ = ["OutcomeRows", "RecordError", "Row", "outcome_rows", "sums_of", "verd
 
 Row = dict[str, Any]
 
-_FAILED = re.compile(r'"success"\s*:\s*false')
+_FAILED = re.compile(rb'"success"\s*:\s*false')
 
 
 @dataclass
@@ -56,7 +56,8 @@ class OutcomeRows:
     """The rows of one trial: its outcome and details, what it adds to the running sums
     (its grader verdicts and its tools), and the notes on values left out of its columns.
 
-    ``detail["record"]`` is the record's line as text; it is compressed when written.
+    ``detail["record"]`` is the record's line as read (bytes); it is compressed with the
+    lines stored beside it when written (:mod:`.recordblocks`).
     """
 
     outcome: Row
@@ -86,23 +87,26 @@ def verdict(status: str, grade: Mapping[str, Any] | None) -> str:
     return "pass" if grade.get("passed") else "fail"
 
 
-def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
+_LIMITS = {column.name: limit_of(column) for column in outcomes.c}
+"""The most characters of each text column of ``outcomes``."""
+
+
+def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     """The rows of the trial record ``data`` (whose line is ``raw``).
 
     Raises:
         RecordError: A field the store indexes is missing, or holds a value the store
             cannot keep (the message says which and why).
     """
-    c = outcomes.c
-    run_id = key_text(data.get("runId"), "runId", limit_of(c.run_id))
-    trial_id = key_text(data.get("trialId"), "trialId", limit_of(c.trial_id))
-    eval_name = key_text(data.get("evalName"), "evalName", limit_of(c.eval_name))
-    stimulus = key_text(data.get("stimulusName"), "stimulusName", limit_of(c.stimulus))
-    model = key_text(data.get("model"), "model", limit_of(c.model), required=False)
-    variant = key_text(data.get("variant"), "variant", limit_of(c.variant), required=False)
+    run_id = key_text(data.get("runId"), "runId", _LIMITS["run_id"])
+    trial_id = key_text(data.get("trialId"), "trialId", _LIMITS["trial_id"])
+    eval_name = key_text(data.get("evalName"), "evalName", _LIMITS["eval_name"])
+    stimulus = key_text(data.get("stimulusName"), "stimulusName", _LIMITS["stimulus"])
+    model = key_text(data.get("model"), "model", _LIMITS["model"], required=False)
+    variant = key_text(data.get("variant"), "variant", _LIMITS["variant"], required=False)
     notes: list[str] = []
     oid = outcome_id(run_id, trial_id)
-    status = optional_text(data.get("status"), "status", limit_of(c.status), notes) or "error"
+    status = optional_text(data.get("status"), "status", _LIMITS["status"], notes) or "error"
     grade = data.get("gradeResult") if isinstance(data.get("gradeResult"), dict) else None
     trajectory = _dict(data.get("trajectory"))
     metrics = _dict(trajectory.get("metrics"))
@@ -120,7 +124,7 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "verdict": verdict(status, grade),
         "score": real(grade.get("score"), "gradeResult.score", notes) if grade else None,
         "started_at": optional_text(
-            data.get("startedAt"), "startedAt", limit_of(c.started_at), notes
+            data.get("startedAt"), "startedAt", _LIMITS["started_at"], notes
         ),
         "duration_ms": count(data.get("durationMs"), "durationMs", notes),
         "tokens": count(
@@ -134,9 +138,9 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "turns": count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
         "error_events": count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
         "end_reason": optional_text(
-            trajectory.get("endReason"), "trajectory.endReason", limit_of(c.end_reason), notes
+            trajectory.get("endReason"), "trajectory.endReason", _LIMITS["end_reason"], notes
         ),
-        "error_code": optional_text(error.get("code"), "error.code", limit_of(c.error_code), notes),
+        "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
         "tags": json.dumps(_dict(data.get("tags"))),
         "error_text": error_text(data),
         "grader_verdicts": grader_verdicts(grade),
@@ -241,7 +245,7 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
     return rows
 
 
-def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str, notes: list[str]) -> list[Row]:
+def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: bytes, notes: list[str]) -> list[Row]:
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     breakdown = metrics.get("toolCallBreakdown")

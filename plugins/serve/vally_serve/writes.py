@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from vally_serve import schema
+from vally_serve.recordblocks import write_lines
 from vally_serve.rows import OutcomeRows, Row, sums_of
 from vally_serve.store import Store
 
@@ -180,10 +181,23 @@ def write_outcomes(
     return added, refused
 
 
+DETAIL_COLUMNS = (
+    "outcome_id",
+    "record",
+    "events",
+    "artifacts",
+    "trial_dir",
+    "block",
+    "block_start",
+    "block_length",
+)
+"""The columns of ``outcome_details``, in the order of the rows :func:`_insert` writes."""
+
+
 def _stored_detail(detail: Row) -> Row:
-    """The ``outcome_details`` row as stored: the record line and events compressed."""
+    """The ``outcome_details`` row as stored, but for where its record line is: the events
+    compressed, the line (``record``) still as read (:func:`_insert` stores it in a block)."""
     stored = dict(detail)
-    stored["record"] = zlib.compress(detail["record"].encode(), 1)
     events = detail.get("events")
     stored["events"] = None if events is None else zlib.compress(events.encode(), 1)
     return stored
@@ -207,7 +221,17 @@ def _insert(
     fresh = [b for b in batch if b.outcome["id"] in inserted]
     if not fresh:
         return 0
-    connection.execute(schema.outcome_details.insert(), [details[b.outcome["id"]] for b in fresh])
+    rows = [details[b.outcome["id"]] for b in fresh]
+    places = write_lines(connection, [row["record"] for row in rows])
+    mark = "?" if store.dialect == "sqlite" else "%s"
+    connection.exec_driver_sql(  # the driver's executemany: no per-row parameter building
+        f"INSERT INTO outcome_details ({', '.join(DETAIL_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(DETAIL_COLUMNS))})",
+        [
+            (row["outcome_id"], b"", row["events"], row["artifacts"], row["trial_dir"], *place)
+            for row, place in zip(rows, places, strict=True)
+        ],
+    )
     for sums_table, sums, additions in sums_of(fresh):
         _add_sums(connection, store, sums_table, sums, additions)
     return len(fresh)
