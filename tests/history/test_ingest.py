@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,14 @@ from sqlalchemy import func, select
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
 from vally.models.records import RunSummaryRecord, TrialResultRecord
-from vally_serve import schema
+from vally_serve import schema, writes
 from vally_serve.graded import tally_of
-from vally_serve.ingest import ingest
+from vally_serve.ingest import RunInfo, ingest
 from vally_serve.outcomequeries import outcome_detail
 from vally_serve.recordblocks import record_line
+from vally_serve.rows import outcome_rows
 from vally_serve.store import StoreError, open_store
+from vally_serve.writes import in_transaction
 
 
 def count(target: str, table: schema.Table) -> int:
@@ -285,3 +288,38 @@ def test_missing_extra_is_one_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "needs the Python package 'sqlalchemy'" in result.stderr
     assert "pip install 'vally[serve]'" in result.stderr
+
+
+def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A batch whose outcomes were partly stored after it checked (by a concurrent ingest)
+    inserts only the others, and adds only those to the running sums and the records."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="meanwhile", stimuli=3, trials=2))
+    lines = [line for line in (run / "results.jsonl").read_bytes().splitlines() if line]
+    batch = [outcome_rows(json.loads(line), line) for line in lines]
+    first = (run / "first") / "results.jsonl"
+    first.parent.mkdir()
+    first.write_bytes(b"".join(line + b"\n" for line in lines[::2]))  # every other one
+    store = open_store(store_target)
+    try:
+        ingest(store, [first.parent])
+        info = {"meanwhile": RunInfo("meanwhile", str(run)).row()}
+        details = {b.outcome["id"]: dict(b.detail) for b in batch}
+        added = in_transaction(store, partial(writes._insert, store, batch, details, info))
+        with store.read() as connection:
+            trials = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
+            stored = {
+                row.trial_id: json.loads(record_line(connection, row))
+                for row in connection.execute(
+                    select(schema.outcomes.c.trial_id, schema.outcome_details).join(
+                        schema.outcome_details,
+                        schema.outcome_details.c.outcome_id == schema.outcomes.c.id,
+                    )
+                )
+            }
+    finally:
+        store.close()
+    assert added == len(lines) - len(lines[::2])
+    assert trials == len(lines)
+    assert stored == {json.loads(line)["trialId"]: json.loads(line) for line in lines}

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +33,7 @@ from vally_serve.schema import (
     tool_stats,
 )
 from vally_serve.storable import (
+    INTEGER_MAX,
     RecordError,
     count,
     is_storable_text,
@@ -47,8 +46,6 @@ from vally_serve.storable import (
 __all__ = ["OutcomeRows", "RecordError", "Row", "outcome_rows", "sums_of", "verdict"]
 
 Row = dict[str, Any]
-
-_FAILED = re.compile(rb'"success"\s*:\s*false')
 
 
 @dataclass
@@ -157,7 +154,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         outcome,
         detail,
         _grader_rows(grade, notes),
-        _tool_rows(metrics, events, raw, notes),
+        _tool_rows(metrics, events, notes),
         needs_folder_events=not events
         or bool(data.get("truncated") or trajectory.get("truncated")),
         notes=notes,
@@ -217,21 +214,23 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
         return []
-    name_limit, type_limit = limit_of(grader_stats.c.name), limit_of(grader_stats.c.type)
+    name_limit, type_limit = _GRADER_NAME_LIMIT, _GRADER_TYPE_LIMIT
     rows: list[Row] = []
     for position, item in enumerate(details):
         if not isinstance(item, dict):
             continue
-        where = f"gradeResult.details[{position}]"
         name = str(item.get("name") or item.get("type") or f"grader-{position}")
         kind = str(item.get("type") or name)
         if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
             notes.append(
-                f"{where} has a name or type the store cannot keep (a NUL, a lone surrogate, "
-                f"or over {name_limit} characters); left out of the grader statistics"
+                f"gradeResult.details[{position}] has a name or type the store cannot keep "
+                f"(a NUL, a lone surrogate, or over {name_limit} characters); left out of the "
+                "grader statistics"
             )
             continue
-        score = real(item.get("score"), f"{where}.score", notes)
+        score = item.get("score")
+        if not isinstance(score, float) or not math.isfinite(score):  # else it is kept as is
+            score = real(score, f"gradeResult.details[{position}].score", notes)
         rows.append(
             {
                 "name": name,
@@ -245,31 +244,39 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
     return rows
 
 
-def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: bytes, notes: list[str]) -> list[Row]:
-    calls: Counter[str] = Counter()
-    failures: Counter[str] = Counter()
+_GRADER_NAME_LIMIT = limit_of(grader_stats.c.name)
+_GRADER_TYPE_LIMIT = limit_of(grader_stats.c.type)
+_TOOL_LIMIT = limit_of(tool_stats.c.tool)
+
+
+def _tool_rows(metrics: Mapping[str, Any], events: Any, notes: list[str]) -> list[Row]:
+    calls: dict[str, int] = {}
+    failures: dict[str, int] = {}
     breakdown = metrics.get("toolCallBreakdown")
     if isinstance(breakdown, dict):
         where = "a count of trajectory.metrics.toolCallBreakdown"
         for tool, calls_of_tool in breakdown.items():
-            calls[str(tool)] += count(calls_of_tool, where, notes) or 0
-    # Failed tool results are counted from the events; a line without any failure (the
-    # common case) is not walked event by event.
-    if isinstance(events, list) and _FAILED.search(raw):
-        for event in events:
-            if isinstance(event, dict) and event.get("type") == "tool_result":
-                data = _dict(event.get("data"))
-                if data.get("success") is False:
-                    failures[str(data.get("toolName") or "unknown")] += 1
-    limit = limit_of(tool_stats.c.tool)
-    tools = sorted(set(calls) | set(failures))
+            if type(calls_of_tool) is not int or not 0 <= calls_of_tool <= INTEGER_MAX:
+                calls_of_tool = count(calls_of_tool, where, notes) or 0
+            calls[str(tool)] = calls.get(str(tool), 0) + calls_of_tool
+    for event in events if isinstance(events, list) else ():  # failed tool results
+        if isinstance(event, dict) and event.get("type") == "tool_result":
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("success") is False:
+                tool = str(data.get("toolName") or "unknown")
+                failures[tool] = failures.get(tool, 0) + 1
+    limit = _TOOL_LIMIT
+    tools = sorted(calls.keys() | failures.keys())
     kept = [tool for tool in tools if is_storable_text(tool, limit)]
     if len(kept) < len(tools):
         notes.append(
             f"{len(tools) - len(kept)} tool name(s) the store cannot keep (a NUL, a lone "
             f"surrogate, or over {limit} characters); left out of the tool statistics"
         )
-    return [{"tool": tool, "calls": calls[tool], "failures": failures[tool]} for tool in kept]
+    return [
+        {"tool": tool, "calls": calls.get(tool, 0), "failures": failures.get(tool, 0)}
+        for tool in kept
+    ]
 
 
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
@@ -320,13 +327,12 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
         _add(cell, "turns_sum", o["turns"], "turns_n")
         for g in rows.graders:
             gkey = (o["run_id"], g["name"], g["type"], o["stimulus"])
-            stat = grader_rows.setdefault(
-                gkey,
-                {
+            stat = grader_rows.get(gkey)
+            if stat is None:
+                stat = grader_rows[gkey] = {
                     **dict(zip(("run_id", "name", "type", "stimulus"), gkey, strict=True)),
                     **dict.fromkeys(GRADER_SUMS, 0),
-                },
-            )
+                }
             stat["results"] += 1
             stat["failed"] += not g["passed"] and g["status"] == "success"
             stat["errored"] += g["status"] == "error"
@@ -334,15 +340,24 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
             stat["required"] += g["required"]
         if o["duration_ms"] is not None:
             dkey = (o["run_id"], duration_bucket(o["duration_ms"]), o["verdict"])
-            slot = duration_rows.setdefault(
-                dkey, {"run_id": dkey[0], "bucket": dkey[1], "verdict": dkey[2], "trials": 0}
-            )
+            slot = duration_rows.get(dkey)
+            if slot is None:
+                slot = duration_rows[dkey] = {
+                    "run_id": dkey[0],
+                    "bucket": dkey[1],
+                    "verdict": dkey[2],
+                    "trials": 0,
+                }
             slot["trials"] += 1
         for t in rows.tools:
             tkey = (o["run_id"], t["tool"])
-            usage = tool_rows.setdefault(
-                tkey, {"run_id": tkey[0], "tool": tkey[1], **dict.fromkeys(TOOL_SUMS, 0)}
-            )
+            usage = tool_rows.get(tkey)
+            if usage is None:
+                usage = tool_rows[tkey] = {
+                    "run_id": tkey[0],
+                    "tool": tkey[1],
+                    **dict.fromkeys(TOOL_SUMS, 0),
+                }
             usage["calls"] += t["calls"]
             usage["failures"] += t["failures"]
             usage["trials"] += 1
