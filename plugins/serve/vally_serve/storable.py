@@ -142,6 +142,8 @@ def count(value: Any, name: str, notes: list[str]) -> int | None:
 def real(value: Any, name: str, notes: list[str]) -> float | None:
     """A finite number of the record (a score), or None (with a note when it was present
     but is not a finite number)."""
+    if type(value) is float and math.isfinite(value):  # the common case, first
+        return value
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
