@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tracemalloc
 import zlib
 from functools import partial
 from pathlib import Path
@@ -323,3 +324,32 @@ def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
     assert added == len(lines) - len(lines[::2])
     assert trials == len(lines)
     assert stored == {json.loads(line)["trialId"]: json.loads(line) for line in lines}
+
+
+def _ingest_peak(tmp_path: Path, trials: int) -> tuple[int, int]:
+    """The traced peak of ingesting a run of ``trials`` trials per stimulus and model (in
+    batches of 100), and the size of its ``results.jsonl``."""
+    spec = RunSpec(
+        run_id=f"flat-{trials}", stimuli=10, models=("m",), trials=trials, trial_dirs=False
+    )
+    run = write_run(tmp_path / f"run-{trials}", spec)
+    store = open_store(str(tmp_path / f"h-{trials}.db"))
+    tracemalloc.start()
+    try:
+        report = ingest(store, [run], batch=100)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        store.close()
+    assert report.added == 10 * trials
+    return peak, (run / "results.jsonl").stat().st_size
+
+
+def test_ingest_memory_is_flat_in_the_records(tmp_path: Path) -> None:
+    small, small_size = _ingest_peak(tmp_path, 50)  # 500 records
+    large, large_size = _ingest_peak(tmp_path, 500)  # 5,000 records, ten times the bytes
+    assert large_size > 9 * small_size
+    # Holding the records (or their lines) would cost the file's size; a batch costs the
+    # same at either size, plus heap noise.
+    assert large < small + 2_000_000, (small, large)
+    assert large < large_size / 4, (large, large_size)

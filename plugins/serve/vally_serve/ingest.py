@@ -286,7 +286,8 @@ def _trial_rows(
         report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
         return None
     rows.origin = (str(file), line.number)
-    report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
+    if rows.notes:
+        report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
     _run(folder, runs, rows.outcome["run_id"], report).see(line.data)
     report.read += 1
     return rows
