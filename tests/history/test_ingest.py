@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tracemalloc
 import zlib
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,14 @@ from sqlalchemy import func, select
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
 from vally.models.records import RunSummaryRecord, TrialResultRecord
-from vally_serve import schema
-from vally_serve.ingest import ingest
+from vally_serve import schema, writes
+from vally_serve.graded import tally_of
+from vally_serve.ingest import RunInfo, ingest
+from vally_serve.outcomequeries import outcome_detail
+from vally_serve.recordblocks import record_line
+from vally_serve.rows import outcome_rows
 from vally_serve.store import StoreError, open_store
+from vally_serve.writes import in_transaction
 
 
 def count(target: str, table: schema.Table) -> int:
@@ -126,9 +133,9 @@ def test_events_come_from_the_trial_folder_when_the_record_has_none(tmp_path: Pa
     assert report.added == 1
     with store.read() as connection:
         detail = connection.execute(select(schema.outcome_details)).one()
+        record_stored = json.loads(record_line(connection, detail))
     store.close()
     assert json.loads(zlib.decompress(detail.events)) == events
-    record_stored = json.loads(zlib.decompress(detail.record))
     assert record_stored["trajectory"]["truncated"] is True  # kept verbatim
     assert Path(detail.trial_dir) == trial
     assert json.loads(detail.artifacts) == [
@@ -169,6 +176,62 @@ def test_a_store_from_a_newer_vally_is_refused(tmp_path: Path) -> None:
         open_store(str(target))
 
 
+def _as_version_2(target: Path) -> None:
+    """Rewrite the SQLite store ``target`` as version 2 kept it: each record line
+    compressed on its own in ``outcome_details.record``, no blocks."""
+    store = open_store(str(target))
+    with store.read() as connection:
+        lines = {
+            row.outcome_id: record_line(connection, row)
+            for row in connection.execute(select(schema.outcome_details))
+        }
+    store.close()
+    with sqlite3.connect(target) as connection:
+        connection.executemany(
+            "UPDATE outcome_details SET record = ? WHERE outcome_id = ?",
+            [(zlib.compress(line, 1), oid) for oid, line in lines.items()],
+        )
+        for column in ("block", "block_start", "block_length"):
+            connection.execute(f"ALTER TABLE outcome_details DROP COLUMN {column}")
+        connection.execute("DROP TABLE record_blocks")
+        connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_a_version_2_store_is_migrated_and_keeps_its_records(
+    synthetic_runs: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "h.db"
+    store = open_store(str(target))
+    ingest(store, [synthetic_runs / "run-a"])
+    store.close()
+    _as_version_2(target)
+    store = open_store(str(target))  # migrated: the old records stay as they were
+    ingest(store, [synthetic_runs / "run-b"])  # new records go into blocks
+    with store.read() as connection:
+        version = connection.execute(select(schema.meta.c.value)).scalar_one()
+        rows = connection.execute(
+            select(schema.outcomes.c.run_id, schema.outcomes.c.trial_id, schema.outcome_details)
+            .join(
+                schema.outcome_details, schema.outcome_details.c.outcome_id == schema.outcomes.c.id
+            )
+            .order_by(schema.outcomes.c.seq)
+        ).all()
+        stored = {(r.run_id, r.trial_id): json.loads(record_line(connection, r)) for r in rows}
+        old = next(r for r in rows if r.run_id == "run-a")
+        shown = outcome_detail(connection, old.outcome_id)
+        tally = tally_of(connection, "run-a", None, [0])
+    store.close()
+    assert version == str(schema.SCHEMA_VERSION)
+    assert {r.run_id for r in rows if r.block is None} == {"run-a"}
+    assert {r.run_id for r in rows if r.block is not None} == {"run-b"}
+    for run in ("run-a", "run-b"):
+        for line in (synthetic_runs / run / "results.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            assert stored[(run, record["trialId"])] == record
+    assert shown["record"]["trialId"] == old.trial_id
+    assert tally.records == sum(1 for r in rows if r.run_id == "run-a")
+
+
 def test_a_version_1_store_is_migrated_and_its_outcomes_searchable(
     synthetic_runs: Path, tmp_path: Path
 ) -> None:
@@ -176,6 +239,7 @@ def test_a_version_1_store_is_migrated_and_its_outcomes_searchable(
     store = open_store(str(target))
     ingest(store, [synthetic_runs / "run-a"])
     store.close()
+    _as_version_2(target)
     with sqlite3.connect(target) as connection:  # the store as version 1 made it
         connection.execute("DROP TABLE analyses")
         connection.execute("ALTER TABLE outcomes DROP COLUMN error_text")
@@ -190,7 +254,7 @@ def test_a_version_1_store_is_migrated_and_its_outcomes_searchable(
     store.close()
     with sqlite3.connect(target) as connection:
         version = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-        assert version.fetchone()[0] == "2"
+        assert version.fetchone()[0] == str(schema.SCHEMA_VERSION)
         found = connection.execute(
             "SELECT count(*) FROM outcomes WHERE error_text = ?",
             ("execute: VALLY_TIMEOUT: agent timed out",),
@@ -225,3 +289,67 @@ def test_missing_extra_is_one_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "needs the Python package 'sqlalchemy'" in result.stderr
     assert "pip install 'vally[serve]'" in result.stderr
+
+
+def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
+    store_target: str, tmp_path: Path
+) -> None:
+    """A batch whose outcomes were partly stored after it checked (by a concurrent ingest)
+    inserts only the others, and adds only those to the running sums and the records."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="meanwhile", stimuli=3, trials=2))
+    lines = [line for line in (run / "results.jsonl").read_bytes().splitlines() if line]
+    batch = [outcome_rows(json.loads(line), line) for line in lines]
+    first = (run / "first") / "results.jsonl"
+    first.parent.mkdir()
+    first.write_bytes(b"".join(line + b"\n" for line in lines[::2]))  # every other one
+    store = open_store(store_target)
+    try:
+        ingest(store, [first.parent])
+        info = {"meanwhile": RunInfo("meanwhile", str(run)).row()}
+        details = {b.outcome["id"]: dict(b.detail) for b in batch}
+        added = in_transaction(store, partial(writes._insert, store, batch, details, info))
+        with store.read() as connection:
+            trials = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
+            stored = {
+                row.trial_id: json.loads(record_line(connection, row))
+                for row in connection.execute(
+                    select(schema.outcomes.c.trial_id, schema.outcome_details).join(
+                        schema.outcome_details,
+                        schema.outcome_details.c.outcome_id == schema.outcomes.c.id,
+                    )
+                )
+            }
+    finally:
+        store.close()
+    assert added == len(lines) - len(lines[::2])
+    assert trials == len(lines)
+    assert stored == {json.loads(line)["trialId"]: json.loads(line) for line in lines}
+
+
+def _ingest_peak(tmp_path: Path, trials: int) -> tuple[int, int]:
+    """The traced peak of ingesting a run of ``trials`` trials per stimulus and model (in
+    batches of 100), and the size of its ``results.jsonl``."""
+    spec = RunSpec(
+        run_id=f"flat-{trials}", stimuli=10, models=("m",), trials=trials, trial_dirs=False
+    )
+    run = write_run(tmp_path / f"run-{trials}", spec)
+    store = open_store(str(tmp_path / f"h-{trials}.db"))
+    tracemalloc.start()
+    try:
+        report = ingest(store, [run], batch=100)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        store.close()
+    assert report.added == 10 * trials
+    return peak, (run / "results.jsonl").stat().st_size
+
+
+def test_ingest_memory_is_flat_in_the_records(tmp_path: Path) -> None:
+    small, small_size = _ingest_peak(tmp_path, 50)  # 500 records
+    large, large_size = _ingest_peak(tmp_path, 500)  # 5,000 records, ten times the bytes
+    assert large_size > 9 * small_size
+    # Holding the records (or their lines) would cost the file's size; a batch costs the
+    # same at either size, plus heap noise.
+    assert large < small + 2_000_000, (small, large)
+    assert large < large_size / 4, (large, large_size)

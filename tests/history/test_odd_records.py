@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from tests.history.serving import LOCAL
 from tests.history.synth import RunSpec, write_run
 from vally_serve import schema
 from vally_serve.ingest import ingest
+from vally_serve.recordblocks import record_line
 from vally_serve.store import open_store
 
 pytest.importorskip("starlette")
@@ -156,9 +156,9 @@ def test_odd_records_are_kept_or_named_and_the_good_ones_stored(
         with store.read() as connection:
             rows = {r.trial_id: r for r in connection.execute(select(schema.outcomes))}
             records = {
-                trial: json.loads(zlib.decompress(blob))
-                for trial, blob in connection.execute(
-                    select(schema.outcomes.c.trial_id, schema.outcome_details.c.record).join(
+                row.trial_id: json.loads(record_line(connection, row))
+                for row in connection.execute(
+                    select(schema.outcomes.c.trial_id, schema.outcome_details).join(
                         schema.outcome_details,
                         schema.outcome_details.c.outcome_id == schema.outcomes.c.id,
                     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from sqlalchemy import Connection, select
 
 from vally_serve.analysis import require_run
 from vally_serve.pagination import bad_request
+from vally_serve.recordblocks import LineReader
 from vally_serve.schema import outcome_details, outcomes, run_summaries
 
 DEFAULT_LEVEL = 0.95
@@ -60,8 +60,9 @@ def stored_records(
     at a time; records that are not valid trial records are counted in ``skipped[0]``."""
     from vally import TrialResultRecord
 
+    d = outcome_details.c
     query = (
-        select(outcome_details.c.record)
+        select(d.record, d.block, d.block_start, d.block_length)
         .join(outcomes, outcomes.c.id == outcome_details.c.outcome_id)
         .where(outcomes.c.run_id == run_id)
         .order_by(outcomes.c.seq)
@@ -69,9 +70,10 @@ def stored_records(
     )
     if variant is not None:
         query = query.where(outcomes.c.variant == variant)
-    for (blob,) in connection.execute(query):
+    reader = LineReader(connection)
+    for row in connection.execute(query):
         try:
-            yield TrialResultRecord.model_validate(json.loads(zlib.decompress(blob)))
+            yield TrialResultRecord.model_validate(json.loads(reader.line(row)))
         except ValueError:
             skipped[0] += 1
 

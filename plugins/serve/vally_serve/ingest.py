@@ -70,6 +70,11 @@ class IngestReport:
         return self.read - self.added
 
 
+_EVAL_LIMIT = limit_of(schema.outcomes.c.eval_name)
+_TIME_LIMIT = limit_of(schema.runs.c.started_at)
+_VERSION_LIMIT = limit_of(schema.runs.c.vally_version)
+
+
 @dataclass
 class RunInfo:
     """What is known of one run from its records and summaries."""
@@ -82,21 +87,29 @@ class RunInfo:
     started_at: str | None = None
     completed_at: str | None = None
     vally_version: str | None = None
+    _block: Any = field(default=None, repr=False, compare=False)
+    """The last experiment block seen (each record of a variant repeats it)."""
 
     def see(self, data: Mapping[str, Any]) -> None:
         """Take the eval, times, version and experiment block of a record or summary
         (values the ``runs`` table cannot hold are passed over)."""
-        r = schema.runs.c
-        name = _storable(data.get("evalName"), limit_of(schema.outcomes.c.eval_name))
-        if name is not None and name not in self.evals:
+        name = data.get("evalName")
+        if isinstance(name, str) and name not in self.evals and is_storable_text(name, _EVAL_LIMIT):
             self.evals.append(name)
-        times = limit_of(r.started_at)
-        self.started_at = _earliest(self.started_at, _storable(data.get("startedAt"), times))
-        self.completed_at = _latest(self.completed_at, _storable(data.get("completedAt"), times))
-        version = _storable(data.get("vallyVersion"), limit_of(r.vally_version))
-        if version is not None:
+        started, completed = data.get("startedAt"), data.get("completedAt")
+        if _earlier(started, self.started_at) and is_storable_text(started, _TIME_LIMIT):
+            self.started_at = started
+        if _earlier(completed, self.completed_at, later=True) and is_storable_text(
+            completed, _TIME_LIMIT
+        ):
+            self.completed_at = completed
+        version = data.get("vallyVersion")
+        if version != self.vally_version and is_storable_text(version, _VERSION_LIMIT):
             self.vally_version = version
         block = data.get("experiment")
+        if block is None or block == self._block:  # every record of a variant has the same
+            return
+        self._block = block
         if isinstance(block, dict) and is_storable_text(block.get("experiment")):
             self.experiment = block["experiment"]
             folder = Path(self.source)
@@ -121,8 +134,16 @@ class RunInfo:
         }
 
 
-def _storable(value: Any, limit: int | None) -> str | None:
-    return value if is_storable_text(value, limit) else None
+def _earlier(value: Any, than: str | None, *, later: bool = False) -> bool:
+    """True when ``value`` is not None and comes before ``than`` (after it, with
+    ``later``), or ``than`` is None; a value that is not text never comes before text."""
+    if value is None:
+        return False
+    if than is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    return value > than if later else value < than
 
 
 def _earliest(current: str | None, value: Any) -> str | None:
@@ -235,7 +256,7 @@ def _take_summary(
             "eval_name": _summary_key(data.get("evalName"), "evalName", limit_of(c.eval_name)),
             "variant": _summary_key(data.get("variant"), "variant", limit_of(c.variant)),
             "shard": _summary_key(block.get("shard"), "experiment.shard", limit_of(c.shard)),
-            "record": line.raw,
+            "record": line.text,
         }
     except RecordError as exc:
         report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
@@ -265,7 +286,8 @@ def _trial_rows(
         report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
         return None
     rows.origin = (str(file), line.number)
-    report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
+    if rows.notes:
+        report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
     _run(folder, runs, rows.outcome["run_id"], report).see(line.data)
     report.read += 1
     return rows
@@ -280,7 +302,7 @@ def _write_batch(
 ) -> None:
     """Insert the outcomes of ``batch`` not yet in the store (:mod:`.writes`); a record the
     store refuses is reported with its ``file:line`` and skipped."""
-    run_rows = {b.outcome["run_id"]: runs[b.outcome["run_id"]].row() for b in batch}
+    run_rows = {run_id: runs[run_id].row() for run_id in {b.outcome["run_id"] for b in batch}}
     added, refused = write_outcomes(
         store, batch, run_rows, lambda rows: _attach_folder(rows, trials)
     )

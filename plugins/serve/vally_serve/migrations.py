@@ -3,7 +3,10 @@ transaction that opens the store (:func:`vally_serve.store.open_store`).
 
 Version 2 adds what the outcome filters ``?error=`` and ``?grader=`` search (two columns
 of ``outcomes``, filled from the stored records) and the ``analyses`` table of answers
-computed at ingest.
+computed at ingest. Version 3 keeps new record lines in compressed blocks
+(``record_blocks``, :mod:`vally_serve.recordblocks`): three columns of ``outcome_details``
+say where each line is; the records stored before stay as they are, each compressed on
+its own, and are read as before.
 """
 
 from __future__ import annotations
@@ -52,3 +55,11 @@ def to_version_2(connection: Connection) -> None:
                 )
             )
         last = rows[-1][0]
+
+
+def to_version_3(connection: Connection) -> None:
+    """Add ``record_blocks`` and the columns of ``outcome_details`` that point into it
+    (nothing stored is rewritten)."""
+    for column in ("block", "block_start", "block_length"):
+        connection.exec_driver_sql(f"ALTER TABLE outcome_details ADD COLUMN {column} INTEGER")
+    schema.metadata.create_all(connection, tables=[schema.record_blocks], checkfirst=True)

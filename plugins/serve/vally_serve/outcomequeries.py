@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, func, or_, select, true
 
 from vally_serve.pagination import PageRequest, bad_request, not_found, page_of
+from vally_serve.recordblocks import record_line
 from vally_serve.schema import cells, outcome_details, outcomes, runs
 
 FILTERS = {
@@ -186,6 +187,9 @@ def _load(connection: Connection, outcome_id: str) -> tuple[Any, Any]:
         select(
             outcomes,
             outcome_details.c.record,
+            outcome_details.c.block,
+            outcome_details.c.block_start,
+            outcome_details.c.block_length,
             outcome_details.c.events,
             outcome_details.c.artifacts,
             outcome_details.c.trial_dir,
@@ -197,7 +201,7 @@ def _load(connection: Connection, outcome_id: str) -> tuple[Any, Any]:
     ).one_or_none()
     if row is None:
         raise not_found("outcome", outcome_id)
-    return row, json.loads(zlib.decompress(row.record))
+    return row, json.loads(record_line(connection, row))
 
 
 def outcome_detail(connection: Connection, outcome_id: str) -> dict[str, Any]:

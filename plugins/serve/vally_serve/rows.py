@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +33,7 @@ from vally_serve.schema import (
     tool_stats,
 )
 from vally_serve.storable import (
+    INTEGER_MAX,
     RecordError,
     count,
     is_storable_text,
@@ -48,15 +47,14 @@ __all__ = ["OutcomeRows", "RecordError", "Row", "outcome_rows", "sums_of", "verd
 
 Row = dict[str, Any]
 
-_FAILED = re.compile(r'"success"\s*:\s*false')
-
 
 @dataclass
 class OutcomeRows:
     """The rows of one trial: its outcome and details, what it adds to the running sums
     (its grader verdicts and its tools), and the notes on values left out of its columns.
 
-    ``detail["record"]`` is the record's line as text; it is compressed when written.
+    ``detail["record"]`` is the record's line as read (bytes); it is compressed with the
+    lines stored beside it when written (:mod:`.recordblocks`).
     """
 
     outcome: Row
@@ -86,23 +84,26 @@ def verdict(status: str, grade: Mapping[str, Any] | None) -> str:
     return "pass" if grade.get("passed") else "fail"
 
 
-def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
+_LIMITS = {column.name: limit_of(column) for column in outcomes.c}
+"""The most characters of each text column of ``outcomes``."""
+
+
+def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     """The rows of the trial record ``data`` (whose line is ``raw``).
 
     Raises:
         RecordError: A field the store indexes is missing, or holds a value the store
             cannot keep (the message says which and why).
     """
-    c = outcomes.c
-    run_id = key_text(data.get("runId"), "runId", limit_of(c.run_id))
-    trial_id = key_text(data.get("trialId"), "trialId", limit_of(c.trial_id))
-    eval_name = key_text(data.get("evalName"), "evalName", limit_of(c.eval_name))
-    stimulus = key_text(data.get("stimulusName"), "stimulusName", limit_of(c.stimulus))
-    model = key_text(data.get("model"), "model", limit_of(c.model), required=False)
-    variant = key_text(data.get("variant"), "variant", limit_of(c.variant), required=False)
+    run_id = key_text(data.get("runId"), "runId", _LIMITS["run_id"])
+    trial_id = key_text(data.get("trialId"), "trialId", _LIMITS["trial_id"])
+    eval_name = key_text(data.get("evalName"), "evalName", _LIMITS["eval_name"])
+    stimulus = key_text(data.get("stimulusName"), "stimulusName", _LIMITS["stimulus"])
+    model = key_text(data.get("model"), "model", _LIMITS["model"], required=False)
+    variant = key_text(data.get("variant"), "variant", _LIMITS["variant"], required=False)
     notes: list[str] = []
     oid = outcome_id(run_id, trial_id)
-    status = optional_text(data.get("status"), "status", limit_of(c.status), notes) or "error"
+    status = optional_text(data.get("status"), "status", _LIMITS["status"], notes) or "error"
     grade = data.get("gradeResult") if isinstance(data.get("gradeResult"), dict) else None
     trajectory = _dict(data.get("trajectory"))
     metrics = _dict(trajectory.get("metrics"))
@@ -120,7 +121,7 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "verdict": verdict(status, grade),
         "score": real(grade.get("score"), "gradeResult.score", notes) if grade else None,
         "started_at": optional_text(
-            data.get("startedAt"), "startedAt", limit_of(c.started_at), notes
+            data.get("startedAt"), "startedAt", _LIMITS["started_at"], notes
         ),
         "duration_ms": count(data.get("durationMs"), "durationMs", notes),
         "tokens": count(
@@ -134,9 +135,9 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         "turns": count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
         "error_events": count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
         "end_reason": optional_text(
-            trajectory.get("endReason"), "trajectory.endReason", limit_of(c.end_reason), notes
+            trajectory.get("endReason"), "trajectory.endReason", _LIMITS["end_reason"], notes
         ),
-        "error_code": optional_text(error.get("code"), "error.code", limit_of(c.error_code), notes),
+        "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
         "tags": json.dumps(_dict(data.get("tags"))),
         "error_text": error_text(data),
         "grader_verdicts": grader_verdicts(grade),
@@ -153,7 +154,7 @@ def outcome_rows(data: Mapping[str, Any], raw: str) -> OutcomeRows:
         outcome,
         detail,
         _grader_rows(grade, notes),
-        _tool_rows(metrics, events, raw, notes),
+        _tool_rows(metrics, events, notes),
         needs_folder_events=not events
         or bool(data.get("truncated") or trajectory.get("truncated")),
         notes=notes,
@@ -213,21 +214,23 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
         return []
-    name_limit, type_limit = limit_of(grader_stats.c.name), limit_of(grader_stats.c.type)
+    name_limit, type_limit = _GRADER_NAME_LIMIT, _GRADER_TYPE_LIMIT
     rows: list[Row] = []
     for position, item in enumerate(details):
         if not isinstance(item, dict):
             continue
-        where = f"gradeResult.details[{position}]"
         name = str(item.get("name") or item.get("type") or f"grader-{position}")
         kind = str(item.get("type") or name)
         if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
             notes.append(
-                f"{where} has a name or type the store cannot keep (a NUL, a lone surrogate, "
-                f"or over {name_limit} characters); left out of the grader statistics"
+                f"gradeResult.details[{position}] has a name or type the store cannot keep "
+                f"(a NUL, a lone surrogate, or over {name_limit} characters); left out of the "
+                "grader statistics"
             )
             continue
-        score = real(item.get("score"), f"{where}.score", notes)
+        score = item.get("score")
+        if not isinstance(score, float) or not math.isfinite(score):  # else it is kept as is
+            score = real(score, f"gradeResult.details[{position}].score", notes)
         rows.append(
             {
                 "name": name,
@@ -241,31 +244,39 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
     return rows
 
 
-def _tool_rows(metrics: Mapping[str, Any], events: Any, raw: str, notes: list[str]) -> list[Row]:
-    calls: Counter[str] = Counter()
-    failures: Counter[str] = Counter()
+_GRADER_NAME_LIMIT = limit_of(grader_stats.c.name)
+_GRADER_TYPE_LIMIT = limit_of(grader_stats.c.type)
+_TOOL_LIMIT = limit_of(tool_stats.c.tool)
+
+
+def _tool_rows(metrics: Mapping[str, Any], events: Any, notes: list[str]) -> list[Row]:
+    calls: dict[str, int] = {}
+    failures: dict[str, int] = {}
     breakdown = metrics.get("toolCallBreakdown")
     if isinstance(breakdown, dict):
         where = "a count of trajectory.metrics.toolCallBreakdown"
         for tool, calls_of_tool in breakdown.items():
-            calls[str(tool)] += count(calls_of_tool, where, notes) or 0
-    # Failed tool results are counted from the events; a line without any failure (the
-    # common case) is not walked event by event.
-    if isinstance(events, list) and _FAILED.search(raw):
-        for event in events:
-            if isinstance(event, dict) and event.get("type") == "tool_result":
-                data = _dict(event.get("data"))
-                if data.get("success") is False:
-                    failures[str(data.get("toolName") or "unknown")] += 1
-    limit = limit_of(tool_stats.c.tool)
-    tools = sorted(set(calls) | set(failures))
+            if type(calls_of_tool) is not int or not 0 <= calls_of_tool <= INTEGER_MAX:
+                calls_of_tool = count(calls_of_tool, where, notes) or 0
+            calls[str(tool)] = calls.get(str(tool), 0) + calls_of_tool
+    for event in events if isinstance(events, list) else ():  # failed tool results
+        if isinstance(event, dict) and event.get("type") == "tool_result":
+            data = event.get("data")
+            if isinstance(data, dict) and data.get("success") is False:
+                tool = str(data.get("toolName") or "unknown")
+                failures[tool] = failures.get(tool, 0) + 1
+    limit = _TOOL_LIMIT
+    tools = sorted(calls.keys() | failures.keys())
     kept = [tool for tool in tools if is_storable_text(tool, limit)]
     if len(kept) < len(tools):
         notes.append(
             f"{len(tools) - len(kept)} tool name(s) the store cannot keep (a NUL, a lone "
             f"surrogate, or over {limit} characters); left out of the tool statistics"
         )
-    return [{"tool": tool, "calls": calls[tool], "failures": failures[tool]} for tool in kept]
+    return [
+        {"tool": tool, "calls": calls.get(tool, 0), "failures": failures.get(tool, 0)}
+        for tool in kept
+    ]
 
 
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
@@ -316,13 +327,12 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
         _add(cell, "turns_sum", o["turns"], "turns_n")
         for g in rows.graders:
             gkey = (o["run_id"], g["name"], g["type"], o["stimulus"])
-            stat = grader_rows.setdefault(
-                gkey,
-                {
+            stat = grader_rows.get(gkey)
+            if stat is None:
+                stat = grader_rows[gkey] = {
                     **dict(zip(("run_id", "name", "type", "stimulus"), gkey, strict=True)),
                     **dict.fromkeys(GRADER_SUMS, 0),
-                },
-            )
+                }
             stat["results"] += 1
             stat["failed"] += not g["passed"] and g["status"] == "success"
             stat["errored"] += g["status"] == "error"
@@ -330,15 +340,24 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
             stat["required"] += g["required"]
         if o["duration_ms"] is not None:
             dkey = (o["run_id"], duration_bucket(o["duration_ms"]), o["verdict"])
-            slot = duration_rows.setdefault(
-                dkey, {"run_id": dkey[0], "bucket": dkey[1], "verdict": dkey[2], "trials": 0}
-            )
+            slot = duration_rows.get(dkey)
+            if slot is None:
+                slot = duration_rows[dkey] = {
+                    "run_id": dkey[0],
+                    "bucket": dkey[1],
+                    "verdict": dkey[2],
+                    "trials": 0,
+                }
             slot["trials"] += 1
         for t in rows.tools:
             tkey = (o["run_id"], t["tool"])
-            usage = tool_rows.setdefault(
-                tkey, {"run_id": tkey[0], "tool": tkey[1], **dict.fromkeys(TOOL_SUMS, 0)}
-            )
+            usage = tool_rows.get(tkey)
+            if usage is None:
+                usage = tool_rows[tkey] = {
+                    "run_id": tkey[0],
+                    "tool": tkey[1],
+                    **dict.fromkeys(TOOL_SUMS, 0),
+                }
             usage["calls"] += t["calls"]
             usage["failures"] += t["failures"]
             usage["trials"] += 1

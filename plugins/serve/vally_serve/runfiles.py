@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from codecs import BOM_UTF8
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,13 +56,19 @@ class RunFolder:
     summaries: Path | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Line:
-    """One valid JSON object line: its number, the parsed object and its raw text."""
+    """One valid JSON object line: its number, the parsed object and its bytes as read
+    (valid UTF-8, without the line ending)."""
 
     number: int
     data: dict[str, Any]
-    raw: str
+    raw: bytes
+
+    @property
+    def text(self) -> str:
+        """The line as text."""
+        return self.raw.decode("utf-8")
 
 
 def find_run_folders(paths: Iterable[Path]) -> tuple[list[RunFolder], list[Problem]]:
@@ -112,8 +119,10 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
-                data = loads_bounded(text)
+                text = raw.decode("utf-8")  # only checked: the bytes are parsed and kept
+                # (a byte-order mark or a NUL could make json read the bytes as another
+                # encoding: such a line is parsed as text, as its errors say what it is)
+                data = loads_bounded(text if raw.startswith(BOM_UTF8) or b"\0" in raw else raw)
             except UnicodeDecodeError as exc:
                 problems.append(Problem(str(file), number, f"not UTF-8 ({exc.reason})"))
                 continue
@@ -130,4 +139,4 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
                 kind = type(data).__name__
                 problems.append(Problem(str(file), number, f"a JSON {kind}, not a record"))
                 continue
-            yield Line(number, data, text.rstrip("\r\n"))
+            yield Line(number, data, raw.rstrip(b"\r\n"))

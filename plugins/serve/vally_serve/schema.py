@@ -1,11 +1,11 @@
 """The tables of the history store (SQLAlchemy Core), shared by SQLite and PostgreSQL.
 
 One row per run (``runs``), per eval summary (``run_summaries``) and per trial
-(``outcomes``); the full record of a trial, unknown fields included, is kept verbatim (and
-compressed) in ``outcome_details``. The ingest also keeps running sums: per stimulus, model
-and variant of a run (``cells``), per grader (``grader_stats``) and per tool
-(``tool_stats``), so every aggregate the API serves reads a few thousand rows at most,
-however many outcomes the store holds.
+(``outcomes``); the full record of a trial, unknown fields included, is kept verbatim, its
+line compressed with those stored beside it in ``record_blocks`` (:mod:`.recordblocks`).
+The ingest also keeps running sums: per stimulus, model and variant of a run (``cells``),
+per grader (``grader_stats``) and per tool (``tool_stats``), so every aggregate the API
+serves reads a few thousand rows at most, however many outcomes the store holds.
 
 An outcome's ``id`` is derived from its run id and trial id (:func:`outcome_id`), so ingesting
 the same run twice, from one process or many, inserts nothing the second time. ``seq`` keeps
@@ -30,7 +30,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of this schema; stored in ``meta`` and checked when a store is opened."""
 
 metadata = MetaData()
@@ -100,11 +100,23 @@ outcome_details = Table(
     "outcome_details",
     metadata,
     Column("outcome_id", String(32), ForeignKey("outcomes.id"), primary_key=True),
-    Column("record", LargeBinary, nullable=False),  # the record line, zlib-compressed
+    # before version 3, the record line zlib-compressed; since, empty (the line is in a block)
+    Column("record", LargeBinary, nullable=False),
     Column("events", LargeBinary),  # the trial folder's events (JSON array, compressed)
     Column("artifacts", Text, nullable=False),
     Column("trial_dir", Text),
+    Column("block", Integer),  # the record_blocks row of the record line (v3)
+    Column("block_start", Integer),  # where the line starts in the block's bytes (v3)
+    Column("block_length", Integer),  # and its length (v3)
 )
+
+record_blocks = Table(
+    "record_blocks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("data", LargeBinary, nullable=False),  # record lines, one after another, zlib
+)
+"""The record lines of the outcomes, compressed a few dozen at a time (schema version 3)."""
 
 _KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
 

@@ -70,7 +70,7 @@ def text_fault(value: str, limit: int | None) -> str | None:
     when it can."""
     if "\x00" in value:
         return "holds a NUL character (\\u0000), which the store cannot keep"
-    surrogate = _LONE_SURROGATE.search(value)
+    surrogate = None if value.isascii() else _LONE_SURROGATE.search(value)
     if surrogate is not None:
         code = f"\\u{ord(surrogate.group()):04x}"
         return f"holds a lone surrogate ({code}), which is not text"
@@ -123,6 +123,8 @@ def count(value: Any, name: str, notes: list[str]) -> int | None:
     """A whole number of the record (a duration, a count of tokens, calls or turns) that
     an integer column holds, or None (with a note when it was present but is not a finite
     number from 0 to :data:`INTEGER_MAX`). A fraction is cut to its whole part."""
+    if type(value) is int and 0 <= value <= INTEGER_MAX:  # the common case, first
+        return value
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -140,6 +142,8 @@ def count(value: Any, name: str, notes: list[str]) -> int | None:
 def real(value: Any, name: str, notes: list[str]) -> float | None:
     """A finite number of the record (a score), or None (with a note when it was present
     but is not a finite number)."""
+    if type(value) is float and math.isfinite(value):  # the common case, first
+        return value
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -25,7 +25,7 @@ from sqlalchemy.pool import NullPool
 
 from vally import ConfigError
 from vally_serve import schema
-from vally_serve.migrations import to_version_2
+from vally_serve.migrations import to_version_2, to_version_3
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 """Store targets that name a PostgreSQL server; anything else is a SQLite file path."""
@@ -40,7 +40,7 @@ _ADVISORY_LOCK = 0x5641_4C4C  # "VALL": serialises schema creation on PostgreSQL
 
 Migration = Callable[[Connection], None]
 
-MIGRATIONS: dict[int, Migration] = {2: to_version_2}
+MIGRATIONS: dict[int, Migration] = {2: to_version_2, 3: to_version_3}
 """Steps from version ``n - 1`` to ``n`` (version 1 is created whole by ``create_all``)."""
 
 

@@ -26,12 +26,14 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from vally_serve import schema
+from vally_serve.recordblocks import write_lines
 from vally_serve.rows import OutcomeRows, Row, sums_of
 from vally_serve.store import Store
 
@@ -180,10 +182,23 @@ def write_outcomes(
     return added, refused
 
 
+DETAIL_COLUMNS = (
+    "outcome_id",
+    "record",
+    "events",
+    "artifacts",
+    "trial_dir",
+    "block",
+    "block_start",
+    "block_length",
+)
+"""The columns of ``outcome_details``, in the order of the rows :func:`_insert` writes."""
+
+
 def _stored_detail(detail: Row) -> Row:
-    """The ``outcome_details`` row as stored: the record line and events compressed."""
+    """The ``outcome_details`` row as stored, but for where its record line is: the events
+    compressed, the line (``record``) still as read (:func:`_insert` stores it in a block)."""
     stored = dict(detail)
-    stored["record"] = zlib.compress(detail["record"].encode(), 1)
     events = detail.get("events")
     stored["events"] = None if events is None else zlib.compress(events.encode(), 1)
     return stored
@@ -201,28 +216,74 @@ def _insert(
     insert = dialect_insert(store)
     run_ids = sorted({b.outcome["run_id"] for b in batch})
     connection.execute(insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in run_ids])
-    table = schema.outcomes
-    statement = insert(table).on_conflict_do_nothing().returning(table.c.id)
-    inserted = set(connection.execute(statement, [b.outcome for b in batch]).scalars())
-    fresh = [b for b in batch if b.outcome["id"] in inserted]
+    fresh = _insert_outcomes(connection, store, batch)
     if not fresh:
         return 0
-    connection.execute(schema.outcome_details.insert(), [details[b.outcome["id"]] for b in fresh])
+    rows = [details[b.outcome["id"]] for b in fresh]
+    places = write_lines(connection, [row["record"] for row in rows])
+    mark = "?" if store.dialect == "sqlite" else "%s"
+    connection.exec_driver_sql(  # the driver's executemany: no per-row parameter building
+        f"INSERT INTO outcome_details ({', '.join(DETAIL_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(DETAIL_COLUMNS))})",
+        [
+            (row["outcome_id"], b"", row["events"], row["artifacts"], row["trial_dir"], *place)
+            for row, place in zip(rows, places, strict=True)
+        ],
+    )
     for sums_table, sums, additions in sums_of(fresh):
         _add_sums(connection, store, sums_table, sums, additions)
     return len(fresh)
 
 
+OUTCOME_COLUMNS = tuple(column.name for column in schema.outcomes.c if column.name != "seq")
+"""The columns of ``outcomes`` an outcome row sets (``seq`` is the database's)."""
+_OUTCOME_VALUES = itemgetter(*OUTCOME_COLUMNS)
+
+
+def _insert_outcomes(
+    connection: Connection, store: Store, batch: list[OutcomeRows]
+) -> list[OutcomeRows]:
+    """Insert the outcomes of ``batch`` that are not in the store; returns those inserted.
+
+    On PostgreSQL, "insert unless present" returns the ids it inserted (an outcome another
+    transaction is inserting is waited for, then left alone). A SQLite write transaction
+    holds the database's write lock from its start, so no other writer can insert between
+    reading which ids are present and inserting the others by the driver's executemany.
+    """
+    table = schema.outcomes
+    if store.dialect != "sqlite":
+        statement = dialect_insert(store)(table).on_conflict_do_nothing().returning(table.c.id)
+        inserted = set(connection.execute(statement, [b.outcome for b in batch]).scalars())
+        return [b for b in batch if b.outcome["id"] in inserted]
+    before = connection.exec_driver_sql("SELECT max(seq) FROM outcomes").scalar()
+    added = connection.exec_driver_sql(
+        f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(OUTCOME_COLUMNS))}) ON CONFLICT DO NOTHING",
+        [_OUTCOME_VALUES(b.outcome) for b in batch],
+    ).rowcount
+    if added == len(batch):
+        return batch
+    new = set(  # the rows this transaction added are those after the last one before it
+        connection.execute(select(table.c.id).where(table.c.seq > (before or 0))).scalars()
+    )
+    return [b for b in batch if b.outcome["id"] in new]
+
+
 def _add_sums(
     connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
 ) -> None:
-    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row)."""
+    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row), by
+    the driver's executemany."""
     if not rows:
         return
-    statement = dialect_insert(store)(table)
-    keys = [c.name for c in table.primary_key.columns]
-    statement = statement.on_conflict_do_update(
-        index_elements=keys,
-        set_={name: table.c[name] + statement.excluded[name] for name in sums},
+    columns = tuple(column.name for column in table.columns)
+    keys = ", ".join(column.name for column in table.primary_key.columns)
+    mark = "?" if store.dialect == "sqlite" else "%s"
+    added = ", ".join(f"{name} = {table.name}.{name} + excluded.{name}" for name in sums)
+    values = itemgetter(*columns)
+    connection.exec_driver_sql(
+        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"VALUES ({', '.join([mark] * len(columns))}) "
+        f"ON CONFLICT ({keys}) DO UPDATE SET {added}",
+        [values(row) for row in rows],
     )
-    connection.execute(statement, rows)
