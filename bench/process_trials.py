@@ -5,6 +5,7 @@ Usage (from the repository root)::
     python3 bench/process_trials.py                     # 1000 processes per row, 3 rounds
     python3 bench/process_trials.py --count 300 --rounds 1
     python3 bench/process_trials.py --json out.json     # also write the numbers as JSON
+    python3 bench/process_trials.py --parts whole start-up   # only the whole processes
 
 Rows, each at ``--workers`` concurrent processes (default 8), measured in alternating
 rounds in one process so every row sees the same machine load:
@@ -28,6 +29,19 @@ is timed: interpreter start-up and imports are excluded (a warm-up round comes f
 so is removing the temporary folders afterwards. CPU time is not reported: the keepers of
 the ``local`` backend are long-lived children, whose CPU time the operating system charges
 to this process only when they exit.
+
+Then whole processes, each started fresh (interpreter start-up included), in alternating
+rounds (``--whole-rounds``): ``vally eval`` of the same spec (the console report on, as a
+user runs it, off a terminal) against the peers of ``bench/spawn_peers.py``: ``bare`` (the
+bare spawn above), ``same-work`` (a workspace folder made and removed, the process in a new
+session, the prompt on its standard input, its output read) and ``same-work-files`` (plus a
+trial folder with two small files). It prints the wall and CPU time (the process and the
+children it waited for) of each and the ratios of ``vally eval`` to each peer, min / median /
+max over the rounds.
+
+Last, start-up: ``vally --help`` against ``python -c pass`` and ``python -c 'import vally'``,
+alternating (``--start-rounds``), the CPU time of each fresh process and the ratios, min /
+median / max.
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -157,28 +172,162 @@ def measure(row: str, count: int, workers: int) -> float:
     return ROWS[row](count, workers) * 1000 / count
 
 
+PEERS = ("bare", "same-work", "same-work-files")
+"""The whole-process peers of ``vally eval`` (``bench/spawn_peers.py``)."""
+
+START_UP: dict[str, list[str]] = {
+    "python -c pass": ["-c", "pass"],
+    "import vally": ["-c", "import vally"],
+    "vally --help": ["-c", "from vally.cli.app import main; main()", "--help"],
+}
+"""The start-up rows: arguments of a fresh ``python``."""
+
+
+def timed_process(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Run ``argv`` to its end; its wall seconds and the CPU seconds of it and of the
+    children it waited for.
+
+    Raises:
+        SystemExit: The process failed.
+    """
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ
+    )
+    assert proc.stderr is not None
+    errors = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} failed ({proc.returncode}):\n{errors.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def whole_round(count: int, workers: int) -> dict[str, dict[str, float]]:
+    """Each peer and ``vally eval`` once, as whole processes, one after the other."""
+    peers = str(Path(__file__).with_name("spawn_peers.py"))
+    results: dict[str, dict[str, float]] = {}
+    for row in (*PEERS, "vally eval"):
+        with tempfile.TemporaryDirectory(prefix="vally-bench-") as tmp:
+            folder = Path(tmp)
+            out = folder / "out"
+            out.mkdir()
+            if row == "vally eval":
+                spec = write_spec(folder, COMMAND, count)
+                argv = [
+                    sys.executable, "-c", "from vally.cli.app import main; main()", "eval",
+                    "-e", str(spec), "--output-dir", str(out), "--workers", str(workers),
+                ]  # fmt: skip
+            else:
+                argv = [sys.executable, peers, row, str(count), str(workers), str(out)]
+            wall, cpu = timed_process(argv, folder)
+            if row == "vally eval":
+                check_whole_run(out, count)
+            results[row] = {"wall_s": wall, "cpu_s": cpu}
+    return results
+
+
+def check_whole_run(out: Path, count: int) -> None:
+    """Fail unless the run folder under ``out`` holds ``count`` trials, none errored.
+
+    Raises:
+        SystemExit: It does not.
+    """
+    (summary_file,) = out.glob("*/run-summary.jsonl")
+    summary = json.loads(summary_file.read_text(encoding="utf-8").splitlines()[0])
+    if summary["trials"] != count or summary["errored"]:
+        raise SystemExit(f"the vally run did not run every trial cleanly: {summary}")
+
+
+def start_up_round() -> dict[str, float]:
+    """CPU seconds of each start-up row once, in a fresh interpreter."""
+    here = Path.cwd()
+    return {row: timed_process([sys.executable, *args], here)[1] for row, args in START_UP.items()}
+
+
+def spread(values: list[float]) -> str:
+    """``min / median / max`` of ``values``, two decimals."""
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def report_whole(rounds: list[dict[str, dict[str, float]]], count: int) -> dict[str, object]:
+    """Print the whole-process table; return its figures."""
+    print(f"\nwhole processes, {count} trials each, {len(rounds)} rounds (min / median / max)")
+    print(f"{'row':<16} {'wall s':>6} {'cpu s':>6}")
+    for row in (*PEERS, "vally eval"):
+        wall = statistics.median(r[row]["wall_s"] for r in rounds)
+        cpu = statistics.median(r[row]["cpu_s"] for r in rounds)
+        print(f"{row:<16} {wall:>6.2f} {cpu:>6.2f}")
+    figures: dict[str, object] = {"rounds": rounds}
+    for peer in PEERS:
+        walls = [r["vally eval"]["wall_s"] / r[peer]["wall_s"] for r in rounds]
+        cpus = [r["vally eval"]["cpu_s"] / r[peer]["cpu_s"] for r in rounds]
+        print(f"vally eval x {peer:<16} wall {spread(walls)}   cpu {spread(cpus)}")
+        figures[f"x_{peer}"] = {"wall": walls, "cpu": cpus}
+    return figures
+
+
+def report_start_up(rounds: list[dict[str, float]]) -> dict[str, object]:
+    """Print the start-up table; return its figures."""
+    print(f"\nstart-up CPU, {len(rounds)} fresh processes each (min / median / max)")
+    for row in START_UP:
+        ms = [r[row] * 1000 for r in rounds]
+        print(f"{row:<16} {spread(ms)} ms")
+    figures: dict[str, object] = {"rounds": rounds}
+    for peer in ("python -c pass", "import vally"):
+        ratios = [r["vally --help"] / r[peer] for r in rounds if r[peer] > 0]
+        print(f"vally --help x {peer:<14} {spread(ratios)}")
+        figures[f"help_x_{peer}"] = ratios
+    return figures
+
+
 def main() -> None:
-    """Measure every row in alternating rounds and print the ratios to ``bare spawn``."""
+    """Measure every part in alternating rounds and print the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000, help="processes or trials per row")
     parser.add_argument("--workers", type=int, default=8, help="concurrent processes")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating in-process rounds")
+    parser.add_argument("--whole-rounds", type=int, default=3, help="whole-process rounds")
+    parser.add_argument("--start-rounds", type=int, default=10, help="start-up rounds")
+    parser.add_argument(
+        "--parts",
+        nargs="+",
+        choices=("in-process", "whole", "start-up"),
+        default=["in-process", "whole", "start-up"],
+        help="what to measure",
+    )
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     os.environ.setdefault("NO_COLOR", "1")
-    for row in ROWS:  # warm-up: imports, plugin loading, the keeper host
-        measure(row, 20, args.workers)
-    rounds: list[dict[str, float]] = []
-    for _ in range(args.rounds):
-        rounds.append({row: measure(row, args.count, args.workers) for row in ROWS})
     results: dict[str, object] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "count": args.count,
         "workers": args.workers,
-        "rounds": rounds,
     }
-    print(f"{args.count} per row, {args.workers} workers, {args.rounds} rounds (medians)")
+    if "in-process" in args.parts:
+        results["in_process"] = measure_in_process(args.count, args.workers, args.rounds)
+    if "whole" in args.parts:
+        whole_round(20, args.workers)  # warm-up: compiled modules, the disk's caches
+        rounds = [whole_round(args.count, args.workers) for _ in range(args.whole_rounds)]
+        results["whole"] = report_whole(rounds, args.count)
+    if "start-up" in args.parts:
+        start_up_round()
+        results["start_up"] = report_start_up([start_up_round() for _ in range(args.start_rounds)])
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+def measure_in_process(count: int, workers: int, rounds_count: int) -> dict[str, object]:
+    """The in-process rows in alternating rounds; print their table and return it."""
+    for row in ROWS:  # warm-up: imports, plugin loading, the keeper host
+        measure(row, 20, workers)
+    rounds: list[dict[str, float]] = []
+    for _ in range(rounds_count):
+        rounds.append({row: measure(row, count, workers) for row in ROWS})
+    results: dict[str, object] = {"rounds": rounds}
+    print(f"{count} per row, {workers} workers, {rounds_count} rounds (medians)")
     print(f"{'row':<14} {'ms each':>8} {'x bare':>7} {'x files':>8}   per round (x bare)")
     for row in ROWS:
         wall = statistics.median(r[row] for r in rounds)
@@ -191,11 +340,8 @@ def main() -> None:
             "x_spawn_files": to_files,
         }
         each = " ".join(f"{x:.2f}" for x in ratios)
-        print(
-            f"{row:<14} {wall:>8.2f} {statistics.median(ratios):>7.2f} {to_files:>8.2f}   {each}"
-        )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"{row:<14} {wall:>8.2f} {statistics.median(ratios):>7.2f} {to_files:>8.2f}   {each}")
+    return results
 
 
 if __name__ == "__main__":

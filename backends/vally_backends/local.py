@@ -500,14 +500,16 @@ class LocalSandbox(BaseSandbox):
                 code, _, err = await run_git(self._git_source, args)
                 if code != 0:
                     problems.append(f"git {' '.join(args)} failed: {err.strip()}")
-        if not self._keep and self._root.exists():
+        if not self._keep:
             try:
-                with contextlib.suppress(OSError):  # an empty folder goes without a thread
-                    os.rmdir(self._root)
-                if self._root.exists():
+                os.rmdir(self._root)  # an empty folder goes without a thread or a stat
+            except FileNotFoundError:
+                pass
+            except OSError:  # not empty: the tree, off the loop
+                try:
                     await asyncio.to_thread(shutil.rmtree, self._root)
-            except OSError as exc:
-                problems.append(f"cannot remove {self._root}: {exc}")
+                except OSError as exc:
+                    problems.append(f"cannot remove {self._root}: {exc}")
         if problems:
             raise CleanupError(
                 "could not clean up the workspace: " + "; ".join(problems),

@@ -28,7 +28,7 @@ _ALIAS = re.compile(r"^\s*(\w+) = (\w+)$")
 def type_checking_exports(source: Path) -> dict[str, str]:
     """Each name the ``if TYPE_CHECKING:`` block of ``source`` imports (``from m import a as
     a``, one per line or in parentheses; ``b = _a`` re-exports the private import ``_a`` as
-    ``b``; ``from m import *`` the names ``m``'s ``__init__.py`` imports), mapped to
+    ``b``; ``from m import *`` the names of ``m``'s own block), mapped to
     ``module`` (the name is the module's attribute), ``module:attribute`` (exported under
     another name) or ``module:submodule`` (a module). Names starting with ``_`` are left out.
 
@@ -59,7 +59,7 @@ def _imported(lines: list[str]) -> dict[str, str]:
             elif head[2] == "*":
                 origin = importlib.util.find_spec(head[1])
                 assert origin is not None and origin.origin is not None, head[1]
-                found.update(_imported(Path(origin.origin).read_text("utf-8").splitlines()))
+                found.update(type_checking_exports(Path(origin.origin)))
             else:
                 for part in head[2].split(","):
                     name, _, alias = part.strip().partition(" as ")

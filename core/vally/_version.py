@@ -1,7 +1,5 @@
 """The installed version of vally."""
 
-from __future__ import annotations
-
 from importlib.metadata import PackageNotFoundError, version
 
 try:

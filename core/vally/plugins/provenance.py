@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -86,10 +87,13 @@ class Registration:
 
 def distribution_of(ep: importlib.metadata.EntryPoint) -> tuple[str | None, str | None]:
     """``(name, version)`` of the distribution declaring ``ep``, or ``(None, None)``."""
-    dist = ep.dist
-    if dist is None:
-        return None, None
-    return dist.metadata["Name"], dist.version
+    return (None, None) if ep.dist is None else _name_and_version(ep.dist)
+
+
+@lru_cache(maxsize=64)  # by identity: the entry points of one distribution share its object
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
+    meta = dist.metadata  # read and parsed once, not once per field and entry point
+    return meta["Name"], meta["Version"]
 
 
 def class_target(obj: Any) -> str:

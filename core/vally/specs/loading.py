@@ -22,17 +22,12 @@ import glob
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vally.contracts.protocols import LoadedEval
 from vally.errors import ConfigError, SchemaError, SourceLocation
-from vally.models.experiment import ExperimentFile
 from vally.models.project import ProjectConfig
-from vally.models.spec import (
-    EnvironmentConfig,
-    EvalSpec,
-    Stimulus,
-)
+from vally.models.spec import EnvironmentConfig, EvalSpec, Stimulus
 from vally.specs.environments import anchor_environment, named_environment
 from vally.specs.params import (
     ParamLayer,
@@ -50,6 +45,9 @@ from vally.specs.yamlio import (
     read_text,
     top_level_value,
 )
+
+if TYPE_CHECKING:  # an experiment's models are loaded only by experiments
+    from vally.models.experiment import ExperimentFile
 
 PROJECT_FILENAMES = (".vally.yaml", ".vally.yml")
 """Names of the project file, searched upward from the working directory."""
@@ -328,6 +326,8 @@ def load_experiment_file(
     Raises:
         ConfigError: Any problem, with ``file:line:column``.
     """
+    from vally.models.experiment import ExperimentFile
+
     path = path.absolute()
     layers = [ParamLayer("--param", cli_params)]
     if project is not None:

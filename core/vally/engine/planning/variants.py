@@ -18,15 +18,18 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from vally.contracts.protocols import LoadedEval
+from vally.engine.records.offload import escape_token, unescape_token
 from vally.engine.records.run_folder import safe_name
 from vally.errors import ConfigError
-from vally.models.experiment import ExperimentFile, VariantOverride
 from vally.models.spec import EvalSpec, check_name
+
+if TYPE_CHECKING:  # an experiment's models are loaded only by experiments
+    from vally.models.experiment import ExperimentFile, VariantOverride
 
 _MISSING = object()
 
@@ -84,21 +87,13 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def pointer_tokens(pointer: str) -> list[str]:
     """Split a JSON pointer into unescaped tokens (``""`` is the whole document)."""
     if pointer == "":
         return []
     if not pointer.startswith("/"):
         raise ConfigError(f"{pointer!r} is not a JSON pointer; it must start with '/'")
-    return [_unescape(t) for t in pointer[1:].split("/")]
+    return [unescape_token(t) for t in pointer[1:].split("/")]
 
 
 def patch_for_pointer(pointer: str, value: Any) -> dict[str, Any]:
@@ -184,7 +179,7 @@ def diff_pointers(a: Any, b: Any, prefix: str = "") -> list[str]:
         for key in sorted(set(a) | set(b), key=str):
             out.extend(
                 diff_pointers(
-                    a.get(key, _MISSING), b.get(key, _MISSING), f"{prefix}/{_escape(str(key))}"
+                    a.get(key, _MISSING), b.get(key, _MISSING), f"{prefix}/{escape_token(str(key))}"
                 )
             )
         return out
@@ -228,10 +223,7 @@ def check_variant_names(names: Sequence[str]) -> None:
 
 
 def resolve_experiment(
-    experiment: ExperimentFile,
-    evals: Sequence[LoadedEval],
-    *,
-    only_variant: str | None = None,
+    experiment: ExperimentFile, evals: Sequence[LoadedEval], *, only_variant: str | None = None
 ) -> ResolvedExperiment:
     """Apply every variant to every eval, check drift, and hash the results.
 

@@ -27,11 +27,13 @@ TEXTS_DIR = "texts"
 """Folder of a trial's folder holding its offloaded texts."""
 
 
-def _escape(token: str) -> str:
+def escape_token(token: str) -> str:
+    """``token`` as one JSON-pointer token (``~`` and ``/`` escaped)."""
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _unescape(token: str) -> str:
+def unescape_token(token: str) -> str:
+    """The text of one JSON-pointer token."""
     return token.replace("~1", "/").replace("~0", "~")
 
 
@@ -45,7 +47,7 @@ def _long_strings(value: Any, pointer: str) -> Iterable[tuple[str, Any, Any, str
     else:
         return
     for key, child in items:
-        where = f"{pointer}/{_escape(str(key))}"
+        where = f"{pointer}/{escape_token(str(key))}"
         if isinstance(child, str):
             if len(child) > INLINE_TEXT_LIMIT:
                 yield where, value, key, child
@@ -138,7 +140,7 @@ def _read_text(entry: OffloadedText, folders: Iterable[Path]) -> str | None:
 
 def _put(data: Any, pointer: str, text: str) -> bool:
     """Set the string at ``pointer`` (RFC 6901) of ``data``; False when it is not there."""
-    tokens = [_unescape(t) for t in pointer.split("/")[1:]]
+    tokens = [unescape_token(t) for t in pointer.split("/")[1:]]
     node = data
     try:
         for token in tokens[:-1]:

@@ -32,8 +32,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-
-import regex
+from typing import TYPE_CHECKING
 
 from vally.contracts.llm import LLMProvider
 from vally.contracts.protocols import GradeContext, Grader, JudgeSettings, Sandbox
@@ -45,6 +44,9 @@ from vally.models.records import GradeResult, GraderResult
 from vally.models.spec import Constraints, GraderConfig, Stimulus
 from vally.models.trajectory import Trajectory
 from vally.plugins import capabilities
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "DEFAULT_GRADER_TIMEOUT",
@@ -131,6 +133,8 @@ CONSTRAINT_REGEX_TIMEOUT = 10.0
 
 
 def _compile(pattern: str, where: str) -> regex.Pattern[str]:
+    import regex  # on the first constraint pattern, not at start-up
+
     try:
         re.compile(pattern)  # Python's syntax is the contract
         return regex.compile(pattern, regex.VERSION0)

@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar, Literal
 
-import regex
 from pydantic import Field, field_validator, model_validator
 
 from vally import (
@@ -258,6 +257,8 @@ class CommandExecutor(BaseExecutor["CommandExecutor.Config"]):
         agent's output must not be able to stall the run; past the bound, none)."""
         if not self.config.session_id_from:
             return None
+        import regex  # only for session_id_from: not at start-up
+
         pattern = regex.compile(self.config.session_id_from, regex.VERSION0)
         for text in (result.stdout, result.stderr):
             try:

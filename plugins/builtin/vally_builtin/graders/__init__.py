@@ -15,12 +15,14 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import regex
 from pydantic import Field, model_validator
 
 from vally import BaseGrader, GradeContext, GraderResult, GradingError, Sandbox, StrictConfig
+
+if TYPE_CHECKING:  # regex is imported by the first pattern compiled, not at start-up
+    import regex
 
 __all__ = [
     "REGEX_TIMEOUT",
@@ -128,6 +130,8 @@ def compile_pattern(pattern: str, flags: str | None = None) -> TimedPattern:
 
 
 def _timed(translated: str, flags: int, source: str) -> TimedPattern:
+    import regex
+
     try:
         return TimedPattern(regex.compile(translated, flags | regex.VERSION0), source)
     except regex.error as exc:

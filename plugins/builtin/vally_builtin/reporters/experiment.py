@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vally import TrialResultRecord, is_errored, is_graded
 from vally_builtin.reporters import markdown_text
-from vally_compare import Estimate, mean_rate, pass_rate_deltas
+
+if TYPE_CHECKING:  # the statistics are imported when a figure needs them, not at start-up
+    from vally_compare import Estimate
 
 _EPSILON = 1e-9
 NO_DIFFERENCE = "no detectable difference"
@@ -50,6 +52,8 @@ class VariantStats:
     @property
     def pass_rate(self) -> float | None:
         """Mean of the per-stimulus pass rates, None when nothing was graded."""
+        from vally_compare import mean_rate
+
         return mean_rate(self.rates)
 
 
@@ -265,6 +269,8 @@ def compare_stats(
         )
     base = next(s for s in stats if s.name == baseline)
     rated = {s.name: s.rates for s in stats if s.name != baseline and s.rates}
+    from vally_compare import pass_rate_deltas
+
     estimates = pass_rate_deltas(base.rates, rated) if base.rates else {}
     for item in stats:
         if item.name == baseline:
