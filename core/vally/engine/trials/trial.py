@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from vally.contracts.protocols import (
     ExecutorOptions,
@@ -34,6 +34,13 @@ from vally.engine.records.run_folder import (
     trial_relpath,
 )
 from vally.engine.trials import judge_cache
+from vally.engine.trials.context import (
+    ATTEMPT,
+    TIMEOUT_GRACE,
+    Phase,
+    RunContext,
+    trial_id,
+)
 from vally.engine.trials.tracebacks import format_traceback, plugin_location
 from vally.engine.trials.trial_files import write_trial_files
 from vally.engine.trials.write_placement import WritePlacement
@@ -54,17 +61,6 @@ from vally.models.trajectory import (
     utc_now,
 )
 from vally.models.usage import JudgeCacheCounts, trial_usage
-
-if TYPE_CHECKING:
-    pass
-
-from vally.engine.trials.context import (
-    ATTEMPT,
-    TIMEOUT_GRACE,
-    Phase,
-    RunContext,
-    trial_id,
-)
 
 log = logging.getLogger(__name__)
 
