@@ -144,9 +144,11 @@ class _BoundedLoader(yaml.composer.Composer, _LOADER):  # type: ignore[misc]
 
     def __init__(self, stream: str, *, file: str, max_depth: int) -> None:
         _LOADER.__init__(self, stream)
-        self.file, self.max_depth, self.depth, self.anchors = file, max_depth, 0, {}
+        self.file, self.max_depth, self.anchors = file, max_depth, {}
+        self.depth = self.nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self.nodes += 1
         if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
             return super().compose_node(parent, index)
         self.depth += 1
@@ -238,6 +240,7 @@ def compose(text: str, file: str) -> yaml.Node | None:
     try:
         loader = _BoundedLoader(text, file=file, max_depth=max_depth)  # checks characters
         root = loader.get_single_node()
+        nodes = loader.nodes
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, file, text) from None
     except RecursionError:
@@ -249,7 +252,7 @@ def compose(text: str, file: str) -> yaml.Node | None:
     finally:
         if loader is not None:
             loader.dispose()
-    if root is not None:
+    if root is not None and ("&" in text or nodes > YAML_NODES.value()):  # else no aliases
         check_expansion(root, file)
     return root
 
