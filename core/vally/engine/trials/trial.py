@@ -21,18 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from vally.contracts.protocols import (
-    ExecutorOptions,
-    Sandbox,
-    SkillRef,
-    TrialContext,
-)
+from vally.contracts.protocols import ExecutorOptions, Sandbox, SkillRef, TrialContext
 from vally.engine.planning.plan import PlannedTrial
 from vally.engine.records.offload import offload_texts
-from vally.engine.records.run_folder import (
-    ARTIFACTS_DIR,
-    trial_relpath,
-)
+from vally.engine.records.run_folder import ARTIFACTS_DIR, trial_relpath
 from vally.engine.trials import judge_cache
 from vally.engine.trials.context import (
     ATTEMPT,
@@ -392,10 +384,8 @@ class TrialRunner:
             key=trial.key,
         )
         try:
-            trajectory: Trajectory = await asyncio.wait_for(
-                executor.execute(trial.stimulus, sandbox, options),
-                timeout=trial.timeout + TIMEOUT_GRACE,
-            )
+            async with asyncio.timeout(trial.timeout + TIMEOUT_GRACE):  # no task of its own
+                trajectory: Trajectory = await executor.execute(trial.stimulus, sandbox, options)
         except asyncio.CancelledError:
             raise
         except TimeoutError as exc:
