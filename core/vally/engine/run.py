@@ -164,8 +164,13 @@ def plan_request(request: RunRequest) -> Plan:
     session = request.session
     project = request.project
 
+    known: dict[tuple[int, int], Any] = {}  # stimuli that set no environment share the eval's
+
     def resolve(item: LoadedEval, stimulus: Stimulus) -> Any:
-        return resolve_environment(item, stimulus, project, request.project_root)
+        key = (id(item), 0 if stimulus.environment is None else id(stimulus))
+        if key not in known:
+            known[key] = resolve_environment(item, stimulus, project, request.project_root)
+        return known[key]
 
     try:
         return build_plan(

@@ -16,7 +16,6 @@ Top-level keys starting with ``x-`` are ignored in every file (a place for YAML 
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import glob
 import os
@@ -269,7 +268,7 @@ def default_eval_name(path: Path) -> str:
 
 
 def _normalized_raw(data: Mapping[str, Any], spec: EvalSpec) -> dict[str, Any]:
-    raw = copy.deepcopy(dict(data))
+    raw = dict(data)  # the loader's own data, used by nobody else: renamed in place
     _rename(raw, "config", "defaults")
     _rename(raw, "agent_environment", "environment")
     if isinstance(raw.get("environment"), str) and isinstance(spec.environment, EnvironmentConfig):

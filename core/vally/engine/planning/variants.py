@@ -108,8 +108,9 @@ def patch_for_pointer(pointer: str, value: Any) -> dict[str, Any]:
 
 
 def normalise_document(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Rename the older spellings (``config``, ``agent_environment``) to the current ones."""
-    document = copy.deepcopy(dict(raw))
+    """Rename the older spellings (``config``, ``agent_environment``) to the current ones (a
+    new top level; the values are ``raw``'s own, which no caller changes)."""
+    document = dict(raw)
     for old, new in (("config", "defaults"), ("agent_environment", "environment")):
         if old in document and new not in document:
             document[new] = document.pop(old)

@@ -167,6 +167,7 @@ def build_grader_factory(
     """Validate every planned grader once (when ``validate``) and return a factory that
     hands out one shared instance per distinct reference (type and config)."""
     graders: dict[PluginRef, Any] = {}
+    known: dict[int, tuple[GraderConfig, Any]] = {}  # by entry: no canonical JSON per trial
     if validate:
         for trial in trials:
             for config in trial.graders:
@@ -178,12 +179,17 @@ def build_grader_factory(
                         graders[ref] = session.create(
                             "grader", config.type, config.config, where=where
                         )
+                known[id(config)] = (config, graders.get(ref))
 
     def create_grader(config: GraderConfig) -> Any:
+        entry, found = known.get(id(config), (None, None))
+        if entry is config and found is not None:
+            return found
         ref = PluginRef.of(config.type, config.config)
         found = graders.get(ref)
         if found is None:
             found = graders[ref] = session.create("grader", config.type, config.config)
+        known[id(config)] = (config, found)
         return found
 
     return create_grader

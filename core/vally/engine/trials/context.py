@@ -8,23 +8,18 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from vally.contracts.events import EventEmitter, RunInfo
 from vally.contracts.llm import LLMProvider
 from vally.contracts.protocols import Executor, TrialKey
 from vally.engine.planning.plan import PlannedTrial, PluginRef
-from vally.engine.records.run_folder import (
-    Scrubber,
-)
+from vally.engine.records.run_folder import Scrubber
 from vally.models.pricing import PriceTable
 from vally.models.records import (
     ExperimentBlock,
     TrialResultRecord,
 )
-
-if TYPE_CHECKING:
-    pass
 
 TIMEOUT_GRACE = 5.0
 """Seconds the kernel waits past a trial's timeout before cancelling the executor itself

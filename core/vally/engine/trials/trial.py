@@ -19,21 +19,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from vally.contracts.protocols import (
-    ExecutorOptions,
-    Sandbox,
-    SkillRef,
-    TrialContext,
-)
+from vally.contracts.protocols import ExecutorOptions, Sandbox, SkillRef, TrialContext
 from vally.engine.planning.plan import PlannedTrial
 from vally.engine.records.offload import offload_texts
-from vally.engine.records.run_folder import (
-    ARTIFACTS_DIR,
-    trial_relpath,
-)
+from vally.engine.records.run_folder import ARTIFACTS_DIR, trial_relpath
 from vally.engine.trials import judge_cache
+from vally.engine.trials.context import (
+    ATTEMPT,
+    TIMEOUT_GRACE,
+    Phase,
+    RunContext,
+    trial_id,
+)
 from vally.engine.trials.tracebacks import format_traceback, plugin_location
 from vally.engine.trials.trial_files import write_trial_files
 from vally.engine.trials.write_placement import WritePlacement
@@ -54,17 +53,6 @@ from vally.models.trajectory import (
     utc_now,
 )
 from vally.models.usage import JudgeCacheCounts, trial_usage
-
-if TYPE_CHECKING:
-    pass
-
-from vally.engine.trials.context import (
-    ATTEMPT,
-    TIMEOUT_GRACE,
-    Phase,
-    RunContext,
-    trial_id,
-)
 
 log = logging.getLogger(__name__)
 
@@ -396,10 +384,8 @@ class TrialRunner:
             key=trial.key,
         )
         try:
-            trajectory: Trajectory = await asyncio.wait_for(
-                executor.execute(trial.stimulus, sandbox, options),
-                timeout=trial.timeout + TIMEOUT_GRACE,
-            )
+            async with asyncio.timeout(trial.timeout + TIMEOUT_GRACE):  # no task of its own
+                trajectory: Trajectory = await executor.execute(trial.stimulus, sandbox, options)
         except asyncio.CancelledError:
             raise
         except TimeoutError as exc:

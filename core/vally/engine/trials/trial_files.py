@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pydantic_core
 
@@ -18,18 +17,12 @@ from vally.engine.records.run_folder import (
     REDACTED,
     Scrubber,
 )
-from vally.errors import OutputError
-from vally.models.records import (
-    TrialResultRecord,
-)
-
-if TYPE_CHECKING:
-    pass
-
 from vally.engine.trials.context import (
     ATTEMPT,
     NODE,
 )
+from vally.errors import OutputError
+from vally.models.records import TrialResultRecord
 
 
 def write_trial_files(
