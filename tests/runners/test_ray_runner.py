@@ -455,14 +455,16 @@ def cache_entries(cluster: Cluster, number: int) -> list[str]:
     return done.stdout.split()
 
 
+@pytest.mark.parametrize("per_worker", [1, 4])
 def test_a_node_unpacks_a_large_spec_folder_once_for_trials_starting_at_once(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, per_worker: int
 ) -> None:
     # 16 trials of a 24 MiB spec folder start 8 at once over 2 nodes of 4 CPUs: each
-    # node's first wave starts together, and still each node unpacks the archive once.
+    # node's first wave starts together (in 4 worker processes, or 4 trials in one), and
+    # still each node unpacks the archive once.
     import hashlib
 
-    folder = cluster.hidden / "large-eval"
+    folder = cluster.hidden / f"large-eval-{per_worker}"
     (folder / "data").mkdir(parents=True)
     digest = hashlib.sha256()
     for i in range(6):
@@ -483,13 +485,13 @@ def test_a_node_unpacks_a_large_spec_folder_once_for_trials_starting_at_once(
             graders: [{{type: output-contains, config: {{substring: {digest.hexdigest()}}}}}]
         """))
     assert not any(cluster.sees(n, folder / "eval.yaml") for n in cluster.nodes)
-    for number in cluster.nodes:
-        assert cache_entries(cluster, number) == []
+    before = {number: set(cache_entries(cluster, number)) for number in cluster.nodes}
     # The nodes' temp dir is their private `hidden` tmpfs: each node has a cache of its own.
     node_env = json.dumps({"env_vars": {"TMPDIR": str(cluster.hidden)}})
     done = subprocess.run(
         [*eval_args(folder / "eval.yaml", tmp_path / "out", cluster, workers=8),
-         "--runner-args", f"runtime_env={node_env}"],
+         "--runner-args", f"runtime_env={node_env}",
+         "--runner-args", f"trials_per_worker={per_worker}"],
         capture_output=True, text=True, env=env(), timeout=400,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -501,5 +503,5 @@ def test_a_node_unpacks_a_large_spec_folder_once_for_trials_starting_at_once(
     assert set(nodes) == set(cluster.nodes.values()), nodes
     for number in cluster.nodes:
         # one copy named by the archive's digest, and no staging folder of a second unpack
-        entries = cache_entries(cluster, number)
+        entries = sorted(set(cache_entries(cluster, number)) - before[number])
         assert len(entries) == 1 and re.fullmatch(r"[0-9a-f]{64}", entries[0]), entries
