@@ -255,8 +255,8 @@ async def run_trial_job(
             if path.is_file() and not path.is_symlink()
         }
         return TrialOutcome(record, trial_files, tuple(collector.grader_results), node)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    finally:  # off the loop: a worker process's other trials share it
+        await asyncio.to_thread(shutil.rmtree, scratch, True)
 
 
 class Dispatch:
