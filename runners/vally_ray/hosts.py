@@ -74,8 +74,8 @@ class Host:
 def node_capacity(nodes: Sequence[Mapping[str, Any]], per_trial: Mapping[str, float]) -> int:
     """How many trials needing ``per_trial`` (``CPU``, ``memory``, custom resources) the
     largest alive node in ``nodes`` (``ray.nodes()``) holds at once; 0: none holds one.
-    A trial needing nothing counts as fitting any number of times (``math.inf`` capped
-    by the caller)."""
+    A trial needing nothing fits without a limit (a very large number: the caller caps
+    it)."""
     best = 0.0
     for node in nodes:
         if not node.get("Alive", False):

@@ -19,7 +19,7 @@ from vally import (
     TrialResources,
     VallyError,
 )
-from vally_ray.hosts import HostPool, TrialHost, node_capacity
+from vally_ray.hosts import Host, HostPool, TrialHost, node_capacity
 from vally_ray.permits import ClusterLLMGate
 
 CANCEL_GRACE_SECONDS = 10.0
@@ -340,7 +340,7 @@ class RayRunner:
                     outcome = await ref
                 except asyncio.CancelledError:
                     _uncancel()
-                    await _cancel(ref, host.actor)
+                    await _cancel(ref, host)
                     return dispatch.cancelled()
             except TaskCancelledError:
                 return dispatch.cancelled()
@@ -393,18 +393,19 @@ def _uncancel() -> None:
         task.uncancel()
 
 
-async def _cancel(ref: Any, actor: Any) -> None:
+async def _cancel(ref: Any, host: Host) -> None:
     """Cancel a running attempt and wait for it to close its sandbox; when it has not
     stopped in time, kill its host's process (the keeper of every agent it started gets
-    SIGHUP when it dies and kills the agent)."""
+    SIGHUP when it dies and kills the agent), which is then never handed out again."""
     import ray
 
     ray.cancel(ref)
     settling = asyncio.ensure_future(_settle(ref))
     done, _ = await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS + 5)
     if not done:
+        host.dead = True
         with contextlib.suppress(Exception):
-            ray.kill(actor)
+            ray.kill(host.actor)
 
 
 async def _settle(ref: Any) -> None:
