@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import signal
-import threading
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,24 +14,17 @@ from vally import (
     ConfigError,
     PluginMetadata,
     SetupError,
-    SpecArchive,
     StrictConfig,
     TrialDispatch,
-    TrialJob,
-    TrialOutcome,
     TrialResources,
     VallyError,
-    run_trial_job,
 )
+from vally_ray.hosts import Host, HostPool, TrialHost, node_capacity
 from vally_ray.permits import ClusterLLMGate
 
 CANCEL_GRACE_SECONDS = 10.0
-"""How long an interrupted trial's task gets to close its sandbox; after that (and a
-margin) the driver kills the task's worker process, whose agents' keepers then kill
-them."""
-
-INTERRUPT_POLL_SECONDS = 0.1
-"""How often a task's thread wakes while its trial runs, so a cancellation reaches it."""
+"""How long an interrupted trial gets to close its sandbox; after that (and a margin) the
+driver kills its host's worker process, whose agents' keepers then kill them."""
 
 
 class RayRunnerConfig(StrictConfig):
@@ -46,15 +37,19 @@ class RayRunnerConfig(StrictConfig):
         memory: Bytes of memory each trial reserves (None: none reserved).
         resources: Custom resources each trial needs, as ``NAME:AMOUNT`` (``docker:1`` for
             nodes started with ``--resources '{"docker": 1}'``).
-        max_retries: How often Ray runs a trial again when its worker or node dies.
-        scheduling: ``SPREAD`` spreads trials over the nodes; ``DEFAULT`` packs them.
-        namespace: The Ray namespace of the run's tasks.
+        max_retries: How often a trial runs again when its worker process or node dies.
+        scheduling: ``SPREAD`` spreads the trial hosts over the nodes; ``DEFAULT`` packs
+            them.
+        namespace: The Ray namespace of the run's actors.
         ship_files: Ship the spec's files to the nodes (false: nodes read them at the
             driver's paths, from a shared file system).
-        runtime_env: The Ray runtime environment of the run's tasks: a JSON object, or a
+        runtime_env: The Ray runtime environment of the run's trial hosts: a JSON object, or a
             YAML/JSON file holding one (``pip``, ``py_modules``, ``working_dir``,
             ``env_vars``, ...; local paths in a file are relative to it). None: the
             nodes' own Python environment.
+        trials_per_worker: How many trials one Ray worker process (a trial host) runs at
+            once; it reserves that many trials' resources on its node while the run lasts
+            (fewer when no node holds that many).
     """
 
     address: str = "auto"
@@ -66,6 +61,7 @@ class RayRunnerConfig(StrictConfig):
     namespace: str = "vally"
     ship_files: bool = True
     runtime_env: str | None = None
+    trials_per_worker: int = Field(default=4, ge=1)
 
 
 def parse_resources(items: list[str]) -> dict[str, float]:
@@ -150,58 +146,15 @@ def _anchored(env: dict[str, Any], base: Path) -> dict[str, Any]:
     return out
 
 
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_LOCK = threading.Lock()
-
-
-def _worker_loop() -> asyncio.AbstractEventLoop:
-    """This worker process's event loop, in a thread of its own, shared by its tasks (the
-    run's plugins are built once and stay bound to it)."""
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="vally-trials", daemon=True).start()
-            _LOOP = loop
-        return _LOOP
-
-
-def _trial_task(
-    job: TrialJob, files: SpecArchive | None, llm_gate: ClusterLLMGate
-) -> TrialOutcome:
-    """The Ray task: run one attempt on this node, reading the spec's files from ``files``
-    (unpacked once per node) and taking LLM permits from ``llm_gate``. A cancellation
-    (``ray.cancel`` raises KeyboardInterrupt here) cancels the trial, which closes its
-    sandbox before the task ends."""
-    import ray
-
-    future: concurrent.futures.Future[TrialOutcome] | None = None
-    try:
-        node = ray.get_runtime_context().get_node_id()
-        future = asyncio.run_coroutine_threadsafe(
-            run_trial_job(job, node=node, files=files, llm_gate=llm_gate), _worker_loop()
-        )
-        while not future.done():
-            # In slices: Ray raises the cancellation's KeyboardInterrupt in this thread only
-            # between bytecodes, never inside one long blocking wait.
-            concurrent.futures.wait([future], timeout=INTERRUPT_POLL_SECONDS)
-        return future.result()
-    except KeyboardInterrupt:
-        if future is not None:
-            future.cancel()
-            with contextlib.suppress(BaseException):
-                future.result(timeout=CANCEL_GRACE_SECONDS)
-        raise
-
-
 class RayRunner:
-    """Runs each trial attempt as a Ray task; ``--workers`` caps the tasks in flight
-    cluster-wide (the kernel never submits more)."""
+    """Runs each trial attempt on a trial host (:mod:`vally_ray.hosts`): long-lived Ray
+    actors, each running up to ``trials_per_worker`` trials at once; ``--workers`` caps the
+    attempts in flight cluster-wide (the kernel never submits more)."""
 
     metadata: ClassVar[PluginMetadata] = PluginMetadata(
         name="ray",
         kind="runner",
-        description="Run trials as tasks on a Ray cluster (pip install 'vally[ray]').",
+        description="Run trials on a Ray cluster (pip install 'vally[ray]').",
     )
     Config = RayRunnerConfig
     runs_elsewhere: ClassVar[bool] = True
@@ -212,15 +165,15 @@ class RayRunner:
         self.runtime_env = (
             load_runtime_env(self.config.runtime_env) if self.config.runtime_env else None
         )
-        self._task: Any = None
         self._connected = False
         self._files: Any = None
         self._files_shipped = False
         self._files_lock = asyncio.Lock()
         self._llm_gate: ClusterLLMGate | None = None
         self._totals: dict[str, float] = {}
-        self._remote: Any = None
-        self._tasks: dict[str, Any] = {}
+        self._nodes: list[dict[str, Any]] = []
+        self._host_class: Any = None
+        self._pools: dict[str, HostPool] = {}
 
     async def start(self, run_id: str) -> None:
         """Connect to the cluster and check that some node can take a trial.
@@ -246,16 +199,16 @@ class RayRunner:
                 hint="start one with `ray start --head` (see docs/distributed.md) and pass "
                 "its address with --ray-address HOST:PORT",
             ) from exc
-        untyped: Any = ray  # cluster_resources() has no annotations
+        untyped: Any = ray  # cluster_resources() and nodes() have no annotations
         self._totals = dict(untyped.cluster_resources())
+        self._nodes = list(untyped.nodes())
         self._check_capacity(self._totals)
-        self._remote = ray.remote(_trial_task)
-        self._task = self._remote.options(**self._options(None))
+        self._host_class = ray.remote(TrialHost)
         self._llm_gate = ClusterLLMGate(run_id, self.config.namespace)
 
     def _connect(self, ray: Any) -> None:
         # Ray sets its own SIGTERM handler in the main thread: keep the run's handlers (an
-        # interrupt stops the run and cancels the tasks).
+        # interrupt stops the run and cancels the trials).
         saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self._init(ray)
@@ -276,9 +229,10 @@ class RayRunner:
         )
         self._connected = True
 
-    def _options(self, spec: TrialResources | None) -> dict[str, Any]:
-        """The task options of a trial: ``--runner-args`` given explicitly win over the
-        spec's ``defaults.resources``, which win over the runner's defaults."""
+    def _per_trial(self, spec: TrialResources | None) -> dict[str, float]:
+        """What one trial reserves (``CPU``, ``memory``, custom resources): ``--runner-args``
+        given explicitly win over the spec's ``defaults.resources``, which win over the
+        runner's defaults."""
         given = self.config.model_fields_set
         num_cpus, memory = self.config.num_cpus, self.config.memory
         custom: dict[str, float] = {}
@@ -289,37 +243,57 @@ class RayRunner:
                 memory = int(spec.memory)
             custom.update(spec.custom)
         custom.update(self.resources)
+        wanted = {"CPU": num_cpus, **custom}
+        if memory is not None:
+            wanted["memory"] = memory
+        return wanted
+
+    def _host_options(self, per_trial: dict[str, float], slots: int) -> dict[str, Any]:
+        """The actor options of a host running ``slots`` trials needing ``per_trial``."""
+        custom = {k: v * slots for k, v in per_trial.items() if k not in ("CPU", "memory")}
         options: dict[str, Any] = {
-            "num_cpus": num_cpus,
-            "max_retries": self.config.max_retries,
-            "retry_exceptions": False,
+            "num_cpus": per_trial["CPU"] * slots,
+            "max_concurrency": slots + 1,  # its trials and the ready() call
+            "max_restarts": 0,  # the driver runs a dead host's trials on other hosts
             "scheduling_strategy": self.config.scheduling,
         }
         if custom:
             options["resources"] = custom
-        if memory is not None:
-            options["memory"] = memory
+        if "memory" in per_trial:
+            options["memory"] = int(per_trial["memory"] * slots)
         return options
 
-    def _task_for(self, dispatch: TrialDispatch) -> Any:
-        """The task with the trial's resources (one per distinct setting).
+    def _pool_for(self, dispatch: TrialDispatch) -> HostPool:
+        """The hosts of the trial's resources (one pool per distinct setting).
 
         Raises:
             SetupError: No node of the cluster has what the trial needs.
         """
         spec: TrialResources | None = dispatch.resources
-        if spec is None:
-            return self._task
-        key = spec.model_dump_json()
-        task = self._tasks.get(key)
-        if task is None:
-            options = self._options(spec)
-            wanted = {"CPU": options["num_cpus"], **options.get("resources", {})}
-            if "memory" in options:
-                wanted["memory"] = options["memory"]
-            self._check_capacity(self._totals, wanted, "defaults.resources of the eval")
-            task = self._tasks[key] = self._remote.options(**options)
-        return task
+        key = "" if spec is None else spec.model_dump_json()
+        pool = self._pools.get(key)
+        if pool is None:
+            per_trial = self._per_trial(spec)
+            lower = "--runner-args num_cpus=/resources="
+            if spec is not None:
+                lower = "defaults.resources of the eval"
+                self._check_capacity(self._totals, per_trial, lower)
+            fits = node_capacity(self._nodes, per_trial)
+            if fits < 1:
+                needs = ", ".join(f"{k}: {v:g}" for k, v in per_trial.items() if v > 0)
+                raise SetupError(
+                    f"no node of the Ray cluster can run a trial: it needs {needs} on one "
+                    "node, and the cluster has that only summed over its nodes",
+                    hint=f"start a node with those resources, or lower {lower}",
+                )
+            slots = min(self.config.trials_per_worker, fits)
+            files, gate, host = self._files, self._llm_gate, self._host_class
+
+            def create(count: int) -> Any:
+                return host.options(**self._host_options(per_trial, count)).remote(files, gate)
+
+            pool = self._pools[key] = HostPool(create, slots)
+        return pool
 
     def _check_capacity(
         self,
@@ -340,40 +314,52 @@ class RayRunner:
             )
 
     async def run_trial(self, dispatch: TrialDispatch) -> Any:
-        """Submit the attempt, await its outcome and hand it to the kernel; on an interrupt
-        cancel the task (its sandbox is closed on the node) and record it as cancelled."""
-        import ray
-        from ray.exceptions import RayError, TaskCancelledError
+        """Run the attempt on a free slot of a trial host, await its outcome and hand it
+        to the kernel; on an interrupt cancel it (its sandbox is closed on the node) and
+        record it as cancelled. When the host's process or node dies, the attempt runs
+        again on another host, up to ``max_retries`` times."""
+        from ray.exceptions import RayActorError, RayError, TaskCancelledError
 
         try:
-            task = self._task_for(dispatch)
-            files = await self._spec_files(dispatch)
+            await self._spec_files(dispatch)
+            pool = self._pool_for(dispatch)
         except VallyError as exc:  # no node fits the trial; the spec's files cannot ship
             return dispatch.failed(exc.render())
-        ref = task.remote(dispatch.job(), files, self._llm_gate)
-        try:
-            outcome = await ref
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            ray.cancel(ref)
-            settling = asyncio.ensure_future(_settle(ref))
-            done, _ = await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS + 5)
-            if not done:
-                # The task did not stop in time: kill its worker process (the keeper of
-                # every agent it started gets SIGHUP when it dies and kills the agent).
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
-            return dispatch.cancelled()
-        except TaskCancelledError:
-            return dispatch.cancelled()
-        except RayError as exc:
-            return dispatch.failed(f"the trial's Ray task failed: {type(exc).__name__}: {exc}")
-        return await dispatch.accept(outcome)
+        lost = ""
+        for _ in range(self.config.max_retries + 1):
+            try:
+                host = await pool.take()
+            except asyncio.CancelledError:
+                _uncancel()
+                return dispatch.cancelled()
+            except RuntimeError as exc:
+                return dispatch.failed(str(exc))
+            try:
+                ref = host.actor.run.remote(dispatch.job())
+                try:
+                    outcome = await ref
+                except asyncio.CancelledError:
+                    _uncancel()
+                    await _cancel(ref, host)
+                    return dispatch.cancelled()
+            except TaskCancelledError:
+                return dispatch.cancelled()
+            except RayActorError as exc:
+                host.dead = True
+                lost = f"{type(exc).__name__}: {exc}"
+                continue
+            except RayError as exc:
+                return dispatch.failed(f"the trial's Ray call failed: {type(exc).__name__}: {exc}")
+            finally:
+                pool.give_back(host)
+            return await dispatch.accept(outcome)
+        return dispatch.failed(
+            f"every Ray worker that ran the trial died ({self.config.max_retries + 1} "
+            f"attempts); the last: {lost}"
+        )
 
     async def _spec_files(self, dispatch: TrialDispatch) -> Any:
-        """The run's spec files in the object store (put once; every task gets the one
+        """The run's spec files in the object store (put once; every host gets the one
         reference, which Ray fetches once per node)."""
         if not self.config.ship_files:
             return None
@@ -387,15 +373,39 @@ class RayRunner:
             return self._files
 
     async def shutdown(self) -> None:
-        """Remove the run's LLM permits and disconnect from the cluster (the cluster keeps
-        running)."""
+        """Stop the run's trial hosts, remove its LLM permits and disconnect from the
+        cluster (the cluster keeps running)."""
         if self._connected:
             import ray
 
+            for pool in self._pools.values():
+                await pool.close()
+            self._pools.clear()
             if self._llm_gate is not None:
                 await asyncio.to_thread(self._llm_gate.remove)
             await asyncio.to_thread(ray.shutdown)
             self._connected = False
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+async def _cancel(ref: Any, host: Host) -> None:
+    """Cancel a running attempt and wait for it to close its sandbox; when it has not
+    stopped in time, kill its host's process (the keeper of every agent it started gets
+    SIGHUP when it dies and kills the agent), which is then never handed out again."""
+    import ray
+
+    ray.cancel(ref)
+    settling = asyncio.ensure_future(_settle(ref))
+    done, _ = await asyncio.wait([settling], timeout=CANCEL_GRACE_SECONDS + 5)
+    if not done:
+        host.dead = True
+        with contextlib.suppress(Exception):
+            ray.kill(host.actor)
 
 
 async def _settle(ref: Any) -> None:

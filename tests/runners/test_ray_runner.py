@@ -1,6 +1,6 @@
 """``--runner ray`` on a real local cluster (a head and two worker nodes in a loopback-only
 network namespace): a 200-trial eval whose records and reports match a local run's, a
-worker node killed mid-run, and Ctrl-C."""
+worker node killed mid-run, Ctrl-C, and a large spec folder unpacked once per node."""
 
 from __future__ import annotations
 
@@ -443,3 +443,65 @@ def test_plugins_reach_nodes_that_cannot_see_them(cluster: Cluster, tmp_path: Pa
     assert all(r["status"] == "success" and r["gradeResult"]["passed"] for r in got), got
     types = {d["type"] for r in got for d in r["gradeResult"]["details"]}
     assert types == {"module-says-ok", "file-says-ok"}
+
+
+def cache_entries(cluster: Cluster, number: int) -> list[str]:
+    """The entries of worker node ``number``'s ``vally-spec-files`` cache (its temp dir is
+    its private ``hidden`` folder in the test below)."""
+    cache = cluster.hidden / "vally-spec-files"
+    raylet = str(cluster.raylet_pid(number))
+    done = subprocess.run(["nsenter", "-t", raylet, "-m", "ls", "-A", str(cache)],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("per_worker", [1, 4])
+def test_a_node_unpacks_a_large_spec_folder_once_for_trials_starting_at_once(
+    cluster: Cluster, tmp_path: Path, per_worker: int
+) -> None:
+    # 16 trials of a 24 MiB spec folder start 8 at once over 2 nodes of 4 CPUs: each
+    # node's first wave starts together (in 4 worker processes, or 4 trials in one), and
+    # still each node unpacks the archive once.
+    import hashlib
+
+    folder = cluster.hidden / f"large-eval-{per_worker}"
+    (folder / "data").mkdir(parents=True)
+    digest = hashlib.sha256()
+    for i in range(6):
+        chunk = os.urandom(4 * 1024 * 1024)  # incompressible: packing and unpacking take a while
+        (folder / "data" / f"part{i}.bin").write_bytes(chunk)
+        digest.update(chunk)
+    (folder / "eval.yaml").write_text(textwrap.dedent(f"""\
+        name: large
+        environment: {{files: [{{src: data, dest: data}}]}}
+        defaults:
+          runs: 16
+          executor:
+            name: command
+            config: {{command: [sh, -c, "cat data/part*.bin | sha256sum"], prompt_via: stdin}}
+        stimuli:
+          - name: reads
+            prompt: x
+            graders: [{{type: output-contains, config: {{substring: {digest.hexdigest()}}}}}]
+        """))
+    assert not any(cluster.sees(n, folder / "eval.yaml") for n in cluster.nodes)
+    before = {number: set(cache_entries(cluster, number)) for number in cluster.nodes}
+    # The nodes' temp dir is their private `hidden` tmpfs: each node has a cache of its own.
+    node_env = json.dumps({"env_vars": {"TMPDIR": str(cluster.hidden)}})
+    done = subprocess.run(
+        [*eval_args(folder / "eval.yaml", tmp_path / "out", cluster, workers=8),
+         "--runner-args", f"runtime_env={node_env}",
+         "--runner-args", f"trials_per_worker={per_worker}"],
+        capture_output=True, text=True, env=env(), timeout=400,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = run_dir(tmp_path / "out")
+    got = records(out)
+    assert len(got) == 16
+    assert all(r["status"] == "success" and r["gradeResult"]["passed"] for r in got), got
+    nodes = Counter(m["node"] for m in trial_metadata(out).values())
+    assert set(nodes) == set(cluster.nodes.values()), nodes
+    for number in cluster.nodes:
+        # one copy named by the archive's digest, and no staging folder of a second unpack
+        entries = sorted(set(cache_entries(cluster, number)) - before[number])
+        assert len(entries) == 1 and re.fullmatch(r"[0-9a-f]{64}", entries[0]), entries

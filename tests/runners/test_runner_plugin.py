@@ -242,12 +242,80 @@ def test_ray_trial_options_take_the_spec_resources_unless_flags_say_otherwise() 
     from vally import TrialResources
 
     spec = TrialResources(cpus=0.5, memory="1KiB", custom={"docker": 1, "w1": 2})
-    plain = RayRunner(RayRunnerConfig())._options(spec)
-    assert (plain["num_cpus"], plain["memory"]) == (0.5, 1024)
-    assert plain["resources"] == {"docker": 1, "w1": 2}
-    flagged = RayRunner(RayRunnerConfig(num_cpus=2, resources=["w1:1"]))._options(spec)
-    assert flagged["num_cpus"] == 2 and flagged["resources"] == {"docker": 1, "w1": 1}
-    assert RayRunner(RayRunnerConfig())._options(None)["num_cpus"] == 1.0
+    plain = RayRunner(RayRunnerConfig())._per_trial(spec)
+    assert plain == {"CPU": 0.5, "memory": 1024, "docker": 1, "w1": 2}
+    flagged = RayRunner(RayRunnerConfig(num_cpus=2, resources=["w1:1"]))._per_trial(spec)
+    assert flagged == {"CPU": 2, "memory": 1024, "docker": 1, "w1": 1}
+    assert RayRunner(RayRunnerConfig())._per_trial(None) == {"CPU": 1.0}
+    # a host of 4 slots reserves 4 trials' worth for the run
+    host = RayRunner(RayRunnerConfig())._host_options(plain, 4)
+    assert (host["num_cpus"], host["memory"], host["resources"]) == (
+        2.0, 4096, {"docker": 4, "w1": 8}
+    )
+    assert host["max_concurrency"] == 5 and host["max_restarts"] == 0
+
+
+def test_a_host_holds_as_many_trials_as_the_largest_node_fits() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.hosts import node_capacity
+
+    nodes = [
+        {"Alive": True, "Resources": {"CPU": 4.0, "w1": 1.0}},
+        {"Alive": True, "Resources": {"CPU": 8.0}},
+        {"Alive": False, "Resources": {"CPU": 64.0, "w1": 9.0}},
+    ]
+    assert node_capacity(nodes, {"CPU": 1.0}) == 8
+    assert node_capacity(nodes, {"CPU": 0.5, "w1": 0.1}) == 8  # 10 w1 slots, 8 CPU slots
+    assert node_capacity(nodes, {"CPU": 1.0, "w1": 0.3}) == 3
+    assert node_capacity(nodes, {"CPU": 1.0, "gpu": 1.0}) == 0
+    assert node_capacity(nodes, {"CPU": 5.0}) == 1
+    assert node_capacity(nodes, {"CPU": 0.0}) > 1000  # needs nothing: no limit from nodes
+
+
+class FakeActor:
+    """A host actor whose start the test decides."""
+
+    def __init__(self, slots: int, started: asyncio.Future[str]) -> None:
+        self.slots = slots
+        self.started = started
+        self.ready = self
+
+    def remote(self) -> asyncio.Future[str]:
+        return self.started
+
+
+def test_the_host_pool_starts_hosts_only_while_attempts_wait_for_a_slot() -> None:
+    pytest.importorskip("vally_ray")
+    from vally_ray.hosts import HostPool
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[FakeActor] = []
+
+        def create(slots: int) -> FakeActor:
+            made.append(FakeActor(slots, loop.create_future()))
+            return made[-1]
+
+        pool = HostPool(create, slots=4)
+        takes = [asyncio.ensure_future(pool.take()) for _ in range(6)]
+        await asyncio.sleep(0)
+        assert [a.slots for a in made] == [4, 4]  # 6 waiting: two hosts of 4, not six
+        made[0].started.set_result("node-a")
+        hosts = await asyncio.gather(*takes[:4])
+        assert {h.actor for h in hosts} == {made[0]} and not any(t.done() for t in takes[4:])
+        pool.give_back(hosts[0])
+        assert (await takes[4]).actor is made[0]  # a freed slot goes to a waiting attempt
+        made[1].started.set_exception(RuntimeError("no runtime env"))
+        await asyncio.sleep(0)
+        pool.give_back(hosts[1])  # a live host's slot still serves the waiting attempt
+        assert (await takes[5]).actor is made[0]
+        hosts[0].dead = True  # its node died: every slot of the host is gone
+        pool.give_back(hosts[0])  # and not handed out again
+        with pytest.raises(RuntimeError, match="could not start: RuntimeError: no runtime env"):
+            await pool.take()  # no live host is left and no new one is started
+        assert len(made) == 2
+
+    asyncio.run(scenario())
 
 
 def test_the_ray_runtime_env_is_json_or_a_file_with_paths_relative_to_it(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ class _WorkerRun:
     executors: dict[PluginRef, Any]
     graders: Any
     llm: Any
-    started: bool = False
+    started: asyncio.Future[None] | None = None
     judge: Any = None
 
 
@@ -225,9 +225,9 @@ async def run_trial_job(
         root = await asyncio.to_thread(unpack, files)
         trial = relocate(trial, root)
     state = _worker_run(remote, trial, llm_gate, root)
-    if not state.started:
-        await state.backend.start(remote.run.run_id)
-        state.started = True
+    if state.started is None:  # once per process, however many of its trials start at once
+        state.started = asyncio.ensure_future(state.backend.start(remote.run.run_id))
+    await asyncio.shield(state.started)
     collector = _Collector()
     scratch = Path(tempfile.mkdtemp(prefix="vally-trial-"))
     try:
@@ -255,8 +255,8 @@ async def run_trial_job(
             if path.is_file() and not path.is_symlink()
         }
         return TrialOutcome(record, trial_files, tuple(collector.grader_results), node)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    finally:  # off the loop: a worker process's other trials share it
+        await asyncio.to_thread(shutil.rmtree, scratch, True)
 
 
 class Dispatch:
