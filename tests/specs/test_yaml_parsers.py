@@ -47,3 +47,20 @@ def test_libyaml_and_pure_python_give_the_same_data_and_positions() -> None:
 def test_a_document_nested_past_the_limit_is_refused_not_composed() -> None:
     with pytest.raises(yamlio.YamlLimitError, match="nested deeper than 100 levels"):
         yamlio.compose("[" * 100_000 + "]" * 100_000, "deep.yaml")
+
+
+def test_a_syntax_error_is_placed_where_pure_python_parsing_places_it() -> None:
+    text = "name: x\nstimuli:\n  - {name: a, prompt: [unclosed\n  - name: b\n"
+    with pytest.raises(yamlio.YamlSyntaxError) as raised:
+        yamlio.compose(text, "broken.yaml")
+    loader = yaml.SafeLoader(text)
+    try:
+        with pytest.raises(yaml.MarkedYAMLError) as pure:
+            loader.get_single_node()
+    finally:
+        loader.dispose()
+    mark = pure.value.problem_mark
+    assert mark is not None
+    location = raised.value.location
+    assert location is not None
+    assert (location.line, location.column) == (mark.line + 1, mark.column + 1)

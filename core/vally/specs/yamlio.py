@@ -133,17 +133,19 @@ class YamlLimitError(YamlSyntaxError):
     """A YAML document is nested too deeply or expands to too many nodes through aliases."""
 
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _BoundedComposer(yaml.composer.Composer):
+    """A composer that refuses collections nested deeper than ``max_depth`` (PyYAML
+    composes recursively: a deep document would overflow the stack) and counts the nodes it
+    makes. Mixed into a safe loader below, whose parser feeds it events."""
 
-
-class _BoundedLoader(yaml.composer.Composer, _LOADER):  # type: ignore[misc]
-    """A safe loader whose composer refuses collections nested deeper than ``max_depth``
-    (PyYAML composes recursively: a deep document would overflow the stack). It parses with
-    libyaml when PyYAML has it (4 times as fast) but composes in Python: libyaml's doesn't
-    bound its recursion."""
+    _loader: Any = yaml.SafeLoader  # the safe loader whose reader, scanner and parser are used
+    # the parser's and loader's methods, which the mixed-in safe loader provides
+    check_event: Callable[..., bool]
+    peek_event: Callable[[], yaml.Event]
+    dispose: Callable[[], None]
 
     def __init__(self, stream: str, *, file: str, max_depth: int) -> None:
-        _LOADER.__init__(self, stream)
+        self._loader.__init__(self, stream)
         self.file, self.max_depth, self.anchors = file, max_depth, {}
         self.depth = self.nodes = 0
 
@@ -155,14 +157,42 @@ class _BoundedLoader(yaml.composer.Composer, _LOADER):  # type: ignore[misc]
         try:
             if self.depth > self.max_depth:
                 mark = self.peek_event().start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
                 raise YamlLimitError(
                     f"YAML nested deeper than {self.max_depth} levels",
-                    location=SourceLocation(self.file, mark.line + 1, mark.column + 1),
+                    location=SourceLocation(self.file, line, column),
                     hint=f"flatten the document; {YAML_DEPTH.hint(self.max_depth)}",
                 )
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
+
+
+class _PythonLoader(_BoundedComposer, yaml.SafeLoader):
+    """PyYAML's own scanner and parser under the bounded composer."""
+
+
+_FastLoader: type[_BoundedComposer] = _PythonLoader
+if hasattr(yaml, "CSafeLoader"):
+
+    class _LibyamlLoader(_BoundedComposer, yaml.CSafeLoader):
+        """libyaml's parser (4 times as fast) under the bounded composer: libyaml's own
+        composer does not bound its recursion."""
+
+        _loader = yaml.CSafeLoader
+
+    _FastLoader = _LibyamlLoader
+
+
+def _compose_with(
+    loader_class: type[_BoundedComposer], text: str, file: str
+) -> tuple[yaml.Node | None, int]:
+    """The root node and the number of nodes composed, with ``loader_class``."""
+    loader = loader_class(text, file=file, max_depth=YAML_DEPTH.value())  # checks characters
+    try:
+        return loader.get_single_node(), loader.nodes
+    finally:
+        loader.dispose()
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -235,12 +265,16 @@ def compose(text: str, file: str) -> yaml.Node | None:
         YamlSyntaxError: With ``file:line:column`` of the problem; a
             :class:`YamlLimitError` when the document passes a limit.
     """
-    max_depth = YAML_DEPTH.value()
-    loader: _BoundedLoader | None = None
     try:
-        loader = _BoundedLoader(text, file=file, max_depth=max_depth)  # checks characters
-        root = loader.get_single_node()
-        nodes = loader.nodes
+        try:
+            root, nodes = _compose_with(_FastLoader, text, file)
+        except yaml.YAMLError:
+            if _FastLoader is _PythonLoader:
+                raise
+            # libyaml stops at limits of its own (newer builds refuse 1,000 levels of flow
+            # nesting, scanning ahead past vally's bound) and may place a problem elsewhere:
+            # PyYAML's own parser reports it where vally's bound and positions say.
+            root, nodes = _compose_with(_PythonLoader, text, file)
     except yaml.YAMLError as exc:
         raise _syntax_error(exc, file, text) from None
     except RecursionError:
@@ -249,9 +283,6 @@ def compose(text: str, file: str) -> yaml.Node | None:
             location=SourceLocation(file),
             hint=f"flatten the document, or lower {YAML_DEPTH.env}",
         ) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
     if root is not None and ("&" in text or nodes > YAML_NODES.value()):  # else no aliases
         check_expansion(root, file)
     return root
