@@ -136,19 +136,21 @@ def test_a_row_lists_its_first_failures_then_how_many_more() -> None:
 def test_plan_places_are_held_per_row() -> None:
     planned = _plan(50, 40)
     places = PlanPlaces(planned)
-    assert places.keys is None and len(places.rows) == 100
+    # nothing is mapped until a record is placed (a report of sealed shards places none)
+    assert places.keys is None and not places.rows and places.size == len(planned)
     record = make_record("s7", eval_name="ev", trial=3, model=None, variant="new")
     assert places.place(record) == planned.index("new/ev/s7/default/3")
+    assert places.keys is None and len(places.rows) == 100
     beyond = make_record("s7", eval_name="ev", trial=40, model=None, variant="new")
     assert places.place(beyond) is None
     # A plan that interleaves its rows at even steps is held per row too.
     interleaved = [f"base/ev/s{s}/default/{t}" for t in range(3) for s in range(2)]
     strided = PlanPlaces(interleaved)
-    assert strided.keys is None and len(strided.rows) == 2
     second = make_record("s1", eval_name="ev", trial=2, model=None, variant="base")
     assert strided.place(second) == interleaved.index("base/ev/s1/default/2")
+    assert strided.keys is None and len(strided.rows) == 2
     # One laid out otherwise is mapped key by key, with the same places.
     uneven = [*interleaved[:4], interleaved[5], interleaved[4]]
     mixed = PlanPlaces(uneven)
-    assert mixed.keys is not None
     assert mixed.place(second) == uneven.index("base/ev/s1/default/2")
+    assert mixed.keys is not None

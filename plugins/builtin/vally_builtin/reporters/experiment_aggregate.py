@@ -57,10 +57,16 @@ class PlanPlaces:
 
     def __init__(self, keys: Sequence[str]) -> None:
         self.size = len(keys)
+        self._planned: Sequence[str] | None = keys
+        """The keys until the first :meth:`place` maps them (a report added up from
+        sealed shards places no record, so it never pays for the map)."""
         self.rows: dict[str, list[int]] = {}
         """Row -> [its first place, its number of trials, the step between its places]."""
         self.keys: dict[str, int] | None = None
         """Key -> place, for a plan whose rows are not laid out at even steps."""
+
+    def _map(self, keys: Sequence[str]) -> None:
+        """Fill :attr:`rows`, or :attr:`keys` when the rows are not at even steps."""
         for place, key in enumerate(keys):
             row, _, index = key.rpartition("/")
             span = self.rows.get(row)
@@ -77,6 +83,9 @@ class PlanPlaces:
 
     def place(self, record: TrialResultRecord) -> int | None:
         """``record``'s place in the plan, or None when the plan does not hold it."""
+        if self._planned is not None:
+            keys, self._planned = self._planned, None
+            self._map(keys)
         row = _row_id(record)
         if self.keys is not None:
             return self.keys.get(f"{row}/{record.trial_index}")
