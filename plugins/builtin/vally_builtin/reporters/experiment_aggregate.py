@@ -67,7 +67,7 @@ class PlanPlaces:
 
     def _map(self, keys: Sequence[str]) -> None:
         """Fill :attr:`rows`, or :attr:`keys` when the rows are not at even steps."""
-        for place, key in enumerate(keys):
+        for place, key in enumerate(map(str, keys)):
             row, _, index = key.rpartition("/")
             span = self.rows.get(row)
             if span is None:
@@ -77,7 +77,7 @@ class PlanPlaces:
                 step = span[2] = place - start
             if start + count * step != place or index != str(count):
                 self.rows = {}
-                self.keys = {key: place for place, key in enumerate(keys)}
+                self.keys = {str(key): place for place, key in enumerate(keys)}
                 return
             span[1] = count + 1
 

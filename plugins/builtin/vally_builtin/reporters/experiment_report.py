@@ -79,10 +79,12 @@ def experiment_aggregate(
     return ExperimentAggregate.of(*_plan_of(snapshot), records)
 
 
-def _plan_of(snapshot: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """The variants and the planned trial keys of a plan snapshot."""
+def _plan_of(snapshot: Mapping[str, Any]) -> tuple[list[str], Sequence[str]]:
+    """The variants and the planned trial keys of a plan snapshot (the snapshot's own
+    list: :class:`PlanPlaces` reads the keys as text only when it places a record)."""
     variants = [str(v) for v in snapshot.get("variants") or []]
-    return variants, [str(key) for key in snapshot.get("trials") or []]
+    trials = snapshot.get("trials")
+    return variants, trials if isinstance(trials, list) else []
 
 
 SEALED_KEY = "markdown.experiment-aggregate"
