@@ -3,6 +3,7 @@ the secrets scrubbed from everything in its folder."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
@@ -25,8 +26,18 @@ from vally.errors import OutputError
 from vally.models.records import TrialResultRecord
 
 
+@functools.cache
+def host_name() -> str:
+    """This machine's host name, asked once per process (``socket.gethostname`` is a system
+    call, and every trial's ``metadata.json`` names its node)."""
+    return socket.gethostname()
+
+
 def write_trial_files(
-    scrub: Scrubber, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord,
+    scrub: Scrubber,
+    trial: PlannedTrial,
+    trial_dir: Path,
+    record: TrialResultRecord,
     notes: list[str],
 ) -> None:
     """Write a finished trial's ``metadata.json`` (and its ``events.jsonl`` when the executor
@@ -58,7 +69,7 @@ def write_trial_files(
         "keptWorkspace": str(trial.keep_workspace) if trial.keep_workspace else None,
         "endReason": record.trajectory.end_reason if record.trajectory else None,
         "attempt": ATTEMPT.get(),
-        "node": NODE.get() or socket.gethostname(),
+        "node": NODE.get() or host_name(),
         "notes": notes,
         "vallyVersion": __version__,
     }
