@@ -79,25 +79,61 @@ def write_trial_files(
             trial_dir.mkdir(parents=True, exist_ok=True)
         if not events.exists() and record.trajectory is not None and record.trajectory.events:
             # The executor kept no session log: save the trajectory's events instead.
-            events.write_text(
+            write_text_file(
+                events,
                 "".join(
                     scrub.text(e.model_dump_json(by_alias=True)) + "\n"
                     for e in record.trajectory.events
                 ),
-                encoding="utf-8",
             )
         if scrub:
             scrub_tree(trial_dir, scrub)  # the executor's own logs, copied artifacts
         # Per-trial files are written in place (no temp file and rename): they are
         # complete once the trial's record is emitted, and this is the hot path.
-        (trial_dir / METADATA_FILE).write_bytes(
-            pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n"
+        write_file(
+            trial_dir / METADATA_FILE,
+            pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n",
         )
     except OSError as exc:
         raise OutputError(
             f"cannot write the trial files in {trial_dir}: {exc.strerror or exc}",
             hint="check free disk space and permissions of the output directory",
         ) from exc
+
+
+FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+"""How :func:`write_file` opens a file: as ``open(path, "wb")`` does."""
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (created with mode 0666 minus the umask, or truncated), as
+    ``path.write_bytes(data)`` does, with three system calls instead of seven (no buffered
+    file object: no ``fstat``, ``ioctl`` or ``lseek``).
+
+    Raises:
+        OSError: The file cannot be written.
+    """
+    fd = os.open(path, FILE_FLAGS, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8, as ``path.write_text(text, encoding="utf-8")``
+    does (on a system whose line ends are not ``\n``, through it, to keep them).
+
+    Raises:
+        OSError: The file cannot be written.
+        UnicodeEncodeError: ``text`` holds a lone surrogate.
+    """
+    if os.linesep != "\n":  # pragma: no cover - POSIX line ends everywhere vally runs
+        path.write_text(text, encoding="utf-8")
+        return
+    write_file(path, text.encode("utf-8"))
 
 
 SCRUB_LIMIT = 64 * 1024 * 1024
