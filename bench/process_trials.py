@@ -300,6 +300,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     os.environ.setdefault("NO_COLOR", "1")
+    # Every process measured keeps the bytecode it compiles, as an installed vally has it:
+    # the warm-up round writes it (see bench/promptfoo.py, vally_env).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     results: dict[str, object] = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),

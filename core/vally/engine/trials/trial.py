@@ -34,6 +34,7 @@ from vally.engine.trials.context import (
     trial_id,
 )
 from vally.engine.trials.tracebacks import format_traceback, plugin_location
+from vally.engine.trials.trial_dirs import FolderMaker
 from vally.engine.trials.trial_files import write_trial_files
 from vally.engine.trials.write_placement import WritePlacement
 from vally.errors import OutputError, TrialTimeoutError, VallyError
@@ -55,6 +56,7 @@ from vally.models.trajectory import (
 from vally.models.usage import JudgeCacheCounts, trial_usage
 
 log = logging.getLogger(__name__)
+
 
 class _TrialFailed(Exception):
     """Internal: a phase failed; carries the TrialError."""
@@ -119,6 +121,7 @@ class TrialRunner:
     def __init__(self, context: RunContext) -> None:
         self.context = context
         self._writes = WritePlacement()
+        self._folders = FolderMaker(context.run_dir) if context.run_dir is not None else None
 
     def trial_dir(self, trial: PlannedTrial) -> Path | None:
         """The trial's folder in the run folder (None when the run writes no files)."""
@@ -368,7 +371,7 @@ class TrialRunner:
         executor = ctx.executors[trial.executor_ref]
         mcp = {k: v for k, v in trial.environment.mcpServers.items() if v is not None}
         if trial_dir is not None:
-            trial_dir.mkdir(parents=True, exist_ok=True)
+            self._make_trial_dir(trial_dir)
         options = ExecutorOptions(
             model=trial.model,
             timeout=trial.timeout,
@@ -502,6 +505,13 @@ class TrialRunner:
                 hint="check free disk space and permissions of the output directory",
             ) from exc
 
+    def _make_trial_dir(self, trial_dir: Path) -> None:
+        """Make the trial's folder (and its missing parents) before its executor starts."""
+        if self._folders is None:
+            trial_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._folders.make(trial_dir)
+
     def _write_trial_files(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
     ) -> None:
@@ -559,5 +569,3 @@ def _timed_out(trial: PlannedTrial, detail: str | None = None) -> TrialTimeoutEr
 
 
 # --------------------------------------------------------------------------- the run
-
-

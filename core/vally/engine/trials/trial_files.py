@@ -3,6 +3,7 @@ the secrets scrubbed from everything in its folder."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
@@ -25,8 +26,18 @@ from vally.errors import OutputError
 from vally.models.records import TrialResultRecord
 
 
+@functools.cache
+def host_name() -> str:
+    """This machine's host name, asked once per process (``socket.gethostname`` is a system
+    call, and every trial's ``metadata.json`` names its node)."""
+    return socket.gethostname()
+
+
 def write_trial_files(
-    scrub: Scrubber, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord,
+    scrub: Scrubber,
+    trial: PlannedTrial,
+    trial_dir: Path,
+    record: TrialResultRecord,
     notes: list[str],
 ) -> None:
     """Write a finished trial's ``metadata.json`` (and its ``events.jsonl`` when the executor
@@ -58,7 +69,7 @@ def write_trial_files(
         "keptWorkspace": str(trial.keep_workspace) if trial.keep_workspace else None,
         "endReason": record.trajectory.end_reason if record.trajectory else None,
         "attempt": ATTEMPT.get(),
-        "node": NODE.get() or socket.gethostname(),
+        "node": NODE.get() or host_name(),
         "notes": notes,
         "vallyVersion": __version__,
     }
@@ -68,25 +79,61 @@ def write_trial_files(
             trial_dir.mkdir(parents=True, exist_ok=True)
         if not events.exists() and record.trajectory is not None and record.trajectory.events:
             # The executor kept no session log: save the trajectory's events instead.
-            events.write_text(
+            write_text_file(
+                events,
                 "".join(
                     scrub.text(e.model_dump_json(by_alias=True)) + "\n"
                     for e in record.trajectory.events
                 ),
-                encoding="utf-8",
             )
         if scrub:
             scrub_tree(trial_dir, scrub)  # the executor's own logs, copied artifacts
         # Per-trial files are written in place (no temp file and rename): they are
         # complete once the trial's record is emitted, and this is the hot path.
-        (trial_dir / METADATA_FILE).write_bytes(
-            pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n"
+        write_file(
+            trial_dir / METADATA_FILE,
+            pydantic_core.to_json(scrub.data(metadata), indent=2) + b"\n",
         )
     except OSError as exc:
         raise OutputError(
             f"cannot write the trial files in {trial_dir}: {exc.strerror or exc}",
             hint="check free disk space and permissions of the output directory",
         ) from exc
+
+
+FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+"""How :func:`write_file` opens a file: as ``open(path, "wb")`` does."""
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (created with mode 0666 minus the umask, or truncated), as
+    ``path.write_bytes(data)`` does, with three system calls instead of seven (no buffered
+    file object: no ``fstat``, ``ioctl`` or ``lseek``).
+
+    Raises:
+        OSError: The file cannot be written.
+    """
+    fd = os.open(path, FILE_FLAGS, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8, as ``path.write_text(text, encoding="utf-8")``
+    does (on a system whose line ends are not ``\n``, through it, to keep them).
+
+    Raises:
+        OSError: The file cannot be written.
+        UnicodeEncodeError: ``text`` holds a lone surrogate.
+    """
+    if os.linesep != "\n":  # pragma: no cover - POSIX line ends everywhere vally runs
+        path.write_text(text, encoding="utf-8")
+        return
+    write_file(path, text.encode("utf-8"))
 
 
 SCRUB_LIMIT = 64 * 1024 * 1024
