@@ -15,6 +15,7 @@ import eval_memory  # noqa: E402
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 10^5 trials: about 100 s on an idle 2-core machine, 3-5 min loaded
 def test_experiment_peak_memory_is_flat_in_the_number_of_trials(tmp_path: Path) -> None:
     (tmp_path / "small").mkdir()
     (tmp_path / "large").mkdir()
