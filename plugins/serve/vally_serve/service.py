@@ -46,7 +46,7 @@ def ingest_runs(
     from vally_serve.ingest import ingest
     from vally_serve.store import open_store
 
-    store = open_store(store_target)
+    store = open_store(store_target, bulk=True)
     try:
         report = ingest(store, paths, progress=progress)
     finally:
