@@ -166,7 +166,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
             trajectory.get("endReason"), "trajectory.endReason", _LIMITS["end_reason"], notes
         ),
         "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
-        "tags": json.dumps(tags) if tags else "{}",
+        "tags": _tags_text(tags),
         "error_text": _error_text(error, error_events),
         "grader_verdicts": grader_verdicts(grade),
     }
@@ -186,6 +186,28 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         or bool(data.get("truncated") or trajectory.get("truncated")),
         notes=notes,
     )
+
+
+_TAGS_TEXT: dict[tuple[tuple[str, str], ...], str] = {}
+"""The ``tags`` column of tags whose values are all text, by their items (the records of
+one stimulus repeat its tags); emptied when it holds :data:`_TAGS_KEPT` of them."""
+_TAGS_KEPT = 4096
+
+
+def _tags_text(tags: dict[str, Any]) -> str:
+    """``json.dumps(tags)``: looked up when every value is text (the items then decide
+    the text; a number could not be told from an equal boolean), else encoded."""
+    if not tags:
+        return "{}"
+    if not all(type(value) is str for value in tags.values()):
+        return json.dumps(tags)
+    items = tuple(tags.items())
+    text = _TAGS_TEXT.get(items)
+    if text is None:
+        if len(_TAGS_TEXT) >= _TAGS_KEPT:
+            _TAGS_TEXT.clear()
+        text = _TAGS_TEXT[items] = json.dumps(tags)
+    return text
 
 
 def _events_of_note(events: Iterable[Any]) -> tuple[list[Mapping[str, Any]], list[Any]]:
