@@ -353,23 +353,6 @@ def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) 
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
 
 
-def _cell_key(outcome: Row) -> tuple[str, str, str, str, str]:
-    return (
-        outcome["run_id"],
-        outcome["eval_name"],
-        outcome["stimulus"],
-        outcome["model"],
-        outcome["variant"],
-    )
-
-
-def _add(total: Row, name: str, value: float | None, count: str | None = None) -> None:
-    if value is not None:
-        total[name] += value
-        if count is not None:
-            total[count] += 1
-
-
 def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list[Row]]]:
     """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats`` and
     ``tool_stats`` (sorted by key, so concurrent writers lock rows in one order)."""
@@ -379,25 +362,28 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
     duration_rows: dict[tuple[Any, ...], Row] = {}
     for rows in batch:
         o = rows.outcome
-        key = _cell_key(o)
+        run_id, verdict_of, duration = o["run_id"], o["verdict"], o["duration_ms"]
+        key = (run_id, o["eval_name"], o["stimulus"], o["model"], o["variant"])
         cell = cell_rows.get(key)
         if cell is None:
             cell = cell_rows[key] = {
                 **dict(zip(CELL_KEY, key, strict=True)),
                 **dict.fromkeys(CELL_SUMS, 0),
             }
-        graded = o["verdict"] in ("pass", "fail")
+        graded = verdict_of in ("pass", "fail")
         cell["trials"] += 1
         cell["graded"] += graded
-        cell["passed"] += o["verdict"] == "pass"
-        cell["errored"] += o["verdict"] == "error"
-        _add(cell, "score_sum", o["score"] if graded else None)
-        _add(cell, "duration_sum", o["duration_ms"], "duration_n")
-        _add(cell, "tokens_sum", o["tokens"], "tokens_n")
-        _add(cell, "tool_calls_sum", o["tool_calls"], "tool_calls_n")
-        _add(cell, "turns_sum", o["turns"], "turns_n")
+        cell["passed"] += verdict_of == "pass"
+        cell["errored"] += verdict_of == "error"
+        if graded and o["score"] is not None:
+            cell["score_sum"] += o["score"]
+        for total, counted, column in _CELL_MEASURES:
+            value = o[column]
+            if value is not None:
+                cell[total] += value
+                cell[counted] += 1
         for g in rows.graders:
-            gkey = (o["run_id"], g["name"], g["type"], o["stimulus"])
+            gkey = (run_id, g["name"], g["type"], o["stimulus"])
             stat = grader_rows.get(gkey)
             if stat is None:
                 stat = grader_rows[gkey] = {
@@ -409,8 +395,8 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
             stat["errored"] += g["status"] == "error"
             stat["score_sum"] += g["score"]
             stat["required"] += g["required"]
-        if o["duration_ms"] is not None:
-            dkey = (o["run_id"], duration_bucket(o["duration_ms"]), o["verdict"])
+        if duration is not None:
+            dkey = (run_id, duration_bucket(duration), verdict_of)
             slot = duration_rows.get(dkey)
             if slot is None:
                 slot = duration_rows[dkey] = {
@@ -421,7 +407,7 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
                 }
             slot["trials"] += 1
         for t in rows.tools:
-            tkey = (o["run_id"], t["tool"])
+            tkey = (run_id, t["tool"])
             usage = tool_rows.get(tkey)
             if usage is None:
                 usage = tool_rows[tkey] = {
@@ -438,6 +424,15 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
         (tool_stats, TOOL_SUMS, [tool_rows[k] for k in sorted(tool_rows)]),
         (durations, DURATION_SUMS, [duration_rows[k] for k in sorted(duration_rows)]),
     ]
+
+
+_CELL_MEASURES = (
+    ("duration_sum", "duration_n", "duration_ms"),
+    ("tokens_sum", "tokens_n", "tokens"),
+    ("tool_calls_sum", "tool_calls_n", "tool_calls"),
+    ("turns_sum", "turns_n", "turns"),
+)
+"""The measures a cell sums and counts (its columns), with the outcome column of each."""
 
 
 def duration_bucket(ms: int) -> int:
