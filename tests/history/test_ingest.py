@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
@@ -22,7 +22,7 @@ from vally_serve.ingest import RunInfo, ingest
 from vally_serve.outcomequeries import outcome_detail
 from vally_serve.recordblocks import record_line
 from vally_serve.rows import outcome_rows
-from vally_serve.store import StoreError, open_store
+from vally_serve.store import BULK_CACHE_KB, BULK_CHECKPOINT_PAGES, StoreError, open_store
 from vally_serve.writes import in_transaction
 
 
@@ -353,3 +353,43 @@ def test_ingest_memory_is_flat_in_the_records(tmp_path: Path) -> None:
     # same at either size, plus heap noise.
     assert large < small + 2_000_000, (small, large)
     assert large < large_size / 4, (large, large_size)
+
+
+def test_a_folder_of_new_outcomes_asks_the_store_once_which_it_holds(tmp_path: Path) -> None:
+    """Once a batch found none of its outcomes stored, the folder's next batches are
+    written without asking first; a re-ingest still asks for every batch and adds nothing."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="asked", stimuli=5, trials=10))
+    store = open_store(str(tmp_path / "h.db"))
+    asked: list[str] = []
+
+    def count_lookups(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().startswith("SELECT outcomes.id"):
+            asked.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", count_lookups)
+    try:
+        first = ingest(store, [run], batch=20)  # 100 records: 5 batches
+        lookups_first = len(asked)
+        asked.clear()
+        again = ingest(store, [run], batch=20)
+    finally:
+        store.close()
+    assert (first.read, first.added) == (100, 100)
+    assert lookups_first == 1
+    assert (again.read, again.added) == (100, 0)
+    assert len(asked) == 5
+
+
+def test_vally_ingest_opens_a_sqlite_store_for_a_bulk_load(tmp_path: Path) -> None:
+    """The store ``vally ingest`` writes gets a larger page cache and fewer checkpoints;
+    one opened to be read keeps SQLite's defaults."""
+    target = str(tmp_path / "h.db")
+    pragmas = "PRAGMA cache_size", "PRAGMA wal_autocheckpoint"
+    for bulk, expected in ((True, (-BULK_CACHE_KB, BULK_CHECKPOINT_PAGES)), (False, (-2000, 1000))):
+        store = open_store(target, bulk=bulk)
+        try:
+            with store.read() as connection:
+                got = tuple(connection.exec_driver_sql(p).scalar_one() for p in pragmas)
+        finally:
+            store.close()
+        assert got == expected, bulk

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from vally_compare.statistics import estimates as stats
-from vally_compare.statistics.signflip import min_two_sided_p, sign_flip_interval, sign_flip_test
+from vally_compare.statistics.signflip import (
+    SignDraws,
+    _drawn_signs,
+    min_two_sided_p,
+    sign_flip_interval,
+    sign_flip_pvalues,
+    sign_flip_test,
+)
 
 
 @pytest.mark.parametrize("n", [6, 8, 12, 15, 20, 25])
@@ -75,3 +82,17 @@ def test_the_smallest_p_value_is_defined_for_any_number_of_pairs() -> None:
     assert min_two_sided_p(11) == 2.0 / 2**11
     assert min_two_sided_p(2000) == 0.0
     assert 0.0 <= min_two_sided_p(1100) < 1e-300
+
+
+@pytest.mark.parametrize("n", [21, 64, 500])
+def test_kept_draws_are_the_draws(n: int) -> None:
+    """The sign vectors an interval draws once and keeps as bits are, block by block, the
+    very blocks a single test draws, so every p-value is the same with them."""
+    kept = list(SignDraws(n).blocks())
+    drawn = list(_drawn_signs(n))
+    assert len(kept) == len(drawn)
+    for mine, theirs in zip(kept, drawn, strict=True):
+        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+        assert np.array_equal(mine, theirs)
+    data = np.random.default_rng(n).normal(0.1, 0.4, (3, n))
+    assert repr(sign_flip_pvalues(data, draws=SignDraws(n))) == repr(sign_flip_pvalues(data))

@@ -41,6 +41,11 @@ _FAST_LOADS = _fast_loads()
 _DIGIT_TABLE = bytes(ord("0") if 0x30 <= c <= 0x39 else ord(" ") for c in range(256))
 """Maps each ASCII digit to ``0`` and every other byte to a space (for :func:`_long_digits`)."""
 _LONG_RUN = b"0" * 19
+_SHAPE_TABLE = bytes(
+    ord("0") if 0x30 <= c <= 0x39 else ord("[") if c in b"[{" else ord(" ") for c in range(256)
+)
+""":data:`_DIGIT_TABLE` that also maps ``{`` to ``[``: one pass gives both the opening
+brackets and the digit runs of a text (for :func:`loads_bounded`)."""
 
 
 def _long_digits(data: bytes) -> bool:
@@ -117,10 +122,15 @@ def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
     """
     limit = JSON_DEPTH.value() if max_depth is None else max_depth
     if isinstance(text, bytes):
-        opening = text.count(b"[") + text.count(b"{")
-    else:
-        opening = text.count("[") + text.count("{")
-    if opening <= limit:  # cannot nest deeper than the brackets it holds
+        shape = text.translate(_SHAPE_TABLE)  # one pass: brackets and digit runs
+        if shape.count(b"[") <= limit:  # cannot nest deeper than the brackets it holds
+            if _FAST_LOADS is not None and _LONG_RUN not in shape:
+                try:
+                    return _FAST_LOADS(text)
+                except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
+                    pass
+            return json.loads(text)
+    elif text.count("[") + text.count("{") <= limit:
         return loads(text)
     try:
         value = json.loads(text)

@@ -45,9 +45,25 @@ def write_lines(connection: Connection, lines: Sequence[bytes]) -> list[Place]:
         blocks.append(zlib.compress(b"".join(group), LEVEL))
     if not blocks:
         return []
-    statement = record_blocks.insert().returning(record_blocks.c.id, sort_by_parameter_order=True)
-    ids = list(connection.execute(statement, [{"data": block} for block in blocks]).scalars())
+    ids = _insert_blocks(connection, blocks)
     return [(ids[index], start, length) for index, start, length in spans]
+
+
+def _insert_blocks(connection: Connection, blocks: list[bytes]) -> list[int]:
+    """Insert ``blocks`` into ``record_blocks``; returns their ids, in order.
+
+    On SQLite the transaction holds the database's write lock from its start, so the ids
+    are the next ones after the largest (what SQLite would give them) and the blocks go in
+    by the driver's executemany; elsewhere the database returns the ids it gave.
+    """
+    if connection.dialect.name == "sqlite":
+        last = connection.exec_driver_sql("SELECT max(id) FROM record_blocks").scalar() or 0
+        ids = list(range(last + 1, last + 1 + len(blocks)))
+        rows = list(zip(ids, blocks, strict=True))
+        connection.exec_driver_sql("INSERT INTO record_blocks (id, data) VALUES (?, ?)", rows)
+        return ids
+    statement = record_blocks.insert().returning(record_blocks.c.id, sort_by_parameter_order=True)
+    return list(connection.execute(statement, [{"data": block} for block in blocks]).scalars())
 
 
 def record_line(connection: Connection, row: Any) -> bytes:

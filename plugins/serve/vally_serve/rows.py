@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +88,28 @@ _LIMITS = {column.name: limit_of(column) for column in outcomes.c}
 """The most characters of each text column of ``outcomes``."""
 
 
+def _key(data: Mapping[str, Any], name: str, column: str, *, required: bool = True) -> str:
+    """:func:`key_text` of the field ``name``, checked inline when it is plain ASCII text
+    (the common case: no surrogate can hide in it, so a NUL and the length decide)."""
+    value = data.get(name)
+    if (
+        type(value) is str
+        and (value or not required)
+        and value.isascii()
+        and "\x00" not in value
+        and len(value) <= (_LIMITS[column] or len(value))
+    ):
+        return value
+    return key_text(value, name, _LIMITS[column], required=required)
+
+
+def _count(value: Any, name: str, notes: list[str]) -> int | None:
+    """:func:`count`, with its common case (a whole number in range) taken inline."""
+    if type(value) is int and 0 <= value <= INTEGER_MAX:
+        return value
+    return count(value, name, notes)
+
+
 def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     """The rows of the trial record ``data`` (whose line is ``raw``).
 
@@ -95,19 +117,25 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         RecordError: A field the store indexes is missing, or holds a value the store
             cannot keep (the message says which and why).
     """
-    run_id = key_text(data.get("runId"), "runId", _LIMITS["run_id"])
-    trial_id = key_text(data.get("trialId"), "trialId", _LIMITS["trial_id"])
-    eval_name = key_text(data.get("evalName"), "evalName", _LIMITS["eval_name"])
-    stimulus = key_text(data.get("stimulusName"), "stimulusName", _LIMITS["stimulus"])
-    model = key_text(data.get("model"), "model", _LIMITS["model"], required=False)
-    variant = key_text(data.get("variant"), "variant", _LIMITS["variant"], required=False)
+    run_id = _key(data, "runId", "run_id")
+    trial_id = _key(data, "trialId", "trial_id")
+    eval_name = _key(data, "evalName", "eval_name")
+    stimulus = _key(data, "stimulusName", "stimulus")
+    model = _key(data, "model", "model", required=False)
+    variant = _key(data, "variant", "variant", required=False)
     notes: list[str] = []
     oid = outcome_id(run_id, trial_id)
     status = optional_text(data.get("status"), "status", _LIMITS["status"], notes) or "error"
-    grade = data.get("gradeResult") if isinstance(data.get("gradeResult"), dict) else None
+    grade = data.get("gradeResult")
+    if not isinstance(grade, dict):
+        grade = None
     trajectory = _dict(data.get("trajectory"))
     metrics = _dict(trajectory.get("metrics"))
     error = _dict(data.get("error"))
+    events = trajectory.get("events")
+    event_list = events if isinstance(events, list) else ()
+    error_events, failed_tools = _events_of_note(event_list)
+    tags = _dict(data.get("tags"))
     outcome: Row = {
         "id": oid,
         "run_id": run_id,
@@ -116,30 +144,30 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         "stimulus": stimulus,
         "model": model,
         "variant": variant,
-        "trial_index": count(data.get("trialIndex"), "trialIndex", notes) or 0,
+        "trial_index": _count(data.get("trialIndex"), "trialIndex", notes) or 0,
         "status": status,
         "verdict": verdict(status, grade),
         "score": real(grade.get("score"), "gradeResult.score", notes) if grade else None,
         "started_at": optional_text(
             data.get("startedAt"), "startedAt", _LIMITS["started_at"], notes
         ),
-        "duration_ms": count(data.get("durationMs"), "durationMs", notes),
-        "tokens": count(
+        "duration_ms": _count(data.get("durationMs"), "durationMs", notes),
+        "tokens": _count(
             _dict(metrics.get("tokenUsage")).get("totalTokens"),
             "trajectory.metrics.tokenUsage.totalTokens",
             notes,
         ),
-        "tool_calls": count(
+        "tool_calls": _count(
             metrics.get("toolCallCount"), "trajectory.metrics.toolCallCount", notes
         ),
-        "turns": count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
-        "error_events": count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
+        "turns": _count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
+        "error_events": _count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
         "end_reason": optional_text(
             trajectory.get("endReason"), "trajectory.endReason", _LIMITS["end_reason"], notes
         ),
         "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
-        "tags": json.dumps(_dict(data.get("tags"))),
-        "error_text": error_text(data),
+        "tags": _tags_text(tags),
+        "error_text": _error_text(error, error_events),
         "grader_verdicts": grader_verdicts(grade),
     }
     detail: Row = {
@@ -149,16 +177,55 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         "artifacts": "[]",
         "trial_dir": None,
     }
-    events = trajectory.get("events")
     return OutcomeRows(
         outcome,
         detail,
         _grader_rows(grade, notes),
-        _tool_rows(metrics, events, notes),
+        _tool_rows(metrics, failed_tools, notes),
         needs_folder_events=not events
         or bool(data.get("truncated") or trajectory.get("truncated")),
         notes=notes,
     )
+
+
+_TAGS_TEXT: dict[tuple[tuple[str, str], ...], str] = {}
+"""The ``tags`` column of tags whose values are all text, by their items (the records of
+one stimulus repeat its tags); emptied when it holds :data:`_TAGS_KEPT` of them."""
+_TAGS_KEPT = 4096
+
+
+def _tags_text(tags: dict[str, Any]) -> str:
+    """``json.dumps(tags)``: looked up when every value is text (the items then decide
+    the text; a number could not be told from an equal boolean), else encoded."""
+    if not tags:
+        return "{}"
+    if not all(type(value) is str for value in tags.values()):
+        return json.dumps(tags)
+    items = tuple(tags.items())
+    text = _TAGS_TEXT.get(items)
+    if text is None:
+        if len(_TAGS_TEXT) >= _TAGS_KEPT:
+            _TAGS_TEXT.clear()
+        text = _TAGS_TEXT[items] = json.dumps(tags)
+    return text
+
+
+def _events_of_note(events: Iterable[Any]) -> tuple[list[Mapping[str, Any]], list[Any]]:
+    """One pass over a trajectory's events: the data of its error events, and the
+    ``data`` of its failed tool results (``success`` false)."""
+    errors: list[Mapping[str, Any]] = []
+    failed: list[Any] = []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("type")
+        if kind == "tool_result":
+            info = event.get("data")
+            if isinstance(info, dict) and info.get("success") is False:
+                failed.append(info)
+        elif kind == "error":
+            errors.append(_dict(event.get("data")))
+    return errors, failed
 
 
 ERROR_TEXT_CHARS = 4000
@@ -174,17 +241,22 @@ def _clean(text: Any) -> str:
 def error_text(data: Mapping[str, Any]) -> str | None:
     """What ``?error=`` searches: the trial's error (phase, code, message) and the code and
     message of each error event of its trajectory, one per line; None when there is none."""
+    events = _dict(data.get("trajectory")).get("events")
+    errors, _failed = _events_of_note(events if isinstance(events, list) else ())
+    return _error_text(_dict(data.get("error")), errors)
+
+
+def _error_text(error: Mapping[str, Any], events: list[Mapping[str, Any]]) -> str | None:
+    """:func:`error_text` from the record's ``error`` and the data of its error events."""
+    if not error and not events:
+        return None
     parts: list[str] = []
-    error = _dict(data.get("error"))
     if error:
         parts.append(
             ": ".join(_clean(error[k]) for k in ("phase", "code", "message") if error.get(k))
         )
-    events = _dict(data.get("trajectory")).get("events")
-    for event in events if isinstance(events, list) else []:
-        if isinstance(event, dict) and event.get("type") == "error":
-            info = _dict(event.get("data"))
-            parts.append(": ".join(_clean(info[k]) for k in ("code", "message") if info.get(k)))
+    for info in events:
+        parts.append(": ".join(_clean(info[k]) for k in ("code", "message") if info.get(k)))
     text = "\n".join(p for p in parts if p)
     return text[:ERROR_TEXT_CHARS] or None
 
@@ -249,7 +321,9 @@ _GRADER_TYPE_LIMIT = limit_of(grader_stats.c.type)
 _TOOL_LIMIT = limit_of(tool_stats.c.tool)
 
 
-def _tool_rows(metrics: Mapping[str, Any], events: Any, notes: list[str]) -> list[Row]:
+def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) -> list[Row]:
+    """The ``tool_stats`` rows of a trial: calls from the metrics' breakdown, failures
+    from the ``data`` of its failed tool results."""
     calls: dict[str, int] = {}
     failures: dict[str, int] = {}
     breakdown = metrics.get("toolCallBreakdown")
@@ -259,12 +333,9 @@ def _tool_rows(metrics: Mapping[str, Any], events: Any, notes: list[str]) -> lis
             if type(calls_of_tool) is not int or not 0 <= calls_of_tool <= INTEGER_MAX:
                 calls_of_tool = count(calls_of_tool, where, notes) or 0
             calls[str(tool)] = calls.get(str(tool), 0) + calls_of_tool
-    for event in events if isinstance(events, list) else ():  # failed tool results
-        if isinstance(event, dict) and event.get("type") == "tool_result":
-            data = event.get("data")
-            if isinstance(data, dict) and data.get("success") is False:
-                tool = str(data.get("toolName") or "unknown")
-                failures[tool] = failures.get(tool, 0) + 1
+    for data in failed:
+        tool = str(data.get("toolName") or "unknown")
+        failures[tool] = failures.get(tool, 0) + 1
     limit = _TOOL_LIMIT
     tools = sorted(calls.keys() | failures.keys())
     kept = [tool for tool in tools if is_storable_text(tool, limit)]
@@ -282,23 +353,6 @@ def _tool_rows(metrics: Mapping[str, Any], events: Any, notes: list[str]) -> lis
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
 
 
-def _cell_key(outcome: Row) -> tuple[str, str, str, str, str]:
-    return (
-        outcome["run_id"],
-        outcome["eval_name"],
-        outcome["stimulus"],
-        outcome["model"],
-        outcome["variant"],
-    )
-
-
-def _add(total: Row, name: str, value: float | None, count: str | None = None) -> None:
-    if value is not None:
-        total[name] += value
-        if count is not None:
-            total[count] += 1
-
-
 def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list[Row]]]:
     """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats`` and
     ``tool_stats`` (sorted by key, so concurrent writers lock rows in one order)."""
@@ -308,25 +362,28 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
     duration_rows: dict[tuple[Any, ...], Row] = {}
     for rows in batch:
         o = rows.outcome
-        key = _cell_key(o)
+        run_id, verdict_of, duration = o["run_id"], o["verdict"], o["duration_ms"]
+        key = (run_id, o["eval_name"], o["stimulus"], o["model"], o["variant"])
         cell = cell_rows.get(key)
         if cell is None:
             cell = cell_rows[key] = {
                 **dict(zip(CELL_KEY, key, strict=True)),
                 **dict.fromkeys(CELL_SUMS, 0),
             }
-        graded = o["verdict"] in ("pass", "fail")
+        graded = verdict_of in ("pass", "fail")
         cell["trials"] += 1
         cell["graded"] += graded
-        cell["passed"] += o["verdict"] == "pass"
-        cell["errored"] += o["verdict"] == "error"
-        _add(cell, "score_sum", o["score"] if graded else None)
-        _add(cell, "duration_sum", o["duration_ms"], "duration_n")
-        _add(cell, "tokens_sum", o["tokens"], "tokens_n")
-        _add(cell, "tool_calls_sum", o["tool_calls"], "tool_calls_n")
-        _add(cell, "turns_sum", o["turns"], "turns_n")
+        cell["passed"] += verdict_of == "pass"
+        cell["errored"] += verdict_of == "error"
+        if graded and o["score"] is not None:
+            cell["score_sum"] += o["score"]
+        for total, counted, column in _CELL_MEASURES:
+            value = o[column]
+            if value is not None:
+                cell[total] += value
+                cell[counted] += 1
         for g in rows.graders:
-            gkey = (o["run_id"], g["name"], g["type"], o["stimulus"])
+            gkey = (run_id, g["name"], g["type"], o["stimulus"])
             stat = grader_rows.get(gkey)
             if stat is None:
                 stat = grader_rows[gkey] = {
@@ -338,8 +395,8 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
             stat["errored"] += g["status"] == "error"
             stat["score_sum"] += g["score"]
             stat["required"] += g["required"]
-        if o["duration_ms"] is not None:
-            dkey = (o["run_id"], duration_bucket(o["duration_ms"]), o["verdict"])
+        if duration is not None:
+            dkey = (run_id, duration_bucket(duration), verdict_of)
             slot = duration_rows.get(dkey)
             if slot is None:
                 slot = duration_rows[dkey] = {
@@ -350,7 +407,7 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
                 }
             slot["trials"] += 1
         for t in rows.tools:
-            tkey = (o["run_id"], t["tool"])
+            tkey = (run_id, t["tool"])
             usage = tool_rows.get(tkey)
             if usage is None:
                 usage = tool_rows[tkey] = {
@@ -367,6 +424,15 @@ def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list
         (tool_stats, TOOL_SUMS, [tool_rows[k] for k in sorted(tool_rows)]),
         (durations, DURATION_SUMS, [duration_rows[k] for k in sorted(duration_rows)]),
     ]
+
+
+_CELL_MEASURES = (
+    ("duration_sum", "duration_n", "duration_ms"),
+    ("tokens_sum", "tokens_n", "tokens"),
+    ("tool_calls_sum", "tool_calls_n", "tool_calls"),
+    ("turns_sum", "turns_n", "turns"),
+)
+"""The measures a cell sums and counts (its columns), with the outcome column of each."""
 
 
 def duration_bucket(ms: int) -> int:

@@ -119,10 +119,13 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")  # only checked: the bytes are parsed and kept
-                # (a byte-order mark or a NUL could make json read the bytes as another
-                # encoding: such a line is parsed as text, as its errors say what it is)
-                data = loads_bounded(text if raw.startswith(BOM_UTF8) or b"\0" in raw else raw)
+                if raw.isascii() and b"\0" not in raw:  # UTF-8, without a byte-order mark
+                    data = loads_bounded(raw)
+                else:
+                    text = raw.decode("utf-8")  # only checked: the bytes are parsed and kept
+                    # (a byte-order mark or a NUL could make json read the bytes as another
+                    # encoding: such a line is parsed as text, as its errors say what it is)
+                    data = loads_bounded(text if raw.startswith(BOM_UTF8) or b"\0" in raw else raw)
             except UnicodeDecodeError as exc:
                 problems.append(Problem(str(file), number, f"not UTF-8 ({exc.reason})"))
                 continue

@@ -131,6 +131,8 @@ def write_outcomes(
     batch: Sequence[OutcomeRows],
     runs: Mapping[str, Row],
     prepare: Callable[[OutcomeRows], None],
+    *,
+    look_first: bool = True,
 ) -> tuple[int, list[Refusal]]:
     """Insert the outcomes of ``batch`` that the store does not hold yet.
 
@@ -140,7 +142,11 @@ def write_outcomes(
         runs: The ``runs`` row of every run of the batch, by run id (inserted when
             missing, so the outcomes' run exists).
         prepare: Completes the rows of an outcome about to be inserted (its trial
-            folder); called once per outcome not yet in the store.
+            folder); called once per outcome not yet in the store (with ``look_first``
+            False, once per outcome of the batch).
+        look_first: Ask the store which outcomes it holds before preparing the others;
+            without it every outcome is prepared and the insert alone leaves out those
+            present (cheaper when the store is not expected to hold any).
 
     Returns:
         How many outcomes were added, and the records the store refused.
@@ -151,14 +157,16 @@ def write_outcomes(
     unique = list({b.outcome["id"]: b for b in batch}.values())
     if not unique:
         return 0, []
-    with store.read() as connection:
-        present = set(
-            connection.execute(
-                select(schema.outcomes.c.id).where(
-                    schema.outcomes.c.id.in_([b.outcome["id"] for b in unique])
-                )
-            ).scalars()
-        )
+    present: set[str] = set()
+    if look_first:
+        with store.read() as connection:
+            present = set(
+                connection.execute(
+                    select(schema.outcomes.c.id).where(
+                        schema.outcomes.c.id.in_([b.outcome["id"] for b in unique])
+                    )
+                ).scalars()
+            )
     fresh = [b for b in unique if b.outcome["id"] not in present]
     if not fresh:
         return 0, []

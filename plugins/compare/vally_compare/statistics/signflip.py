@@ -83,11 +83,12 @@ def sign_flip_test(values: Sequence[float]) -> SignFlipResult:
     return SignFlipResult(n, float(less[0]), float(greater[0]), n <= EXACT_LIMIT)
 
 
-def sign_flip_pvalues(rows: Any) -> tuple[Any, Any]:
+def sign_flip_pvalues(rows: Any, *, draws: SignDraws | None = None) -> tuple[Any, Any]:
     """``(p_less, p_greater)`` arrays for each row of a 2-D array (one test per row).
 
     The batched form lets a simulation test thousands of data sets at once; every row is
-    tested exactly as :func:`sign_flip_test` tests one.
+    tested exactly as :func:`sign_flip_test` tests one. ``draws`` (for rows of its length)
+    gives the Monte Carlo sign vectors already drawn, instead of drawing them again.
     """
     import numpy as np
 
@@ -107,7 +108,8 @@ def sign_flip_pvalues(rows: Any) -> tuple[Any, Any]:
         pairs = [_meet_in_middle(magnitudes[i], observed[i], tol[i]) for i in range(count)]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     less, greater = np.zeros(count), np.zeros(count)
-    for signs in _drawn_signs(n):
+    blocks = draws.blocks() if draws is not None and draws.n == n else _drawn_signs(n)
+    for signs in blocks:
         for start in range(0, count, _CHUNK):
             part = slice(start, start + _CHUNK)
             null = signs @ magnitudes[part].T
@@ -126,6 +128,28 @@ def _drawn_signs(n: int) -> Iterator[Any]:
     per_block = max(1, _BLOCK_SIGNS // n)
     for start in range(0, MC_DRAWS, per_block):
         yield rng.choice(choices, size=(min(per_block, MC_DRAWS - start), n))
+
+
+class SignDraws:
+    """The Monte Carlo sign vectors of :func:`_drawn_signs` for ``n`` values, drawn once and
+    kept as bits (``MC_DRAWS * n / 8`` bytes, a 64th of the drawn blocks), for tests that
+    run many times on rows of one length (the shifts of :func:`sign_flip_interval`).
+    :meth:`blocks` gives the very blocks :func:`_drawn_signs` draws, so every p-value is
+    the same with or without them."""
+
+    def __init__(self, n: int) -> None:
+        import numpy as np
+
+        self.n = n
+        self._packed = [np.packbits(block > 0, axis=1) for block in _drawn_signs(n)]
+
+    def blocks(self) -> Iterator[Any]:
+        """The blocks of signs, in order (each ``+1.0`` or ``-1.0``, as drawn)."""
+        import numpy as np
+
+        for packed in self._packed:
+            bits = np.unpackbits(packed, axis=1, count=self.n)
+            yield np.where(bits.astype(bool), 1.0, -1.0)
 
 
 def _all_signs(n: int) -> Any:
@@ -201,14 +225,15 @@ def sign_flip_interval(
         return None if bounds is None else (float(bounds[0]), float(bounds[1]))
     span = float(data.max() - data.min()) + 1.0
     mean = float(data.mean())
+    draws = SignDraws(n) if n > EXACT_LIMIT else None  # drawn once for every shift
 
     def rejects_below(shifts: Any) -> Any:
         """True where the shifted data lie significantly above zero (shift too low)."""
-        _less, greater = sign_flip_pvalues(data[None, :] - shifts[:, None])
+        _less, greater = sign_flip_pvalues(data[None, :] - shifts[:, None], draws=draws)
         return 2.0 * greater <= alpha
 
     def rejects_above(shifts: Any) -> Any:
-        less, _greater = sign_flip_pvalues(data[None, :] - shifts[:, None])
+        less, _greater = sign_flip_pvalues(data[None, :] - shifts[:, None], draws=draws)
         return 2.0 * less <= alpha
 
     low = _crossing(rejects_below, float(data.min()) - span, mean, rejected_first=True)
@@ -216,7 +241,7 @@ def sign_flip_interval(
     # The kept set is closed where shifting makes a value exactly zero (a zero carries no
     # sign), and the grid approaches such an end from inside: zero itself decides, so its
     # side is taken from the test of the data as they are.
-    less, greater = sign_flip_pvalues(data[None, :])
+    less, greater = sign_flip_pvalues(data[None, :], draws=draws)
     if 2.0 * min(float(less[0]), float(greater[0])) > alpha:
         low, high = min(low, 0.0), max(high, 0.0)
     elif low <= 0.0 <= high:
