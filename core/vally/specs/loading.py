@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from vally.contracts.protocols import LoadedEval
 from vally.errors import ConfigError, SchemaError, SourceLocation
 from vally.models.project import ProjectConfig
@@ -36,8 +38,10 @@ from vally.specs.params import (
     read_param_file,
 )
 from vally.specs.schema_errors import SchemaIssue, SpecSchemaError, did_you_mean, validate_model
+from vally.specs.yaml_stream import streamed_document
 from vally.specs.yamlio import (
     Positions,
+    ScalarHook,
     compose,
     construct,
     document_from_node,
@@ -98,17 +102,14 @@ def load_project(path: Path, params: Mapping[str, str] = _NO_PARAMS) -> ProjectC
     file = str(path)
     root = compose(read_text(path), file)
     own = _inline_params(root, file)
-    resolver = ParamResolver(
-        [ParamLayer("--param", params), ParamLayer(".vally.yaml params", own)]
-    )
+    resolver = ParamResolver([ParamLayer("--param", params), ParamLayer(".vally.yaml params", own)])
     doc = document_from_node(root, path, scalar_hook=resolver.scalar_hook(file))
     data = {} if doc.data is None else doc.data
     _require_mapping(data, doc.positions, "the project file .vally.yaml")
     project = validate_model(ProjectConfig, drop_extension_keys(data), doc.positions)
     if project.environments:
         anchored = {
-            name: anchor_environment(env, path.parent)
-            for name, env in project.environments.items()
+            name: anchor_environment(env, path.parent) for name, env in project.environments.items()
         }
         project = project.model_copy(update={"environments": anchored})
     return project
@@ -176,14 +177,22 @@ def read_eval_data(
     if project is None:
         project, _ = find_project(path.parent, params=cli_params)
     file = str(path)
-    root = compose(read_text(path), file)
-    layers = [ParamLayer("--param", cli_params)]
-    for param_file in eval_param_files(path):
-        layers.append(ParamLayer(f"param file {param_file.name}", read_param_file(param_file)))
-    layers.append(ParamLayer("spec params", _inline_params(root, file)))
-    layers.append(ParamLayer(".vally.yaml params", project.params))
-    resolver = ParamResolver(layers)
-    doc = document_from_node(root, path, scalar_hook=resolver.scalar_hook(file))
+    text = read_text(path)
+    params = project.params
+
+    def hook_for(root: yaml.Node | None) -> ScalarHook:
+        layers = [ParamLayer("--param", cli_params)]
+        for param_file in eval_param_files(path):
+            layers.append(ParamLayer(f"param file {param_file.name}", read_param_file(param_file)))
+        layers.append(ParamLayer("spec params", _inline_params(root, file)))
+        layers.append(ParamLayer(".vally.yaml params", params))
+        return ParamResolver(layers).scalar_hook(file)
+
+    # the stimuli composed one at a time; the usual way when that cannot be (and for errors)
+    doc = streamed_document(text, path, hook_for)
+    if doc is None:
+        root = compose(text, file)
+        doc = document_from_node(root, path, scalar_hook=hook_for(root))
     positions = doc.positions
     if doc.data is None:
         raise SchemaError(
@@ -213,9 +222,7 @@ def finish_eval(
     """
     if isinstance(spec.environment, str):
         env_key = "environment" if "environment" in data else "agent_environment"
-        env = named_environment(
-            spec.environment, project, location=positions.location((env_key,))
-        )
+        env = named_environment(spec.environment, project, location=positions.location((env_key,)))
         spec = spec.model_copy(update={"environment": env})
     return LoadedEval(spec=spec, source=path, raw=_normalized_raw(data, spec))
 
@@ -245,8 +252,7 @@ def _check_spellings(data: Mapping[str, Any], positions: Positions) -> None:
                         SchemaIssue(
                             positions.location((*path, old), key=True),
                             ".".join(str(p) for p in (*path, old)),
-                            f"'{old}' and '{new}' are two names for one field; keep only "
-                            f"'{new}'",
+                            f"'{old}' and '{new}' are two names for one field; keep only '{new}'",
                         )
                     ]
                 )

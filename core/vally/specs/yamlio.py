@@ -15,7 +15,7 @@ Schema errors that point at the offending node are in :mod:`vally.specs.schema_e
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,20 +47,55 @@ class NodePosition:
     key_column: int | None = None
 
 
-@dataclass
 class Positions:
-    """The position of every node of one document, by path."""
+    """The position of every node of one document, by path.
 
-    file: str
-    table: dict[PathKey, NodePosition] = field(default_factory=dict)
+    Args:
+        file: The file named in every location.
+        table: The positions, by path.
+        complete: When ``table`` leaves out the nodes below ``partial`` (a spec's stimuli,
+            loaded one at a time by :mod:`vally.specs.yaml_stream`), builds the whole
+            table; it is called the first time a path below ``partial`` or the whole
+            :attr:`table` is asked for (an error message), not before.
+        partial: The path whose descendants ``table`` leaves out.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        table: dict[PathKey, NodePosition] | None = None,
+        *,
+        complete: Callable[[], dict[PathKey, NodePosition]] | None = None,
+        partial: PathKey = (),
+    ) -> None:
+        self.file = file
+        self._table: dict[PathKey, NodePosition] = {} if table is None else table
+        self._complete = complete
+        self._partial = partial
+
+    @property
+    def table(self) -> dict[PathKey, NodePosition]:
+        """Every node's position, by path (built in full on first use when partial)."""
+        if self._complete is not None:
+            complete, self._complete = self._complete, None
+            self._table = complete()
+        return self._table
+
+    def _table_for(self, parts: PathKey) -> dict[PathKey, NodePosition]:
+        """A table that holds ``parts`` if the document has it."""
+        partial = self._partial
+        if self._complete is None or len(parts) <= len(partial) or parts[: len(partial)] != partial:
+            return self._table
+        return self.table
 
     def location(self, path: Sequence[str | int], *, key: bool = False) -> SourceLocation:
         """The location of ``path`` or, when it is absent (a missing field), its nearest
         present parent. With ``key=True`` a mapping entry points at its key, not its value."""
         parts: PathKey = tuple(path)
-        while parts and parts not in self.table:
+        table = self._table_for(parts)
+        while parts and parts not in table:
             parts = parts[:-1]
-        pos = self.table.get(parts)
+        pos = table.get(parts)
         if pos is None:
             return SourceLocation(self.file, 1, 1)
         if key and pos.key_line is not None:

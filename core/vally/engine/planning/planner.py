@@ -55,8 +55,6 @@ def eval_name(loaded: LoadedEval) -> str:
     return parent if stem in {"eval", ""} and parent else stem or "eval"
 
 
-
-
 def parse_models(value: str | None) -> list[str] | None:
     """``--model a,b`` -> ``["a", "b"]``; None or blank -> None.
 
@@ -284,6 +282,8 @@ def _groups_of(
     threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
     weights = dict(spec.scoring.weights)
     groups: list[TrialGroup] = []
+    # one object for every stimulus without constraints of its own, not one each
+    eval_constraints = merge_constraints(spec.constraints, None)
     for stimulus in selected.stimuli:
         environment = _with_extra_skills(
             resolve_environment(loaded, stimulus), options.extra_skills
@@ -291,7 +291,11 @@ def _groups_of(
         _check_sources(loaded, stimulus, environment)
         graders = tuple(spec.graders) + tuple(stimulus.graders)
         case_hash = case_fingerprint(stimulus, spec.graders)
-        constraints = merge_constraints(spec.constraints, stimulus.constraints)
+        constraints = (
+            eval_constraints
+            if stimulus.constraints is None
+            else merge_constraints(spec.constraints, stimulus.constraints)
+        )
         tags = effective_tags(spec, stimulus)
         for model in selected.models:
             key = TrialKey(

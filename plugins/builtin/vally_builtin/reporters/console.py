@@ -789,7 +789,61 @@ def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> N
             format_score(s.mean_score),
         ]
         table.add_row(*([key.variant or "—", *row] if show_variant else row))
-    print_streamed(console, table)
+    print_table_in_parts(console, table)
+
+
+TABLE_PART_ROWS = 256
+"""Rows of a table :func:`print_table_in_parts` renders at a time."""
+
+
+def _fixed_part(table: Table, widths: Sequence[int], first: int, last: int) -> Table:
+    """Rows ``first`` to ``last`` (excluded) of ``table``, its columns fixed at ``widths``
+    (with their padding), the header only in the part that starts the table."""
+    part = Table(box=table.box, show_header=first == 0)
+    for index, (column, width) in enumerate(zip(table.columns, widths, strict=True)):
+        part.add_column(
+            column.header,
+            justify=column.justify,
+            width=width - table._get_padding_width(index),
+        )
+        part.columns[-1]._cells = column._cells[first:last]
+    part.rows = table.rows[first:last]
+    return part
+
+
+def print_table_in_parts(console: Console, table: Table) -> None:
+    """Print ``table`` as :meth:`Console.print` does (the same output), rendering
+    :data:`TABLE_PART_ROWS` rows at a time: rendering a table holds a padded cell of every
+    row and column at once (about 2 KB a row of the summary table).
+
+    The column widths are those of the whole table (measured a column at a time); each
+    part is a table of those fixed widths, printed without the border lines that join it
+    to the parts before and after. A table that does not fit the console's width (its
+    columns would be squeezed) is printed whole.
+    """
+    rows = len(table.rows)
+    options = console.options
+    space = options.max_width - table._extra_width
+    widths = table._calculate_column_widths(console, options.update_width(space))
+    if rows <= TABLE_PART_ROWS or sum(widths) > space or table.title or table.show_footer:
+        print_streamed(console, table)
+        return
+    from rich.segment import Segment, Segments
+
+    new_line = Segment.line()
+    for first in range(0, rows, TABLE_PART_ROWS):
+        last = min(first + TABLE_PART_ROWS, rows)
+        part = _fixed_part(table, widths, first, last)
+        lines = list(Segment.split_lines(console.render(part, options)))
+        if first:
+            lines = lines[1:]  # the part's top border
+        if last < rows:
+            lines = lines[:-1]  # its bottom border
+        segments = Segments([piece for line in lines for piece in (*line, new_line)])
+        if last < rows:
+            console.print(segments, end="")
+        else:
+            console.print(segments)
 
 
 STREAMED_SEGMENTS = 4096
