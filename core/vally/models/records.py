@@ -7,9 +7,11 @@ the files never meet a missing key. The schema is versioned by ``schemaVersion``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Self
 
 from pydantic import Field
+from pydantic_core import PydanticSerializationError
 
 from vally.models.base import RecordModel
 from vally.models.cost import Cost
@@ -18,6 +20,11 @@ from vally.models.trajectory import Trajectory
 from vally.models.usage import Usage
 
 SCHEMA_VERSION = 1
+
+_LINE = "_vally_json_line"
+"""Where a :class:`TrialResultRecord` keeps the line :meth:`TrialResultRecord.writable`
+made (a key of the instance's ``__dict__`` that is no field: serialisation, equality and
+iteration skip it)."""
 
 
 class GraderResult(RecordModel):
@@ -146,6 +153,38 @@ class TrialResultRecord(_EvalRecord):
     offloaded: list[OffloadedText] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     cost: Cost = Field(default_factory=Cost)
+
+    def writable(self) -> Self:
+        """This record itself when it can be written as UTF-8 JSON (see
+        :meth:`RecordModel.writable`), keeping the line that checked it for
+        :meth:`to_json_line`: a trial's record is serialised once for the check and its
+        ``results.jsonl`` line (and the scrubber's look for secrets), not three times."""
+        try:
+            line = self.model_dump_json(by_alias=True)
+        except PydanticSerializationError:
+            return super().writable()
+        self.__dict__[_LINE] = line
+        return self
+
+    def to_json_line(self) -> str:
+        """One compact JSON line (see :meth:`RecordModel.to_json_line`): the one
+        :meth:`writable` made when no field was set since."""
+        line = self.__dict__.get(_LINE)
+        if isinstance(line, str):
+            return line
+        return super().to_json_line()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Set a field, forgetting the line :meth:`writable` kept."""
+        self.__dict__.pop(_LINE, None)
+        super().__setattr__(name, value)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (see :meth:`pydantic.BaseModel.model_copy`) without the line
+        :meth:`writable` kept: an updated copy serialises itself."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop(_LINE, None)
+        return copied
 
 
 class MultiTrialMetrics(RecordModel):

@@ -86,9 +86,13 @@ def offload_texts(record: TrialResultRecord, trial_dir: Path, run_dir: Path) -> 
 
 def _any_long(record: TrialResultRecord) -> bool:
     """A cheap look for over-long texts where they occur (output, events, diff) before
-    serialising the whole record."""
+    serialising the whole record. A record whose whole line is within the limit holds no
+    longer text (each text is in the line, escaped, so no shorter): a trial's record has
+    that line already (:meth:`TrialResultRecord.writable` kept it)."""
     trajectory = record.trajectory
     if trajectory is None:
+        return False
+    if len(record.to_json_line()) <= INLINE_TEXT_LIMIT:
         return False
     if len(trajectory.output) > INLINE_TEXT_LIMIT or len(trajectory.diff or "") > INLINE_TEXT_LIMIT:
         return True
