@@ -323,7 +323,10 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         loads as _loads,
         loads_bounded as loads_bounded,
     )
-    from vally.models.limits import record_depth as record_depth
+    from vally.models.limits import (
+        json_depth_limit as json_depth_limit,
+        record_depth as record_depth,
+    )
     from vally.models.pricing import PriceTable as PriceTable
     from vally.models.project import CONFIGURABLE_KINDS as CONFIGURABLE_KINDS
     from vally.models.promotion import (

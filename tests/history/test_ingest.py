@@ -3,26 +3,30 @@ idempotence, torn and invalid lines, trial folders, errors."""
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 import tracemalloc
 import zlib
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import event, func, select
 
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
+from vally import json_depth_limit
 from vally.models.records import RunSummaryRecord, TrialResultRecord
-from vally_serve import schema, writes
+from vally_serve import ingest as ingest_module, runfiles, schema, writes
 from vally_serve.graded import tally_of
-from vally_serve.ingest import RunInfo, ingest
+from vally_serve.ingest import IngestReport, RunInfo, ingest
 from vally_serve.outcomequeries import outcome_detail
 from vally_serve.recordblocks import record_line
 from vally_serve.rows import outcome_rows
-from vally_serve.store import BULK_CACHE_KB, BULK_CHECKPOINT_PAGES, StoreError, open_store
+from vally_serve.service import ingest_runs
+from vally_serve.store import BULK_CACHE_KB, BULK_CHECKPOINT_PAGES, Store, StoreError, open_store
 from vally_serve.writes import in_transaction
 
 
@@ -393,3 +397,62 @@ def test_vally_ingest_opens_a_sqlite_store_for_a_bulk_load(tmp_path: Path) -> No
         finally:
             store.close()
         assert got == expected, bulk
+
+
+def test_vally_ingest_collects_once_a_batch_with_the_collector_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While ``vally ingest`` writes, the collector makes no automatic runs (they walked a
+    batch's live rows again and again): it collects once after each batch, and is on
+    again afterwards."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="collected", stimuli=5, trials=20))
+    seen: list[tuple[str, object]] = []
+    real_ingest = ingest_module.ingest
+
+    def in_batches_of_50(store: Store, paths: list[Path], **options: Any) -> IngestReport:
+        seen.append(("start", gc.isenabled()))
+        try:
+            return real_ingest(store, paths, progress=options["progress"], batch=50)
+        finally:
+            seen.append(("end", gc.isenabled()))
+
+    def collection(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            seen.append(("collect", info["generation"]))
+
+    monkeypatch.setattr(ingest_module, "ingest", in_batches_of_50)
+    gc.callbacks.append(collection)
+    try:
+        report = ingest_runs(
+            [run], str(tmp_path / "h.db"), progress=lambda _r: seen.append(("batch", None))
+        )
+    finally:
+        gc.callbacks.remove(collection)
+    assert report.added == 200  # 5 stimuli x 2 models x 20 trials: 4 batches and the last call
+    writing = seen[seen.index(("start", False)) : seen.index(("end", False)) + 1]
+    assert writing[1:-1] == [("collect", 2), ("batch", None)] * 5, writing
+    assert gc.isenabled()
+
+
+def test_a_results_file_reads_its_depth_limit_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The JSON depth limit of a file's lines is read from the environment once for the
+    file, and every line is held to it."""
+    monkeypatch.setenv("VALLY_MAX_JSON_DEPTH", "3")
+    reads: list[int] = []
+
+    def limit() -> int:
+        reads.append(1)
+        return json_depth_limit()
+
+    monkeypatch.setattr(runfiles, "json_depth_limit", limit)
+    lines = ['{"a": {"b": [1]}}', '{"a": {"b": [[1]]}}'] * 20
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(lines) + "\n")
+    problems: list[runfiles.Problem] = []
+    read = list(runfiles.read_lines(results, problems))
+    assert len(reads) == 1
+    assert [line.number for line in read] == list(range(1, 41, 2))
+    assert [p.line for p in problems] == list(range(2, 41, 2))
+    assert all("deeper than 3 levels" in p.message for p in problems)

@@ -45,3 +45,20 @@ def test_bad_json_raises_json_own_error() -> None:
 def test_the_fast_parser_is_used_when_installed() -> None:
     installed = importlib.util.find_spec("orjson") is not None
     assert (jsontext._FAST_LOADS is not None) == installed
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_a_byte_line_at_the_bracket_bound_parses_and_one_deeper_is_refused(limit: int) -> None:
+    """The opening brackets of a byte line are counted exactly: as many as the limit (and
+    nested that deep) parse, one more nested level is refused."""
+    at_limit = ("[" * limit + "]" * limit).encode()
+    deeper = ("[" * (limit + 1) + "]" * (limit + 1)).encode()
+    assert jsontext.loads_bounded(at_limit, max_depth=limit) == json.loads(at_limit)
+    with pytest.raises(jsontext.JsonTooDeepError):
+        jsontext.loads_bounded(deeper, max_depth=limit)
+
+
+def test_opening_brackets_are_counted_as_bytes_count_counts_them() -> None:
+    lines = [b"", b"[", b"[[0 0[", b" " * 5000 + b"[" * 70 + b"0" * 19, bytes(range(256)) * 3]
+    for line in lines:
+        assert jsontext._opening_brackets(line) == line.count(b"[")

@@ -55,6 +55,14 @@ def _long_digits(data: bytes) -> bool:
     return _LONG_RUN in data.translate(_DIGIT_TABLE)
 
 
+def _opening_brackets(shape: bytes) -> int:
+    """How many ``[`` a translated line holds: its length less that of the line without
+    them. Deleting one byte value finds each with ``memchr``, about a half of the
+    instructions of ``bytes.count``, which tests every byte (a line holds a few dozen
+    brackets in some thousands of bytes)."""
+    return len(shape) - len(shape.replace(b"[", b""))
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``, parsed by ``orjson`` when it is installed and accepts the text
     (and holds no run of 19 digits, which may be an integer ``orjson`` would round)."""
@@ -123,7 +131,7 @@ def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
     limit = JSON_DEPTH.value() if max_depth is None else max_depth
     if isinstance(text, bytes):
         shape = text.translate(_SHAPE_TABLE)  # one pass: brackets and digit runs
-        if shape.count(b"[") <= limit:  # cannot nest deeper than the brackets it holds
+        if _opening_brackets(shape) <= limit:  # cannot nest deeper than the brackets it holds
             if _FAST_LOADS is not None and _LONG_RUN not in shape:
                 try:
                     return _FAST_LOADS(text)

@@ -79,6 +79,14 @@ RECORD_DEPTH_MARGIN = 64
 """Extra nesting allowed in record lines (``results.jsonl``) over :data:`JSON_DEPTH`: the
 levels of the record around an event's data."""
 
+
+def json_depth_limit() -> int:
+    """The deepest nesting allowed in one JSON value: :data:`JSON_DEPTH`
+    (``VALLY_MAX_JSON_DEPTH``) as the environment sets it now; a caller parsing many lines
+    reads it once and passes it to ``loads_bounded(text, max_depth=...)``."""
+    return JSON_DEPTH.value()
+
+
 def record_depth() -> int:
     """The deepest nesting allowed in a record line: :data:`JSON_DEPTH` plus
     :data:`RECORD_DEPTH_MARGIN`."""

@@ -168,8 +168,9 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
         "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
         "tags": _tags_text(tags),
         "error_text": _error_text(error, error_events),
-        "grader_verdicts": grader_verdicts(grade),
+        "grader_verdicts": None,
     }
+    graders, outcome["grader_verdicts"] = _graders_of(grade, notes)  # notes in column order
     detail: Row = {
         "outcome_id": oid,
         "record": raw,  # compressed when written
@@ -180,7 +181,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     return OutcomeRows(
         outcome,
         detail,
-        _grader_rows(grade, notes),
+        graders,
         _tool_rows(metrics, failed_tools, notes),
         needs_folder_events=not events
         or bool(data.get("truncated") or trajectory.get("truncated")),
@@ -282,16 +283,23 @@ def grader_verdicts(grade: Mapping[str, Any] | None) -> str | None:
     return "\n" + "".join(line + "\n" for line in lines) if lines else None
 
 
-def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]:
+def _graders_of(grade: Mapping[str, Any] | None, notes: list[str]) -> tuple[list[Row], str | None]:
+    """One pass over a trial's grader details: its ``grader_stats`` rows and its
+    :func:`grader_verdicts` text."""
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
-        return []
+        return [], None
     name_limit, type_limit = _GRADER_NAME_LIMIT, _GRADER_TYPE_LIMIT
     rows: list[Row] = []
+    lines: list[str] = []
     for position, item in enumerate(details):
         if not isinstance(item, dict):
             continue
-        name = str(item.get("name") or item.get("type") or f"grader-{position}")
+        given = item.get("name") or item.get("type") or f"grader-{position}"
+        failed_as = "error" if item.get("status") == "error" else None
+        passed = bool(item.get("passed"))
+        lines.append(f"{_clean(given)}={failed_as or ('pass' if passed else 'fail')}")
+        name = str(given)
         kind = str(item.get("type") or name)
         if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
             notes.append(
@@ -307,13 +315,13 @@ def _grader_rows(grade: Mapping[str, Any] | None, notes: list[str]) -> list[Row]
             {
                 "name": name,
                 "type": kind,
-                "passed": bool(item.get("passed")),
+                "passed": passed,
                 "score": score or 0.0,
-                "status": "error" if item.get("status") == "error" else "success",
+                "status": failed_as or "success",
                 "required": bool(item.get("required")),
             }
         )
-    return rows
+    return rows, "\n" + "".join(line + "\n" for line in lines) if lines else None
 
 
 _GRADER_NAME_LIMIT = limit_of(grader_stats.c.name)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vally import JsonTooDeepError, loads_bounded
+from vally import JsonTooDeepError, json_depth_limit, loads_bounded
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "run-summary.jsonl"
@@ -114,18 +114,22 @@ def read_lines(file: Path, problems: list[Problem]) -> Iterator[Line]:
     except OSError as exc:
         problems.append(Problem(str(file), None, f"cannot read: {exc.strerror or exc}"))
         return
+    limit = json_depth_limit()  # read once, not from the environment for every line
     with handle:
         for number, raw in enumerate(handle, 1):
-            if not raw.strip():
+            if raw.isspace():  # a blank line (a line from the file is never empty)
                 continue
             try:
                 if raw.isascii() and b"\0" not in raw:  # UTF-8, without a byte-order mark
-                    data = loads_bounded(raw)
+                    data = loads_bounded(raw, max_depth=limit)
                 else:
                     text = raw.decode("utf-8")  # only checked: the bytes are parsed and kept
                     # (a byte-order mark or a NUL could make json read the bytes as another
                     # encoding: such a line is parsed as text, as its errors say what it is)
-                    data = loads_bounded(text if raw.startswith(BOM_UTF8) or b"\0" in raw else raw)
+                    data = loads_bounded(
+                        text if raw.startswith(BOM_UTF8) or b"\0" in raw else raw,
+                        max_depth=limit,
+                    )
             except UnicodeDecodeError as exc:
                 problems.append(Problem(str(file), number, f"not UTF-8 ({exc.reason})"))
                 continue

@@ -81,6 +81,8 @@ def text_fault(value: str, limit: int | None) -> str | None:
 
 def is_storable_text(value: Any, limit: int | None = None) -> bool:
     """True when ``value`` is a string a column of ``limit`` characters holds."""
+    if type(value) is str and value.isascii():  # the common case: no surrogate can hide
+        return "\x00" not in value and (limit is None or len(value) <= limit)
     return isinstance(value, str) and text_fault(value, limit) is None
 
 
@@ -109,6 +111,13 @@ def optional_text(value: Any, name: str, limit: int | None, notes: list[str]) ->
     held)."""
     if value is None:
         return None
+    if (  # the common case, first: plain ASCII text (no surrogate can hide in it) that fits
+        type(value) is str
+        and value.isascii()
+        and "\x00" not in value
+        and (limit is None or len(value) <= limit)
+    ):
+        return value
     if not isinstance(value, str):
         notes.append(f"{name} is {describe(value)}, not a string; stored without it")
         return None
