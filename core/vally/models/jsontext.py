@@ -71,12 +71,19 @@ def loads(text: str | bytes) -> Any:
             data = text.encode("utf-8") if isinstance(text, str) else text
         except UnicodeEncodeError:  # lone surrogates: orjson refuses them, json reads them
             return json.loads(text)
-        if not _long_digits(data):
-            try:
-                return _FAST_LOADS(data)
-            except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
-                pass
+        return _parse(data, long_digits=_long_digits(data))
     return json.loads(text)
+
+
+def _parse(data: bytes, *, long_digits: bool) -> Any:
+    """``data`` parsed by ``orjson`` unless it holds a run of 19 digits (``long_digits``),
+    or there is no ``orjson``, or it refuses the text; by ``json`` otherwise."""
+    if _FAST_LOADS is not None and not long_digits:
+        try:
+            return _FAST_LOADS(data)
+        except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
+            pass
+    return json.loads(data)
 
 
 class JsonTooDeepError(ValueError):
@@ -132,12 +139,7 @@ def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
     if isinstance(text, bytes):
         shape = text.translate(_SHAPE_TABLE)  # one pass: brackets and digit runs
         if _opening_brackets(shape) <= limit:  # cannot nest deeper than the brackets it holds
-            if _FAST_LOADS is not None and _LONG_RUN not in shape:
-                try:
-                    return _FAST_LOADS(text)
-                except ValueError:  # orjson.JSONDecodeError: let json parse it or say why not
-                    pass
-            return json.loads(text)
+            return _parse(text, long_digits=_LONG_RUN in shape)
     elif text.count("[") + text.count("{") <= limit:
         return loads(text)
     try:
