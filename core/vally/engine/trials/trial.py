@@ -370,8 +370,8 @@ class TrialRunner:
         ctx = self.context
         executor = ctx.executors[trial.executor_ref]
         mcp = {k: v for k, v in trial.environment.mcpServers.items() if v is not None}
-        if trial_dir is not None:
-            self._make_trial_dir(trial_dir)
+        if trial_dir is not None and self._folders is not None:  # both come from run_dir
+            self._folders.make(trial_dir)
         options = ExecutorOptions(
             model=trial.model,
             timeout=trial.timeout,
@@ -504,13 +504,6 @@ class TrialRunner:
                 f"cannot write the texts of the trial in {trial_dir}: {exc.strerror or exc}",
                 hint="check free disk space and permissions of the output directory",
             ) from exc
-
-    def _make_trial_dir(self, trial_dir: Path) -> None:
-        """Make the trial's folder (and its missing parents) before its executor starts."""
-        if self._folders is None:
-            trial_dir.mkdir(parents=True, exist_ok=True)
-        else:
-            self._folders.make(trial_dir)
 
     def _write_trial_files(
         self, trial: PlannedTrial, trial_dir: Path, record: TrialResultRecord, notes: list[str]
