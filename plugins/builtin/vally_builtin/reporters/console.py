@@ -483,10 +483,19 @@ def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupK
     evals = {name: i for i, name in enumerate(run.evals)}
     variants = {name: i for i, name in enumerate(run.variants)}
     late = len(groups) + len(evals) + len(variants)
+    places: dict[str, dict[str, int]] = {}
+
+    def stimulus_places(eval_name: str) -> dict[str, int]:
+        """Each stimulus of ``eval_name`` by its first place in the spec, made once."""
+        found = places.get(eval_name)
+        if found is None:
+            found = places[eval_name] = {}
+            for i, name in enumerate(run.stimuli.get(eval_name, ())):
+                found.setdefault(name, i)
+        return found
 
     def position(key: GroupKey) -> tuple[int, int, int, GroupKey]:
-        stimuli = list(run.stimuli.get(key.eval_name, ()))
-        stimulus = stimuli.index(key.stimulus) if key.stimulus in stimuli else late
+        stimulus = stimulus_places(key.eval_name).get(key.stimulus, late)
         return (evals.get(key.eval_name, late), variants.get(key.variant, late), stimulus, key)
 
     return sorted(groups, key=position)
