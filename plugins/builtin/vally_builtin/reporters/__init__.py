@@ -58,7 +58,7 @@ TrialOutcome = Literal["passed", "failed", "errored", "cancelled", "ungraded"]
 """How one trial ended, as reports show it."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class GroupKey:
     """The rows of a report: one eval, variant, stimulus and model."""
 

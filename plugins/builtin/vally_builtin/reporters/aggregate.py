@@ -13,11 +13,12 @@ evidence, or the error), so a listing can say which reason was the most common.
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import TrialResultRecord
+from vally import RunInfo, TrialResultRecord
 from vally_builtin.reporters import (
     GroupKey,
     StimulusStats,
@@ -93,10 +94,16 @@ def _mean(total: float, count: int) -> float | None:
     return total / count if count else None
 
 
+Failure = tuple[int, str, TrialResultRecord | dict[str, Any]]
+"""A kept failed or errored trial: its negated trial index, its trial id, and the record
+(or, added from another aggregate's state, its JSON data until it is listed)."""
+
+
 @dataclass(slots=True)
 class RowAggregate:
     """The counters of one report row (one :class:`GroupKey`), in slots: a report keeps one
-    a stimulus and model."""
+    a stimulus and model, so what most rows never need (reported models, kept failures,
+    failure reasons) takes no container until a trial needs it."""
 
     trials: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -108,16 +115,16 @@ class RowAggregate:
     tool_calls: float = 0.0
     wall_time_ms: float = 0.0
     metric_errors: int = 0
-    reported_models: set[str] = field(default_factory=set)
-    failures: list[tuple[int, str, TrialResultRecord | dict[str, Any]]] = field(
-        default_factory=list
-    )
+    reported_models: tuple[str, ...] = ()
+    """The models the agent reported in the row's trials, in the order first met."""
+    failures: list[Failure] | None = None
     """The kept failed or errored trials, as a heap on the negated trial index (a record
-    added from another aggregate's state stays JSON data until it is listed)."""
+    added from another aggregate's state stays JSON data until it is listed); None until
+    one is kept."""
     failures_seen: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)
+    reasons: dict[str, int] | None = None
     """Failed or errored trials by :func:`failure_reason` (at most :data:`REASONS_KEPT`
-    reasons, in the order first met)."""
+    reasons, in the order first met); None until one failed or errored."""
     other_reasons: int = 0
     """Failed or errored trials whose reason was met after :data:`REASONS_KEPT` others."""
     keep_failures: bool = True
@@ -156,38 +163,49 @@ class RowAggregate:
             self.tool_calls += m.tool_call_count
             self.wall_time_ms += m.wall_time_ms
             self.metric_errors += m.error_count
-            if trajectory.metadata.model:
-                self.reported_models.add(trajectory.metadata.model)
+            model = trajectory.metadata.model
+            if model and model not in self.reported_models:
+                self.reported_models = (*self.reported_models, model)
         if outcome in ("failed", "errored"):
             self._keep_failure(record)
             self._count_reason(failure_reason(record, outcome) or outcome, 1)
 
     def _count_reason(self, reason: str, count: int) -> None:
-        if reason in self.reasons or len(self.reasons) < REASONS_KEPT:
-            self.reasons[reason] = self.reasons.get(reason, 0) + count
+        reasons = self.reasons
+        if reasons is None:
+            reasons = self.reasons = {}
+        if reason in reasons or len(reasons) < REASONS_KEPT:
+            reasons[reason] = reasons.get(reason, 0) + count
         else:
             self.other_reasons += count
 
     def top_reason(self) -> tuple[str, int] | None:
         """The most common failure reason and how many trials had it (the first met of
         those tied); None when no trial failed or errored."""
-        if not self.reasons:
+        reasons = self.reasons
+        if not reasons:
             return None
-        reason = max(self.reasons, key=lambda r: self.reasons[r])  # first of the ties
-        return reason, self.reasons[reason]
+        reason = max(reasons, key=reasons.__getitem__)  # first of the ties
+        return reason, reasons[reason]
 
     def _keep_failure(self, record: TrialResultRecord) -> None:
         self.failures_seen += 1
         order = (-record.trial_index, record.trial_id)
         # The copy is made only for a kept trial.
-        if self.keep_failures and admits(self.failures, order):
-            keep(self.failures, (*order, _slim(record)))
+        if self.keep_failures and admits(self.failures or (), order):
+            self._keep((*order, _slim(record)))
+
+    def _keep(self, entry: Failure) -> None:
+        """Keep ``entry`` in the heap of kept failures (made on the first)."""
+        if self.failures is None:
+            self.failures = []
+        keep(self.failures, entry)
 
     def failed_records(self) -> list[TrialResultRecord]:
         """The kept failed or errored trials, by trial index (without trajectories)."""
         return [
             r if isinstance(r, TrialResultRecord) else TrialResultRecord.model_validate(r)
-            for _, _, r in sorted(self.failures, key=lambda e: (-e[0], e[1]))
+            for _, _, r in sorted(self.failures or (), key=lambda e: (-e[0], e[1]))
         ]
 
     def state(self) -> dict[str, Any]:
@@ -195,11 +213,11 @@ class RowAggregate:
         out: dict[str, Any] = {name: getattr(self, attribute) for attribute, name in self._SUMS}
         out.update({name: getattr(self, attribute) for attribute, name in self._OPTIONAL_SUMS})
         out["outcomes"] = dict(self.outcomes)
-        out["reasons"] = [[reason, count] for reason, count in self.reasons.items()]
+        out["reasons"] = [[reason, count] for reason, count in (self.reasons or {}).items()]
         out["reportedModels"] = sorted(self.reported_models)
         out["failures"] = [
             [-negated, trial_id, r.to_json_dict() if isinstance(r, TrialResultRecord) else r]
-            for negated, trial_id, r in self.failures
+            for negated, trial_id, r in self.failures or ()
         ]
         return out
 
@@ -214,16 +232,18 @@ class RowAggregate:
             self._count_reason(str(reason), int(count))
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
-        self.reported_models.update(str(model) for model in state["reportedModels"])
+        for model in state["reportedModels"]:
+            if str(model) not in self.reported_models:
+                self.reported_models = (*self.reported_models, str(model))
         for trial_index, trial_id, data in state["failures"] if self.keep_failures else ():
             order = (-int(trial_index), str(trial_id))
-            if admits(self.failures, order):
-                keep(self.failures, (*order, dict(data)))
+            if admits(self.failures or (), order):
+                self._keep((*order, dict(data)))
 
     @property
     def failures_left_out(self) -> int:
         """Failed or errored trials of the row not kept."""
-        return self.failures_seen - len(self.failures)
+        return self.failures_seen - len(self.failures or ())
 
     def model_label(self, key: GroupKey) -> str:
         """The row's model: the one asked for, else those the agent reported, else
@@ -285,6 +305,7 @@ class ReportAggregate:
         self.variants: dict[str, VariantCounter] = {}
         """Per variant (``""`` for none) what the comparison with the baseline counts, in
         the order the records came."""
+        self._last_added: TrialResultRecord | None = None
 
     @classmethod
     def of(
@@ -295,6 +316,13 @@ class ReportAggregate:
         for record in records:
             aggregate.add(record)
         return aggregate
+
+    def add_once(self, record: TrialResultRecord) -> None:
+        """Count ``record`` unless it is the record counted last: each reporter sharing the
+        aggregate (:func:`run_aggregate`) feeds it every record, and the first counts it."""
+        if record is not self._last_added:
+            self._last_added = record
+            self.add(record)
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one finished trial."""
@@ -390,3 +418,37 @@ class ReportAggregate:
     def failures(self) -> int:
         """Failed or errored trials."""
         return self.outcomes["failed"] + self.outcomes["errored"]
+
+
+_RUN_AGGREGATES: dict[int, tuple[weakref.ref[RunInfo], ReportAggregate]] = {}
+"""The aggregate of each run still alive that a reporter asked for, by the run's identity."""
+
+
+def run_aggregate(run: RunInfo, *, keep_failures: bool) -> ReportAggregate:
+    """The one :class:`ReportAggregate` of ``run`` that the reporters rendering its report
+    rows share (the console's and the Markdown report's), so the run's records are counted
+    once and its rows kept once, however many reporters render them.
+
+    The first reporter to ask (as the run starts, before any record) makes it; it keeps
+    failed trials for listings when any asks for them. Each reporter feeds it every record
+    with :meth:`ReportAggregate.add_once`. It is forgotten with the run.
+
+    Args:
+        run: The run (the object the hooks are given, not an equal copy).
+        keep_failures: Whether this reporter lists failed trials.
+    """
+    key = id(run)
+    found = _RUN_AGGREGATES.get(key)
+    if found is not None and found[0]() is run:
+        aggregate = found[1]
+        if keep_failures and not aggregate.keep_failures and not aggregate.trials:
+            aggregate.keep_failures = True
+        return aggregate
+
+    def forget(dead: weakref.ref[RunInfo]) -> None:
+        if _RUN_AGGREGATES.get(key, (None,))[0] is dead:
+            del _RUN_AGGREGATES[key]
+
+    aggregate = ReportAggregate(keep_failures)
+    _RUN_AGGREGATES[key] = (weakref.ref(run, forget), aggregate)
+    return aggregate

@@ -70,7 +70,12 @@ from vally_builtin.reporters import (
     one_line,
     trial_outcome,
 )
-from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate, failure_reason
+from vally_builtin.reporters.aggregate import (
+    ReportAggregate,
+    RowAggregate,
+    failure_reason,
+    run_aggregate,
+)
 from vally_builtin.reporters.console_live import (
     Heartbeat,
     LiveDisplay,
@@ -210,7 +215,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
     def vally_run_start(self, run: RunInfo) -> None:
         """Start the live display (terminal) or the heartbeat (not a terminal)."""
         self._tally = Tally(run.planned_trials, list(run.evals), clock=self.clock)
-        self._aggregate = ReportAggregate(keep_failures=False)
+        self._aggregate = run_aggregate(run, keep_failures=False)
         self._print_lock = threading.Lock()
         self._stream_is_terminal = _is_terminal(self.stream)  # asked once, not per trial
         if run.planned_trials <= 0:
@@ -239,7 +244,7 @@ class ConsoleReporter(BaseReporter[ConsoleConfig]):
         if self._tally is not None:
             self._tally.finish(record)
         if self._aggregate is not None:
-            self._aggregate.add(record)
+            self._aggregate.add_once(record)
         per_trial = self.config.style == "lines" or not self._stream_is_terminal
         if per_trial and not self._quiet(run):
             for line in trial_lines(record, verbose=self._verbose(run)):
@@ -429,7 +434,7 @@ def stimulus_failure_line(key: GroupKey, row: RowAggregate) -> str | None:
         count += f", {stats.errored:,} errored"
     mark = "!" if not stats.failed else "✘"
     reason, seen = top
-    others = len(row.reasons) - 1 + (1 if row.other_reasons else 0)
+    others = len(row.reasons or ()) - 1 + (1 if row.other_reasons else 0)
     more = f" (+{others} other reason{'' if others == 1 else 's'})" if others else ""
     return (
         f"  {mark} {variant}{key.eval_name}/{key.stimulus}{model}: {count} · "

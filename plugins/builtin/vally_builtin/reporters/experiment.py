@@ -93,9 +93,8 @@ class VariantCounter:
         self.trials = self.graded = self.passed = self.errored = 0
         self.stimuli: set[tuple[str, str, str | None]] = set()
         self.rated: dict[tuple[str, str, str | None], list[int]] = {}
-        """Passed and graded trials per stimulus."""
-        self.first: dict[tuple[str, str, str | None], tuple[int, int]] = {}
-        """Where each stimulus's first graded trial came: the order of :attr:`rated`."""
+        """Per graded stimulus, in one list: its passed and graded trials, then where its
+        first graded trial came (the two parts of its order), which orders the rates."""
 
     def add(self, record: TrialResultRecord, order: tuple[int, int] | None = None) -> None:
         """Count one record of the variant.
@@ -114,11 +113,14 @@ class VariantCounter:
             passed = int(record.grade_result is not None and record.grade_result.passed)
             self.graded += 1
             self.passed += passed
-            counts = self.rated.setdefault(key, [0, 0])
-            counts[0] += passed
-            counts[1] += 1
-            if key not in self.first or position < self.first[key]:
-                self.first[key] = position
+            counts = self.rated.get(key)
+            if counts is None:
+                self.rated[key] = [passed, 1, *position]
+            else:
+                counts[0] += passed
+                counts[1] += 1
+                if position < (counts[2], counts[3]):
+                    counts[2:] = position
 
     def state(self) -> dict[str, Any]:
         """The counters as JSON data, which :meth:`absorb` adds to another counter."""
@@ -128,10 +130,7 @@ class VariantCounter:
             "passed": self.passed,
             "errored": self.errored,
             "stimuli": [list(key) for key in self.stimuli],
-            "rated": [
-                [*key, passed, graded, *self.first[key]]
-                for key, (passed, graded) in self.rated.items()
-            ],
+            "rated": [[*key, *counts] for key, counts in self.rated.items()],
         }
 
     def absorb(self, state: Mapping[str, Any], shift: int = 0) -> None:
@@ -149,17 +148,20 @@ class VariantCounter:
         self.stimuli.update((str(e), str(s), m) for e, s, m in state["stimuli"])
         for eval_name, stimulus, model, passed, graded, place, at in state["rated"]:
             key = (str(eval_name), str(stimulus), model)
-            counts = self.rated.setdefault(key, [0, 0])
-            counts[0] += int(passed)
-            counts[1] += int(graded)
             order = (int(place), int(at) + shift)
-            if key not in self.first or order < self.first[key]:
-                self.first[key] = order
+            counts = self.rated.get(key)
+            if counts is None:
+                self.rated[key] = [int(passed), int(graded), *order]
+            else:
+                counts[0] += int(passed)
+                counts[1] += int(graded)
+                if order < (counts[2], counts[3]):
+                    counts[2:] = order
 
     def stats(self, name: str) -> VariantStats:
         """The variant's observed counts; its per-stimulus rates ordered by where each
         stimulus's first graded trial came."""
-        ordered = sorted(self.rated, key=self.first.__getitem__)
+        ordered = sorted(self.rated, key=lambda key: (self.rated[key][2], self.rated[key][3]))
         return VariantStats(
             name=name,
             trials=self.trials,

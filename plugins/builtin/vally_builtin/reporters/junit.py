@@ -253,7 +253,7 @@ def _stimulus_case(
 
 def _reasons_text(row: RowAggregate) -> str:
     """Every counted failure reason of a stimulus, most common first."""
-    reasons = sorted(row.reasons.items(), key=lambda item: -item[1])
+    reasons = sorted((row.reasons or {}).items(), key=lambda item: -item[1])
     lines = [f"{count} trial(s): {reason}" for reason, count in reasons]
     if row.other_reasons:
         lines.append(f"{row.other_reasons} trial(s): other reasons")

@@ -39,7 +39,7 @@ from vally_builtin.reporters import (
     summary_threshold,
     trial_outcome,
 )
-from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate
+from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate, run_aggregate
 from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
 from vally_builtin.reporters.experiment_report import (
     SEALED_KEY,
@@ -267,7 +267,7 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
         report figures; a shard renders no report)."""
         self._aggregate = self._experiment = None
         if run.snapshot is None:
-            self._aggregate = ReportAggregate()
+            self._aggregate = run_aggregate(run, keep_failures=True)
         elif run.shard is None:
             self._experiment = experiment_aggregate(run.snapshot)
 
@@ -275,7 +275,7 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
     def vally_trial_end(self, run: RunInfo, record: TrialResultRecord) -> None:
         """Count a finished trial into the report's rows or figures."""
         if self._aggregate is not None:
-            self._aggregate.add(record)
+            self._aggregate.add_once(record)
         elif self._experiment is not None:
             self._experiment.add(record)
 
