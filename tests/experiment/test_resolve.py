@@ -179,3 +179,50 @@ def test_experiment_file_shape_errors() -> None:
                 "variants": {"a": {}, "b": {}},
             }
         )
+
+
+def _specs(exp: ExperimentFile, raw: dict[str, Any]) -> dict[str, EvalSpec]:
+    """Each variant's spec of the eval ``raw``, checked against validating the variant's
+    document on its own."""
+    specs = {r.variant: r.loaded.spec for r in resolve_experiment(exp, [loaded(raw)]).evals}
+    for variant, spec in specs.items():
+        alone = resolve_experiment(exp, [loaded(raw)], only_variant=variant).evals[0]
+        assert spec == EvalSpec.model_validate(alone.loaded.raw)
+    return specs
+
+
+def test_variants_that_leave_the_stimuli_share_them_and_others_get_their_own() -> None:
+    raw = {**BASE, "stimuli": [{"name": "a", "prompt": "hi", "graders": [{"type": "t"}]}]}
+    models = ExperimentFile.model_validate(
+        {
+            "name": "x",
+            "evals": ["*.yaml"],
+            "vary": ["/defaults/model"],
+            "baseline": "base",
+            "variants": {
+                "base": {"overrides": {"model": "m1"}},
+                "treat": {"overrides": {"model": "m2"}},
+            },
+        }
+    )
+    specs = _specs(models, raw)
+    assert specs["treat"].stimuli[0] is specs["base"].stimuli[0]
+    wording = ExperimentFile.model_validate(
+        {
+            "name": "m",
+            "evals": ["e"],
+            "baseline": {"wording": "hi"},
+            "matrix": {
+                "wording": {
+                    "path": "/stimuli",
+                    "values": {
+                        "hi": [{"name": "a", "prompt": "hi"}],
+                        "hello": [{"name": "a", "prompt": "hello"}],
+                    },
+                },
+            },
+        }
+    )
+    specs = _specs(wording, raw)
+    assert [spec.stimuli[0].prompt for spec in specs.values()] == ["hi", "hello"]
+    assert specs["wording=hi"].stimuli[0] is not specs["wording=hello"].stimuli[0]

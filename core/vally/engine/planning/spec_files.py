@@ -119,9 +119,7 @@ class SpecFiles:
             return
         for folder, dirs, files in os.walk(root):
             here = Path(folder)
-            dirs[:] = sorted(
-                d for d in dirs if d not in skip and not self._excluded(here / d)
-            )
+            dirs[:] = sorted(d for d in dirs if d not in skip and not self._excluded(here / d))
             for name in [*dirs, *sorted(files)]:
                 path = here / name
                 tar.add(path, arcname=_member(path), recursive=False)
@@ -232,9 +230,7 @@ def relocate(trial: PlannedTrial, root: Path) -> PlannedTrial:
         git = git.model_copy(update={"source": source})
     moved: EnvironmentConfig = env.model_copy(
         update={
-            "files": [
-                FileEntry(src=relocated_path(f.src, root), dest=f.dest) for f in env.files
-            ],
+            "files": [FileEntry(src=relocated_path(f.src, root), dest=f.dest) for f in env.files],
             "skills": [relocated_path(s, root) for s in env.skills],
             "git": git,
         }

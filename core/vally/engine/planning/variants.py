@@ -26,7 +26,7 @@ from vally.contracts.protocols import LoadedEval
 from vally.engine.records.offload import escape_token, unescape_token
 from vally.engine.records.run_folder import safe_name
 from vally.errors import ConfigError
-from vally.models.spec import EvalSpec, check_name
+from vally.models.spec import EvalSpec, Stimulus, check_name
 
 if TYPE_CHECKING:  # an experiment's models are loaded only by experiments
     from vally.models.experiment import ExperimentFile, VariantOverride
@@ -258,12 +258,18 @@ def resolve_experiment(
                     drift.setdefault(f"{loaded.spec.name}: {pointer}", set()).update(
                         {baseline, name}
                     )
+        # the stimuli validated once for every variant that leaves them as they are
+        shared_stimuli: list[Stimulus] | None = None
         for name in names:
             if only_variant is not None and name != only_variant:
                 continue
             document = documents[name]
+            unpatched = document.get("stimuli") is base_document.get("stimuli")
             try:
-                spec = EvalSpec.model_validate(document)
+                if unpatched and shared_stimuli is not None:
+                    spec = EvalSpec.model_validate({**document, "stimuli": shared_stimuli})
+                else:
+                    spec = EvalSpec.model_validate(document)
             except ValidationError as exc:
                 raise ConfigError(
                     f"variant {name!r} makes eval {loaded.spec.name!r} ({loaded.source}) invalid: "
@@ -272,6 +278,8 @@ def resolve_experiment(
                         for err in exc.errors()
                     )
                 ) from None
+            if unpatched and shared_stimuli is None:
+                shared_stimuli = spec.stimuli
             if spec.name is None:
                 spec = spec.model_copy(update={"name": loaded.spec.name})
             variant_loaded = LoadedEval(spec=spec, source=loaded.source, raw=document)
