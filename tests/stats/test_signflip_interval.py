@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vally_compare.statistics import estimates as stats
+from vally_compare.statistics import estimates as stats, signflip
 from vally_compare.statistics.signflip import (
     SignDraws,
     _drawn_signs,
@@ -96,3 +96,33 @@ def test_kept_draws_are_the_draws(n: int) -> None:
         assert np.array_equal(mine, theirs)
     data = np.random.default_rng(n).normal(0.1, 0.4, (3, n))
     assert repr(sign_flip_pvalues(data, draws=SignDraws(n))) == repr(sign_flip_pvalues(data))
+
+
+def _pass_rate_differences(n: int, runs: int, seed: int) -> np.ndarray:
+    """Per-stimulus pass-rate differences of ``runs`` runs a side (a few distinct values)."""
+    rng = np.random.default_rng(seed)
+    treatment = rng.binomial(runs, rng.uniform(0.3, 0.9), n) / runs
+    baseline = rng.binomial(runs, rng.uniform(0.3, 0.9), n) / runs
+    return np.asarray(treatment - baseline, dtype=float)
+
+
+@pytest.mark.parametrize(("n", "runs"), [(24, 1), (40, 1), (160, 2), (400, 3), (1200, 5)])
+def test_draws_added_up_by_value_give_the_same_tests_and_intervals(
+    n: int, runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values that take few distinct values are tested with each draw's signs added up by
+    value: the same p-values and intervals as adding up every value."""
+    data_sets = [_pass_rate_differences(n, runs, seed) for seed in range(6)]
+    data_sets.append(np.zeros(n))  # all ties
+    data_sets.append(-np.ones(n))  # all flips
+    assert all(signflip.GroupedDraws.fits(data) for data in data_sets)
+    grouped = [(sign_flip_test(d), sign_flip_interval(d)) for d in data_sets]
+    monkeypatch.setattr(signflip, "_GROUPED_SHARE", n + 1)  # every value on its own
+    assert not any(signflip.GroupedDraws.fits(data) for data in data_sets)
+    assert grouped == [(sign_flip_test(d), sign_flip_interval(d)) for d in data_sets]
+
+
+def test_values_that_take_many_values_are_not_grouped() -> None:
+    data = np.random.default_rng(3).normal(0.1, 0.4, 400)
+    assert not signflip.GroupedDraws.fits(data)
+    assert not signflip.GroupedDraws.fits(np.zeros(20))  # tested exactly

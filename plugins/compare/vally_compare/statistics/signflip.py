@@ -16,6 +16,10 @@ the observed assignment too: ``(1 + #{T*_b >= T}) / (B + 1)``, which keeps it va
 draws are made and counted a block at a time (:data:`_BLOCK_SIGNS` signs per block), so the
 test's memory does not grow with the number of stimuli; the blocks are the rows of the one
 ``MC_DRAWS x n`` draw, in order, so every p-value is the same as with the whole matrix.
+When the values take few distinct values (per-stimulus pass-rate differences of a few runs
+take a handful, whatever the number of stimuli), each draw's signs are first added up by
+value (:class:`GroupedDraws`), so a draw costs a product per distinct value instead of one
+per stimulus: the same draws and magnitudes, added in another order.
 
 The test makes no normality assumption and holds its level at every sample size; the price
 is that few stimuli cannot reach a small p-value at all: the smallest two-sided p-value is
@@ -45,6 +49,10 @@ _CHUNK = 256
 _BLOCK_SIGNS = 1 << 19
 """Signs drawn at a time in the Monte Carlo test (about 8 MB with the draw's indices): a
 block holds ``_BLOCK_SIGNS // n`` draws of ``n`` signs (at least one)."""
+_GROUPED_SHARE = 8
+"""The interval's Monte Carlo tests add up each draw's signs by distinct value when the
+values hold at most one distinct value in this many (pass-rate differences of a few runs
+a stimulus take a handful of values, whatever the number of stimuli)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,9 @@ def sign_flip_pvalues(rows: Any, *, draws: SignDraws | None = None) -> tuple[Any
     if n <= EXACT_LIMIT:
         pairs = [_meet_in_middle(magnitudes[i], observed[i], tol[i]) for i in range(count)]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    if count == 1 and GroupedDraws.fits(data[0]):
+        kept = draws if draws is not None and draws.n == n else None
+        return GroupedDraws(data[0], kept).pvalues(data[0], np.zeros(1))
     less, greater = np.zeros(count), np.zeros(count)
     blocks = draws.blocks() if draws is not None and draws.n == n else _drawn_signs(n)
     for signs in blocks:
@@ -128,6 +139,54 @@ def _drawn_signs(n: int) -> Iterator[Any]:
     per_block = max(1, _BLOCK_SIGNS // n)
     for start in range(0, MC_DRAWS, per_block):
         yield rng.choice(choices, size=(min(per_block, MC_DRAWS - start), n))
+
+
+class GroupedDraws:
+    """The Monte Carlo draws of :func:`_drawn_signs` for ``n`` values that take few
+    distinct values, each draw's signs added up by value: ``sum_i s_i |d_i - delta|`` is
+    ``sum_j S_j |v_j - delta|``, with ``S_j`` the sum of the signs of the values equal to
+    ``v_j``. So testing a shift costs a draw ``m`` products (``m`` distinct values) instead
+    of ``n``; the magnitudes are the same numbers, added in another order.
+
+    Args:
+        data: The values (one row).
+        draws: Their draws already kept, else they are drawn.
+    """
+
+    def __init__(self, data: Any, draws: SignDraws | None = None) -> None:
+        import numpy as np
+
+        self.values, inverse = np.unique(data, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        starts = np.searchsorted(inverse[order], np.arange(len(self.values)))
+        blocks = draws.blocks() if draws is not None else _drawn_signs(len(data))
+        # sums of signs are whole numbers: exact in any order
+        self.sums = np.concatenate(
+            [np.add.reduceat(block[:, order], starts, axis=1) for block in blocks]
+        )
+        """Per draw (rows) the sum of the signs of each distinct value (columns)."""
+
+    @staticmethod
+    def fits(data: Any) -> bool:
+        """Whether ``data`` (more than :data:`EXACT_LIMIT` values) take few enough distinct
+        values for the grouped draws to pay."""
+        import numpy as np
+
+        n = len(data)
+        return n > EXACT_LIMIT and len(np.unique(data)) * _GROUPED_SHARE <= n
+
+    def pvalues(self, data: Any, shifts: Any) -> tuple[Any, Any]:
+        """``(p_less, p_greater)`` of ``data - shift`` for each of ``shifts``, as
+        :func:`sign_flip_pvalues` gives them from the draws."""
+        import numpy as np
+
+        rows = data[None, :] - shifts[:, None]
+        observed = rows.sum(axis=1)
+        tol = 1e-9 * np.maximum(1.0, np.abs(rows).sum(axis=1))
+        null = self.sums @ np.abs(self.values[None, :] - shifts[:, None]).T
+        less = (null <= observed + tol).sum(axis=0)
+        greater = (null >= observed - tol).sum(axis=0)
+        return (less + 1) / (MC_DRAWS + 1), (greater + 1) / (MC_DRAWS + 1)
 
 
 class SignDraws:
@@ -225,15 +284,22 @@ def sign_flip_interval(
         return None if bounds is None else (float(bounds[0]), float(bounds[1]))
     span = float(data.max() - data.min()) + 1.0
     mean = float(data.mean())
-    draws = SignDraws(n) if n > EXACT_LIMIT else None  # drawn once for every shift
+    # drawn once for every shift: added up by value when the values take few, else kept
+    grouped = GroupedDraws(data) if GroupedDraws.fits(data) else None
+    draws = SignDraws(n) if n > EXACT_LIMIT and grouped is None else None
+
+    def pvalues(shifts: Any) -> tuple[Any, Any]:
+        if grouped is not None:
+            return grouped.pvalues(data, shifts)
+        return sign_flip_pvalues(data[None, :] - shifts[:, None], draws=draws)
 
     def rejects_below(shifts: Any) -> Any:
         """True where the shifted data lie significantly above zero (shift too low)."""
-        _less, greater = sign_flip_pvalues(data[None, :] - shifts[:, None], draws=draws)
+        _less, greater = pvalues(shifts)
         return 2.0 * greater <= alpha
 
     def rejects_above(shifts: Any) -> Any:
-        less, _greater = sign_flip_pvalues(data[None, :] - shifts[:, None], draws=draws)
+        less, _greater = pvalues(shifts)
         return 2.0 * less <= alpha
 
     low = _crossing(rejects_below, float(data.min()) - span, mean, rejected_first=True)
@@ -241,7 +307,7 @@ def sign_flip_interval(
     # The kept set is closed where shifting makes a value exactly zero (a zero carries no
     # sign), and the grid approaches such an end from inside: zero itself decides, so its
     # side is taken from the test of the data as they are.
-    less, greater = sign_flip_pvalues(data[None, :], draws=draws)
+    less, greater = pvalues(np.zeros(1))  # the test of the data (sign_flip_test)
     if 2.0 * min(float(less[0]), float(greater[0])) > alpha:
         low, high = min(low, 0.0), max(high, 0.0)
     elif low <= 0.0 <= high:
