@@ -106,13 +106,13 @@ def _pass_rate_differences(n: int, runs: int, seed: int) -> np.ndarray:
     return np.asarray(treatment - baseline, dtype=float)
 
 
-@pytest.mark.parametrize(("n", "runs"), [(24, 1), (40, 1), (160, 2), (400, 3), (1200, 5)])
+@pytest.mark.parametrize(("n", "runs"), [(24, 1), (40, 1), (160, 2), (400, 3), (600, 5)])
 def test_draws_added_up_by_value_give_the_same_tests_and_intervals(
     n: int, runs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Values that take few distinct values are tested with each draw's signs added up by
     value: the same p-values and intervals as adding up every value."""
-    data_sets = [_pass_rate_differences(n, runs, seed) for seed in range(6)]
+    data_sets = [_pass_rate_differences(n, runs, seed) for seed in range(4)]
     data_sets.append(np.zeros(n))  # all ties
     data_sets.append(-np.ones(n))  # all flips
     assert all(signflip.GroupedDraws.fits(data) for data in data_sets)

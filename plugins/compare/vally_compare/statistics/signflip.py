@@ -117,7 +117,7 @@ def sign_flip_pvalues(rows: Any, *, draws: SignDraws | None = None) -> tuple[Any
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
     if count == 1 and GroupedDraws.fits(data[0]):
         kept = draws if draws is not None and draws.n == n else None
-        return GroupedDraws(data[0], kept).pvalues(data[0], np.zeros(1))
+        return GroupedDraws.of(data[0], kept).pvalues(data[0], np.zeros(1))
     less, greater = np.zeros(count), np.zeros(count)
     blocks = draws.blocks() if draws is not None and draws.n == n else _drawn_signs(n)
     for signs in blocks:
@@ -166,6 +166,19 @@ class GroupedDraws:
         )
         """Per draw (rows) the sum of the signs of each distinct value (columns)."""
 
+    @classmethod
+    def of(cls, data: Any, draws: SignDraws | None = None) -> GroupedDraws:
+        """The grouped draws of ``data``: those of the last call when it had the same
+        values (a decision tests the values, then inverts the test over them), else new."""
+        global _LAST_GROUPED
+        key = data.tobytes()
+        last = _LAST_GROUPED
+        if last is not None and last[0] == key:
+            return last[1]
+        grouped = cls(data, draws)
+        _LAST_GROUPED = (key, grouped)
+        return grouped
+
     @staticmethod
     def fits(data: Any) -> bool:
         """Whether ``data`` (more than :data:`EXACT_LIMIT` values) take few enough distinct
@@ -187,6 +200,10 @@ class GroupedDraws:
         less = (null <= observed + tol).sum(axis=0)
         greater = (null >= observed - tol).sum(axis=0)
         return (less + 1) / (MC_DRAWS + 1), (greater + 1) / (MC_DRAWS + 1)
+
+
+_LAST_GROUPED: tuple[bytes, GroupedDraws] | None = None
+"""The values of the last :meth:`GroupedDraws.of` and their grouped draws."""
 
 
 class SignDraws:
@@ -285,7 +302,7 @@ def sign_flip_interval(
     span = float(data.max() - data.min()) + 1.0
     mean = float(data.mean())
     # drawn once for every shift: added up by value when the values take few, else kept
-    grouped = GroupedDraws(data) if GroupedDraws.fits(data) else None
+    grouped = GroupedDraws.of(data) if GroupedDraws.fits(data) else None
     draws = SignDraws(n) if n > EXACT_LIMIT and grouped is None else None
 
     def pvalues(shifts: Any) -> tuple[Any, Any]:
