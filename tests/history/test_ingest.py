@@ -310,8 +310,7 @@ def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
     try:
         ingest(store, [first.parent])
         info = {"meanwhile": RunInfo("meanwhile", str(run)).row()}
-        details = {b.outcome["id"]: dict(b.detail) for b in batch}
-        added = in_transaction(store, partial(writes._insert, store, batch, details, info))
+        added = in_transaction(store, partial(writes._insert, store, batch, info))
         with store.read() as connection:
             trials = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
             stored = {

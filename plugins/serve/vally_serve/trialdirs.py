@@ -23,7 +23,7 @@ from vally import (
     safe_name,
     trial_relpath,
 )
-from vally_serve.rows import Row
+from vally_serve.rows import OutcomeRow
 
 MAX_EVENTS_BYTES = 16 * 1024 * 1024
 """A larger ``events.jsonl`` is not copied into the store."""
@@ -47,25 +47,27 @@ class TrialFolders:
         except OSError:
             self._has_folders = False
 
-    def find(self, outcome: Row) -> Path | None:
+    @property
+    def has_folders(self) -> bool:
+        """False when the run folder holds no folder at all (results without trial
+        folders): no trial's folder is then looked up."""
+        return self._has_folders
+
+    def find(self, outcome: OutcomeRow) -> Path | None:
         """The folder of the trial ``outcome`` (a row of ``outcomes``), or None."""
         if not self._has_folders:  # results without trial folders: nothing to look up
             return None
-        variant = outcome["variant"]
+        variant = outcome.variant
         base = self.run_folder
         if variant and base.name == safe_name(variant):
             base = base.parent
         key = TrialKey(
-            variant,
-            outcome["eval_name"],
-            outcome["stimulus"],
-            outcome["model"],
-            outcome["trial_index"],
+            variant, outcome.eval_name, outcome.stimulus, outcome.model, outcome.trial_index
         )
         candidate = os.path.join(base, trial_relpath(key))
         if os.path.isdir(candidate):
             return Path(candidate)
-        return self._indexed().get((outcome["run_id"], outcome["trial_id"]))
+        return self._indexed().get((outcome.run_id, outcome.trial_id))
 
     def _indexed(self) -> dict[tuple[str, str], Path]:
         if self._index is None:

@@ -26,15 +26,14 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from vally_serve import schema
 from vally_serve.recordblocks import write_lines
-from vally_serve.rows import OutcomeRows, Row, sums_of
+from vally_serve.rows import OutcomeRow, OutcomeRows, Row, Sums, sums_of
 from vally_serve.store import Store
 
 RETRIES = 12
@@ -126,68 +125,85 @@ def reason_of(exc: BaseException) -> str:
     return lines[0] if lines else type(original).__name__
 
 
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_outcomes` did with a batch.
+
+    Attributes:
+        added: Outcomes inserted (new to the store).
+        refused: The records the store refused, with its reasons.
+        outcomes: Distinct outcomes in the batch (a trial read twice counts once).
+    """
+
+    added: int
+    refused: list[Refusal]
+    outcomes: int
+
+
 def write_outcomes(
     store: Store,
     batch: Sequence[OutcomeRows],
     runs: Mapping[str, Row],
-    prepare: Callable[[OutcomeRows], None],
+    prepare: Callable[[OutcomeRows], None] | None,
     *,
     look_first: bool = True,
-) -> tuple[int, list[Refusal]]:
+) -> Written:
     """Insert the outcomes of ``batch`` that the store does not hold yet.
 
     Args:
         store: The open store.
-        batch: The records' rows (duplicates of one id are written once).
+        batch: The records' rows (a trial read more than once is written once: the rows
+            of its last record, in the place of its first).
         runs: The ``runs`` row of every run of the batch, by run id (inserted when
             missing, so the outcomes' run exists).
         prepare: Completes the rows of an outcome about to be inserted (its trial
             folder); called once per outcome not yet in the store (with ``look_first``
-            False, once per outcome of the batch).
+            False, once per outcome of the batch). None when there is nothing to add.
         look_first: Ask the store which outcomes it holds before preparing the others;
             without it every outcome is prepared and the insert alone leaves out those
             present (cheaper when the store is not expected to hold any).
 
     Returns:
-        How many outcomes were added, and the records the store refused.
+        How many outcomes were added and of how many, and the records the store refused.
 
     Raises:
         SQLAlchemyError: The store failed (not because of a record's values).
     """
-    unique = list({b.outcome["id"]: b for b in batch}.values())
+    unique = list({b.outcome.id: b for b in batch}.values())
     if not unique:
-        return 0, []
+        return Written(0, [], 0)
     present: set[str] = set()
     if look_first:
         with store.read() as connection:
             present = set(
                 connection.execute(
                     select(schema.outcomes.c.id).where(
-                        schema.outcomes.c.id.in_([b.outcome["id"] for b in unique])
+                        schema.outcomes.c.id.in_([b.outcome.id for b in unique])
                     )
                 ).scalars()
             )
-    fresh = [b for b in unique if b.outcome["id"] not in present]
+    fresh = [b for b in unique if b.outcome.id not in present] if present else unique
     if not fresh:
-        return 0, []
-    details: dict[str, Row] = {}
-    for rows in fresh:
-        prepare(rows)
-        details[rows.outcome["id"]] = _stored_detail(rows.detail)
+        return Written(0, [], len(unique))
+    if prepare is not None:
+        for rows in fresh:
+            prepare(rows)
     try:
-        return in_transaction(store, partial(_insert, store, fresh, details, runs)), []
+        added = in_transaction(store, partial(_insert, store, fresh, runs))
+        return Written(added, [], len(unique))
     except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
         if not is_record_fault(exc):
             raise
     added, refused = 0, []
     for rows in fresh:  # find the records the store refuses; write the others
+        run_id = rows.outcome.run_id
         try:
-            added += in_transaction(store, partial(_insert, store, [rows], details, runs))
+            added += in_transaction(store, partial(_insert, store, [rows], {run_id: runs[run_id]}))
         except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
             if not is_record_fault(exc):
                 raise
             refused.append(Refusal(rows, reason_of(exc)))
-    return added, refused
+    return Written(added, refused, len(unique))
 
 
 DETAIL_COLUMNS = (
@@ -201,51 +217,53 @@ DETAIL_COLUMNS = (
     "block_length",
 )
 """The columns of ``outcome_details``, in the order of the rows :func:`_insert` writes."""
-
-
-def _stored_detail(detail: Row) -> Row:
-    """The ``outcome_details`` row as stored, but for where its record line is: the events
-    compressed, the line (``record``) still as read (:func:`_insert` stores it in a block)."""
-    stored = dict(detail)
-    events = detail.get("events")
-    stored["events"] = None if events is None else zlib.compress(events.encode(), 1)
-    return stored
+EVENTS_LEVEL = 1
+"""zlib level of a trial folder's events."""
 
 
 def _insert(
     store: Store,
     batch: list[OutcomeRows],
-    details: Mapping[str, Row],
     runs: Mapping[str, Row],
     connection: Connection,
 ) -> int:
-    """Insert ``batch`` unless present; the details and sums of the outcomes this
-    transaction inserted. Returns how many it inserted."""
+    """Insert ``batch`` unless present (and the ``runs`` rows of its runs, unless present);
+    the details and sums of the outcomes this transaction inserted. Returns how many it
+    inserted."""
     insert = dialect_insert(store)
-    run_ids = sorted({b.outcome["run_id"] for b in batch})
-    connection.execute(insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in run_ids])
+    connection.execute(
+        insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in sorted(runs)]
+    )
     fresh = _insert_outcomes(connection, store, batch)
     if not fresh:
         return 0
-    rows = [details[b.outcome["id"]] for b in fresh]
-    places = write_lines(connection, [row["record"] for row in rows])
+    places = write_lines(connection, [b.record for b in fresh])
     mark = "?" if store.dialect == "sqlite" else "%s"
     connection.exec_driver_sql(  # the driver's executemany: no per-row parameter building
         f"INSERT INTO outcome_details ({', '.join(DETAIL_COLUMNS)}) "
         f"VALUES ({', '.join([mark] * len(DETAIL_COLUMNS))})",
         [
-            (row["outcome_id"], b"", row["events"], row["artifacts"], row["trial_dir"], *place)
-            for row, place in zip(rows, places, strict=True)
+            (
+                b.outcome.id,
+                b"",
+                None if b.events is None else zlib.compress(b.events.encode(), EVENTS_LEVEL),
+                b.artifacts,
+                b.trial_dir,
+                block,
+                start,
+                length,
+            )
+            for b, (block, start, length) in zip(fresh, places, strict=True)
         ],
     )
-    for sums_table, sums, additions in sums_of(fresh):
-        _add_sums(connection, store, sums_table, sums, additions)
+    for sums in sums_of(fresh):
+        _add_sums(connection, store, sums)
     return len(fresh)
 
 
-OUTCOME_COLUMNS = tuple(column.name for column in schema.outcomes.c if column.name != "seq")
-"""The columns of ``outcomes`` an outcome row sets (``seq`` is the database's)."""
-_OUTCOME_VALUES = itemgetter(*OUTCOME_COLUMNS)
+OUTCOME_COLUMNS = OutcomeRow._fields
+"""The columns of ``outcomes`` an outcome row sets, in its order (``seq`` is the
+database's)."""
 
 
 def _insert_outcomes(
@@ -261,37 +279,35 @@ def _insert_outcomes(
     table = schema.outcomes
     if store.dialect != "sqlite":
         statement = dialect_insert(store)(table).on_conflict_do_nothing().returning(table.c.id)
-        inserted = set(connection.execute(statement, [b.outcome for b in batch]).scalars())
-        return [b for b in batch if b.outcome["id"] in inserted]
+        inserted = set(
+            connection.execute(statement, [b.outcome._asdict() for b in batch]).scalars()
+        )
+        return [b for b in batch if b.outcome.id in inserted]
     before = connection.exec_driver_sql("SELECT max(seq) FROM outcomes").scalar()
     added = connection.exec_driver_sql(
         f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) "
         f"VALUES ({', '.join('?' * len(OUTCOME_COLUMNS))}) ON CONFLICT DO NOTHING",
-        [_OUTCOME_VALUES(b.outcome) for b in batch],
+        [tuple(b.outcome) for b in batch],  # the driver binds a plain tuple's items directly
     ).rowcount
     if added == len(batch):
         return batch
     new = set(  # the rows this transaction added are those after the last one before it
         connection.execute(select(table.c.id).where(table.c.seq > (before or 0))).scalars()
     )
-    return [b for b in batch if b.outcome["id"] in new]
+    return [b for b in batch if b.outcome.id in new]
 
 
-def _add_sums(
-    connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
-) -> None:
-    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row), by
-    the driver's executemany."""
-    if not rows:
+def _add_sums(connection: Connection, store: Store, sums: Sums) -> None:
+    """Add the rows of ``sums`` to their table's running sums (insert, or add to the stored
+    row), by the driver's executemany."""
+    if not sums.rows:
         return
-    columns = tuple(column.name for column in table.columns)
-    keys = ", ".join(column.name for column in table.primary_key.columns)
+    columns = (*sums.key, *sums.sums)
     mark = "?" if store.dialect == "sqlite" else "%s"
-    added = ", ".join(f"{name} = {table.name}.{name} + excluded.{name}" for name in sums)
-    values = itemgetter(*columns)
+    added = ", ".join(f"{name} = {sums.table.name}.{name} + excluded.{name}" for name in sums.sums)
     connection.exec_driver_sql(
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"INSERT INTO {sums.table.name} ({', '.join(columns)}) "
         f"VALUES ({', '.join([mark] * len(columns))}) "
-        f"ON CONFLICT ({keys}) DO UPDATE SET {added}",
-        [values(row) for row in rows],
+        f"ON CONFLICT ({', '.join(sums.key)}) DO UPDATE SET {added}",
+        sums.rows,
     )
