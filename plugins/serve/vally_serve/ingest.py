@@ -95,18 +95,32 @@ class RunInfo:
     def see(self, data: Mapping[str, Any]) -> None:
         """Take the eval, times, version and experiment block of a record or summary
         (values the ``runs`` table cannot hold are passed over)."""
-        name = data.get("evalName")
+        get = data.get
+        name = get("evalName")
         if isinstance(name, str) and name not in self.evals and is_storable_text(name, _EVAL_LIMIT):
             self.evals.append(name)
-        started, completed = data.get("startedAt"), data.get("completedAt")
-        if _earlier(started, self.started_at) and is_storable_text(started, _TIME_LIMIT):
+        # A time that is not text never comes before text (nor after it); the first one
+        # seen is taken whatever it is, if the column holds it.
+        started, first = get("startedAt"), self.started_at
+        if (
+            started is not None
+            and (first is None or (isinstance(started, str) and started < first))
+            and is_storable_text(started, _TIME_LIMIT)
+        ):
             self.started_at = started
-        if _earlier(completed, self.completed_at, later=True) and is_storable_text(
-            completed, _TIME_LIMIT
+        completed, last = get("completedAt"), self.completed_at
+        if (
+            completed is not None
+            and (last is None or (isinstance(completed, str) and completed > last))
+            and is_storable_text(completed, _TIME_LIMIT)
         ):
             self.completed_at = completed
-        version = data.get("vallyVersion")
-        if version != self.vally_version and is_storable_text(version, _VERSION_LIMIT):
+        version = get("vallyVersion")
+        if (
+            version is not None
+            and version != self.vally_version
+            and is_storable_text(version, _VERSION_LIMIT)
+        ):
             self.vally_version = version
         block = data.get("experiment")
         if block is None or block == self._block:  # every record of a variant has the same
@@ -134,18 +148,6 @@ class RunInfo:
             "source": self.source,
             "ingested_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-
-
-def _earlier(value: Any, than: str | None, *, later: bool = False) -> bool:
-    """True when ``value`` is not None and comes before ``than`` (after it, with
-    ``later``), or ``than`` is None; a value that is not text never comes before text."""
-    if value is None:
-        return False
-    if than is None:
-        return True
-    if not isinstance(value, str):
-        return False
-    return value > than if later else value < than
 
 
 def _earliest(current: str | None, value: Any) -> str | None:
@@ -207,8 +209,17 @@ def _ingest_folder(
     look_first = True  # until a batch finds none of its outcomes in the store
     if folder.results is not None:
         for line in read_lines(folder.results, report.problems):
-            if line.data.get("type") == "run-summary":  # older versions appended summaries
-                _take_summary(folder, folder.results, line, runs, summaries, report)
+            kind = line.data.get("type")
+            if kind != "trial-result":
+                if kind == "run-summary":  # older versions appended summaries to the results
+                    _take_summary(folder, folder.results, line, runs, summaries, report)
+                else:
+                    shown = "no type" if kind is None else f"type {repr(kind)[:60]}"
+                    report.problems.append(
+                        Problem(
+                            batch.file, line.number, f"not a trial-result record ({shown}); skipped"
+                        )
+                    )
                 continue
             if batch.add(line) >= size:
                 look_first = not _write_batch(store, batch, trials, report, look_first)
@@ -283,16 +294,9 @@ class _Batch:
         self._last: RunInfo | None = None
 
     def add(self, line: Line) -> int:
-        """Take the trial record ``line`` (a record of another type, or one the store
-        cannot hold, is reported and skipped); returns how many rows the batch holds."""
+        """Take the trial record ``line`` (one the store cannot hold is reported and
+        skipped); returns how many rows the batch holds."""
         data = line.data
-        kind = data.get("type")
-        if kind != "trial-result":
-            shown = "no type" if kind is None else f"type {repr(kind)[:60]}"
-            self.report.problems.append(
-                Problem(self.file, line.number, f"not a trial-result record ({shown}); skipped")
-            )
-            return len(self.rows)
         try:
             rows = outcome_rows(data, line.raw)
         except RecordError as exc:

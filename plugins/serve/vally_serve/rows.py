@@ -15,9 +15,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from math import floor, log2
 from typing import Any, NamedTuple
 
-from sqlalchemy import Table
+from sqlalchemy import Column, Table
 
 from vally_serve.schema import (
     BUCKETS_PER_DOUBLING,
@@ -142,16 +143,19 @@ _LIMITS = {column.name: limit_of(column) for column in outcomes.c}
 """The most characters of each text column of ``outcomes``."""
 
 
-def _limit(column: str) -> int:
-    limit = _LIMITS[column]
+def _limit(column: Column[Any]) -> int:
+    """The most characters of a column of bounded length."""
+    limit = limit_of(column)
     assert limit is not None, column
     return limit
 
 
 _RUN_LIMIT, _EVAL_LIMIT, _STIMULUS_LIMIT, _MODEL_LIMIT, _VARIANT_LIMIT = (
-    _limit(c) for c in ("run_id", "eval_name", "stimulus", "model", "variant")
+    _limit(outcomes.c[name]) for name in ("run_id", "eval_name", "stimulus", "model", "variant")
 )
-_STATUS_LIMIT, _TIME_LIMIT, _END_LIMIT = (_limit(c) for c in ("status", "started_at", "end_reason"))
+_STATUS_LIMIT, _TIME_LIMIT, _END_LIMIT = (
+    _limit(outcomes.c[name]) for name in ("status", "started_at", "end_reason")
+)
 
 
 def _key(data: Mapping[str, Any], name: str, column: str, *, required: bool = True) -> str:
@@ -234,9 +238,15 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     grade = get("gradeResult")
     if not isinstance(grade, dict):
         grade = None
-    trajectory = _dict(get("trajectory"))
-    metrics = _dict(trajectory.get("metrics"))
-    error = _dict(get("error"))
+    trajectory = get("trajectory")
+    if not isinstance(trajectory, dict):
+        trajectory = {}
+    metrics = trajectory.get("metrics")
+    if not isinstance(metrics, dict):
+        metrics = {}
+    error = get("error")
+    if not isinstance(error, dict):
+        error = {}
     events = trajectory.get("events")
     error_events, failed_tools = _events_of_note(events if isinstance(events, list) else ())
     index = get("trialIndex")
@@ -403,7 +413,12 @@ def _graders_of(
     grade: Mapping[str, Any] | None, notes: list[str]
 ) -> tuple[list[GraderRow], str | None]:
     """One pass over a trial's grader details: its ``grader_stats`` rows and its
-    :func:`grader_verdicts` text."""
+    :func:`grader_verdicts` text.
+
+    A detail whose name and type are plain ASCII text that fits, with no NUL or line break,
+    and whose score is a finite number (the common case) is taken inline; any other goes
+    through :func:`_clean`, :func:`is_storable_text` and :func:`real`.
+    """
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
         return [], None
@@ -417,9 +432,34 @@ def _graders_of(
         given = get("name") or get("type") or f"grader-{position}"
         failed_as = "error" if get("status") == "error" else None
         passed = bool(get("passed"))
-        lines.append(f"{_clean(given)}={failed_as or ('pass' if passed else 'fail')}")
+        outcome = failed_as or ("pass" if passed else "fail")
+        kind = get("type") or given
+        score = get("score")
+        if (
+            type(given) is str
+            and type(kind) is str
+            and len(given) <= name_limit
+            and len(kind) <= type_limit
+            and type(score) is float
+            and math.isfinite(score)
+        ):
+            both = given + kind
+            if both.isascii() and "\x00" not in both and "\n" not in given:
+                lines.append(f"{given}={outcome}")
+                rows.append(
+                    (
+                        given,
+                        kind,
+                        passed,
+                        score or 0.0,
+                        failed_as or "success",
+                        bool(get("required")),
+                    )
+                )
+                continue
+        lines.append(f"{_clean(given)}={outcome}")
         name = str(given)
-        kind = str(get("type") or name)
+        kind = str(kind)
         if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
             notes.append(
                 f"gradeResult.details[{position}] has a name or type the store cannot keep "
@@ -427,7 +467,6 @@ def _graders_of(
                 "grader statistics"
             )
             continue
-        score = get("score")
         if type(score) is not float or not math.isfinite(score):  # else it is kept as is
             score = real(score, f"gradeResult.details[{position}].score", notes)
         rows.append(
@@ -436,9 +475,9 @@ def _graders_of(
     return rows, "\n" + "\n".join(lines) + "\n" if lines else None
 
 
-_GRADER_NAME_LIMIT = limit_of(grader_stats.c.name)
-_GRADER_TYPE_LIMIT = limit_of(grader_stats.c.type)
-_TOOL_LIMIT = limit_of(tool_stats.c.tool)
+_GRADER_NAME_LIMIT = _limit(grader_stats.c.name)
+_GRADER_TYPE_LIMIT = _limit(grader_stats.c.type)
+_TOOL_LIMIT = _limit(tool_stats.c.tool)
 
 
 def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) -> list[ToolRow]:
@@ -453,17 +492,22 @@ def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) 
                 calls_of_tool = count(calls_of_tool, where, notes) or 0
             name = tool if type(tool) is str else str(tool)
             calls[name] = calls.get(name, 0) + calls_of_tool
-    failures: dict[str, int] = {}
-    for data in failed:
-        tool = str(data.get("toolName") or "unknown")
-        failures[tool] = failures.get(tool, 0) + 1
-    tools = sorted(calls.keys() | failures.keys()) if failures else sorted(calls)
-    limit = _TOOL_LIMIT
-    rows = [
-        (tool, calls.get(tool, 0), failures.get(tool, 0))
-        for tool in tools
-        if is_storable_text(tool, limit)
-    ]
+    if not failed:
+        tools = sorted(calls)
+        limit = _TOOL_LIMIT
+        rows = [(tool, calls[tool], 0) for tool in tools if is_storable_text(tool, limit)]
+    else:
+        failures: dict[str, int] = {}
+        for data in failed:
+            tool = str(data.get("toolName") or "unknown")
+            failures[tool] = failures.get(tool, 0) + 1
+        tools = sorted(calls.keys() | failures.keys())
+        limit = _TOOL_LIMIT
+        rows = [
+            (tool, calls.get(tool, 0), failures.get(tool, 0))
+            for tool in tools
+            if is_storable_text(tool, limit)
+        ]
     if len(rows) < len(tools):
         notes.append(
             f"{len(tools) - len(rows)} tool name(s) the store cannot keep (a NUL, a lone "
@@ -496,38 +540,52 @@ class Sums:
 
 def sums_of(batch: list[OutcomeRows]) -> list[Sums]:
     """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats``,
-    ``tool_stats`` and ``durations``."""
+    ``tool_stats`` and ``durations``, each value added outcome by outcome in the order of
+    the batch."""
     cell_rows: dict[tuple[str, ...], list[Any]] = {}
     grader_rows: dict[tuple[str, ...], list[Any]] = {}
     tool_rows: dict[tuple[str, ...], list[int]] = {}
     duration_rows: dict[tuple[Any, ...], list[int]] = {}
+    last_key: tuple[str, ...] = ()
+    cell: list[Any] = []
     for rows in batch:
-        o = rows.outcome
-        run_id, stimulus, verdict_of, duration = o.run_id, o.stimulus, o.verdict, o.duration_ms
-        key = (run_id, o.eval_name, stimulus, o.model, o.variant)
-        cell = cell_rows.get(key)
-        if cell is None:  # the columns of CELL_SUMS
-            cell = cell_rows[key] = [0] * len(CELL_SUMS)
-        graded = verdict_of in ("pass", "fail")
+        (_, run_id, _, eval_name, stimulus, model, variant, _, _, verdict_of, score, _,
+         duration, tokens, tool_calls, turns) = rows.outcome[:16]  # fmt: skip
+        key = (run_id, eval_name, stimulus, model, variant)
+        if key != last_key:  # the trials of a cell mostly come together
+            last_key = key
+            cell = cell_rows.setdefault(key, [0] * len(CELL_SUMS))
         cell[0] += 1
-        cell[1] += graded
-        cell[2] += verdict_of == "pass"
-        cell[3] += verdict_of == "error"
-        if graded and o.score is not None:
-            cell[4] += o.score
+        if verdict_of == "pass":
+            cell[1] += 1
+            cell[2] += 1
+            if score is not None:
+                cell[4] += score
+        elif verdict_of == "fail":
+            cell[1] += 1
+            if score is not None:
+                cell[4] += score
+        elif verdict_of == "error":
+            cell[3] += 1
         if duration is not None:
             cell[5] += duration
             cell[6] += 1
-        if o.tokens is not None:
-            cell[7] += o.tokens
+            dkey = (run_id, floor(BUCKETS_PER_DOUBLING * log2(duration or 1)), verdict_of)
+            slot = duration_rows.get(dkey)
+            if slot is None:  # the columns of DURATION_SUMS
+                duration_rows[dkey] = [1]
+            else:
+                slot[0] += 1
+        if tokens is not None:
+            cell[7] += tokens
             cell[8] += 1
-        if o.tool_calls is not None:
-            cell[9] += o.tool_calls
+        if tool_calls is not None:
+            cell[9] += tool_calls
             cell[10] += 1
-        if o.turns is not None:
-            cell[11] += o.turns
+        if turns is not None:
+            cell[11] += turns
             cell[12] += 1
-        for name, kind, passed, score, status, required in rows.graders:
+        for name, kind, passed, grade, status, required in rows.graders:
             gkey = (run_id, name, kind, stimulus)
             stat = grader_rows.get(gkey)
             if stat is None:  # the columns of GRADER_SUMS
@@ -535,14 +593,8 @@ def sums_of(batch: list[OutcomeRows]) -> list[Sums]:
             stat[0] += 1
             stat[1] += not passed and status == "success"
             stat[2] += status == "error"
-            stat[3] += score
+            stat[3] += grade
             stat[4] += required
-        if duration is not None:
-            dkey = (run_id, duration_bucket(duration), verdict_of)
-            slot = duration_rows.get(dkey)
-            if slot is None:  # the columns of DURATION_SUMS
-                slot = duration_rows[dkey] = [0]
-            slot[0] += 1
         for tool, calls, failures in rows.tools:
             tkey = (run_id, tool)
             usage = tool_rows.get(tkey)
@@ -564,5 +616,6 @@ def _sorted_rows(sums: Mapping[tuple[Any, ...], list[Any]]) -> list[tuple[Any, .
 
 
 def duration_bucket(ms: int) -> int:
-    """The ``durations`` bucket of a duration in milliseconds."""
-    return math.floor(BUCKETS_PER_DOUBLING * math.log2(max(ms, 1)))
+    """The ``durations`` bucket of a duration in milliseconds (:func:`sums_of` takes it
+    inline: ``ms`` is never below 0, so ``ms or 1`` is ``max(ms, 1)``)."""
+    return floor(BUCKETS_PER_DOUBLING * log2(max(ms, 1)))
