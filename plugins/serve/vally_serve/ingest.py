@@ -27,7 +27,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from vally import safe_name
 from vally_serve import schema
 from vally_serve.crossrun import experiment_comparison
 from vally_serve.precomputed import EXPERIMENT, store_answer
@@ -127,6 +126,8 @@ class RunInfo:
             return
         self._block = block
         if isinstance(block, dict) and is_storable_text(block.get("experiment")):
+            from vally import safe_name  # the run folder layout: see .trialdirs
+
             self.experiment = block["experiment"]
             folder = Path(self.source)
             if isinstance(block.get("variant"), str) and folder.name == safe_name(block["variant"]):

@@ -32,7 +32,7 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from vally_serve import schema
-from vally_serve.recordblocks import write_lines
+from vally_serve.recordblocks import Place, write_lines
 from vally_serve.rows import OutcomeRow, OutcomeRows, Row, Sums, sums_of
 from vally_serve.store import Store
 
@@ -206,17 +206,6 @@ def write_outcomes(
     return Written(added, refused, len(unique))
 
 
-DETAIL_COLUMNS = (
-    "outcome_id",
-    "record",
-    "events",
-    "artifacts",
-    "trial_dir",
-    "block",
-    "block_start",
-    "block_length",
-)
-"""The columns of ``outcome_details``, in the order of the rows :func:`_insert` writes."""
 EVENTS_LEVEL = 1
 """zlib level of a trial folder's events."""
 
@@ -238,32 +227,80 @@ def _insert(
     if not fresh:
         return 0
     places = write_lines(connection, [b.record for b in fresh])
-    mark = "?" if store.dialect == "sqlite" else "%s"
-    connection.exec_driver_sql(  # the driver's executemany: no per-row parameter building
-        f"INSERT INTO outcome_details ({', '.join(DETAIL_COLUMNS)}) "
-        f"VALUES ({', '.join([mark] * len(DETAIL_COLUMNS))})",
-        [
-            (
-                b.outcome.id,
-                b"",
-                None if b.events is None else zlib.compress(b.events.encode(), EVENTS_LEVEL),
-                b.artifacts,
-                b.trial_dir,
-                block,
-                start,
-                length,
-            )
-            for b, (block, start, length) in zip(fresh, places, strict=True)
-        ],
-    )
+    _insert_details(connection, store, fresh, places)
     for sums in sums_of(fresh):
         _add_sums(connection, store, sums)
     return len(fresh)
 
 
+def _insert_details(
+    connection: Connection, store: Store, batch: list[OutcomeRows], places: list[Place]
+) -> None:
+    """Insert the ``outcome_details`` rows of ``batch``, whose record lines are at
+    ``places``, by the driver's executemany.
+
+    Values the same for every row are written into the statement rather than bound to
+    each row: ``record`` is always empty (the line is in its block), and the trial
+    folder's columns are NULL for every row of a batch without trial folders. (SQLite's
+    driver binds a NULL or a bytes value through its adapter lookup, which costs about
+    as much as building the rest of the row.)
+    """
+    sqlite = store.dialect == "sqlite"
+    mark = "?" if sqlite else "%s"
+    rows: list[tuple[Any, ...]]
+    if any(b.trial_dir is not None or b.events is not None for b in batch):
+        folder_values = f"{mark}, {mark}, {mark}"  # events, artifacts, trial_dir
+        rows = [
+            (
+                b.outcome.id,
+                None if b.events is None else zlib.compress(b.events.encode(), EVENTS_LEVEL),
+                b.artifacts,
+                b.trial_dir,
+                *place,
+            )
+            for b, place in zip(batch, places, strict=True)
+        ]
+    else:
+        folder_values = f"NULL, {mark}, NULL"
+        rows = [(b.outcome.id, b.artifacts, *place) for b, place in zip(batch, places, strict=True)]
+    empty = "X''" if sqlite else "''::bytea"
+    connection.exec_driver_sql(
+        "INSERT INTO outcome_details (outcome_id, record, events, artifacts, trial_dir, "
+        f"block, block_start, block_length) VALUES ({mark}, {empty}, {folder_values}, "
+        f"{mark}, {mark}, {mark})",
+        rows,
+    )
+
+
 OUTCOME_COLUMNS = OutcomeRow._fields
 """The columns of ``outcomes`` an outcome row sets, in its order (``seq`` is the
 database's)."""
+_MOSTLY_EMPTY = ("error_code", "error_text")
+"""Text columns of ``outcomes`` that most outcomes leave NULL (those without an error)."""
+_SQLITE_OUTCOMES = (
+    f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) VALUES ("
+    + ", ".join("NULLIF(?, 0)" if name in _MOSTLY_EMPTY else "?" for name in OUTCOME_COLUMNS)
+    + ") ON CONFLICT DO NOTHING"
+)
+"""The outcomes insert of SQLite: a column of :data:`_MOSTLY_EMPTY` is sent as the number 0
+when NULL (SQLite's driver binds a number directly, and None through its adapter lookup,
+about 3k instructions), and ``NULLIF(?, 0)`` stores NULL for it: a text never equals a
+number in SQLite, so a text value is stored as sent."""
+_ERROR_CODE = OUTCOME_COLUMNS.index("error_code")
+assert OUTCOME_COLUMNS[_ERROR_CODE:] == ("error_code", "tags", "error_text", "grader_verdicts")
+
+
+def _sqlite_values(o: OutcomeRow) -> tuple[Any, ...]:
+    """The values :data:`_SQLITE_OUTCOMES` binds for the outcome ``o``, as a plain tuple
+    (the driver reads a tuple subclass's items one call at a time)."""
+    code, text = o.error_code, o.error_text
+    return (
+        *o[:_ERROR_CODE],
+        0 if code is None else code,
+        o.tags,
+        0 if text is None else text,
+        o.grader_verdicts,
+    )
 
 
 def _insert_outcomes(
@@ -285,9 +322,7 @@ def _insert_outcomes(
         return [b for b in batch if b.outcome.id in inserted]
     before = connection.exec_driver_sql("SELECT max(seq) FROM outcomes").scalar()
     added = connection.exec_driver_sql(
-        f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) "
-        f"VALUES ({', '.join('?' * len(OUTCOME_COLUMNS))}) ON CONFLICT DO NOTHING",
-        [tuple(b.outcome) for b in batch],  # the driver binds a plain tuple's items directly
+        _SQLITE_OUTCOMES, [_sqlite_values(b.outcome) for b in batch]
     ).rowcount
     if added == len(batch):
         return batch
