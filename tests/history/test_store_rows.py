@@ -66,6 +66,8 @@ def _hand_written(root: Path, eval_results: Path) -> Path:
         {"type": "tool_result", "data": {"success": False}},  # no tool name: "unknown"
         "not an event",
     ]
+    add("empty-code", status="error")["error"] = {"code": "", "message": "no code"}
+    add("code-only", status="error")["error"] = {"code": "E2"}
     graders = add("graders")
     graders["gradeResult"]["details"] = [
         {"type": "llm-judge", "passed": False, "status": "error", "score": 0.25, "required": 1},
