@@ -492,22 +492,18 @@ def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) 
                 calls_of_tool = count(calls_of_tool, where, notes) or 0
             name = tool if type(tool) is str else str(tool)
             calls[name] = calls.get(name, 0) + calls_of_tool
-    if not failed:
-        tools = sorted(calls)
-        limit = _TOOL_LIMIT
-        rows = [(tool, calls[tool], 0) for tool in tools if is_storable_text(tool, limit)]
-    else:
-        failures: dict[str, int] = {}
-        for data in failed:
-            tool = str(data.get("toolName") or "unknown")
-            failures[tool] = failures.get(tool, 0) + 1
-        tools = sorted(calls.keys() | failures.keys())
-        limit = _TOOL_LIMIT
-        rows = [
-            (tool, calls.get(tool, 0), failures.get(tool, 0))
-            for tool in tools
-            if is_storable_text(tool, limit)
-        ]
+    failures: dict[str, int] = {}
+    for data in failed:
+        tool = str(data.get("toolName") or "unknown")
+        failures[tool] = failures.get(tool, 0) + 1
+    tools = sorted(calls.keys() | failures.keys()) if failures else sorted(calls)
+    limit = _TOOL_LIMIT
+    rows = [
+        (tool, calls.get(tool, 0), failures.get(tool, 0))
+        for tool in tools
+        if (tool.isascii() and "\x00" not in tool and len(tool) <= limit)  # the common case
+        or is_storable_text(tool, limit)
+    ]
     if len(rows) < len(tools):
         notes.append(
             f"{len(tools) - len(rows)} tool name(s) the store cannot keep (a NUL, a lone "
