@@ -295,6 +295,32 @@ def test_missing_extra_is_one_clear_error(tmp_path: Path) -> None:
     assert "pip install 'vally[serve]'" in result.stderr
 
 
+def test_an_ingest_without_trial_folders_imports_no_record_model(tmp_path: Path) -> None:
+    """The run folder layout (its module imports the record models, a tenth of a second
+    of start-up) is imported only where a trial folder is looked at."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="light", stimuli=2, trial_dirs=False))
+    code = (
+        "import sys\n"
+        "from vally.cli.app import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print('vally.models.records' in sys.modules, file=sys.stderr)\n"
+    )
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", code, "ingest", str(run), "--store", str(tmp_path / "h.db")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == "False"
+
+
 def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
     store_target: str, tmp_path: Path
 ) -> None:
