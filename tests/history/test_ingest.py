@@ -19,7 +19,7 @@ from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
 from vally import json_depth_limit
 from vally.models.records import RunSummaryRecord, TrialResultRecord
-from vally_serve import ingest as ingest_module, runfiles, schema, writes
+from vally_serve import ingest as ingest_module, recordblocks, runfiles, schema, writes
 from vally_serve.graded import tally_of
 from vally_serve.ingest import IngestReport, RunInfo, ingest
 from vally_serve.outcomequeries import outcome_detail
@@ -295,6 +295,32 @@ def test_missing_extra_is_one_clear_error(tmp_path: Path) -> None:
     assert "pip install 'vally[serve]'" in result.stderr
 
 
+def test_an_ingest_without_trial_folders_imports_no_record_model(tmp_path: Path) -> None:
+    """The run folder layout (its module imports the record models, a tenth of a second
+    of start-up) is imported only where a trial folder is looked at."""
+    run = write_run(tmp_path / "run", RunSpec(run_id="light", stimuli=2, trial_dirs=False))
+    code = (
+        "import sys\n"
+        "from vally.cli.app import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print('vally.models.records' in sys.modules, file=sys.stderr)\n"
+    )
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", code, "ingest", str(run), "--store", str(tmp_path / "h.db")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == "False"
+
+
 def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
     store_target: str, tmp_path: Path
 ) -> None:
@@ -310,8 +336,7 @@ def test_outcomes_another_ingest_stored_meanwhile_are_left_alone(
     try:
         ingest(store, [first.parent])
         info = {"meanwhile": RunInfo("meanwhile", str(run)).row()}
-        details = {b.outcome["id"]: dict(b.detail) for b in batch}
-        added = in_transaction(store, partial(writes._insert, store, batch, details, info))
+        added = in_transaction(store, partial(writes._insert, store, batch, info))
         with store.read() as connection:
             trials = connection.execute(select(func.sum(schema.cells.c.trials))).scalar_one()
             stored = {
@@ -357,6 +382,41 @@ def test_ingest_memory_is_flat_in_the_records(tmp_path: Path) -> None:
     # same at either size, plus heap noise.
     assert large < small + 2_000_000, (small, large)
     assert large < large_size / 4, (large, large_size)
+
+
+@pytest.mark.parametrize("deflate", ["isal", "zlib"])
+def test_record_blocks_are_zlib_streams_whichever_library_writes_them(
+    deflate: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ISA-L (the serve extra's) or zlib (without it) writes the blocks; either way every
+    reader's ``zlib.decompress`` gives back each record line as read."""
+    if deflate == "zlib":
+        monkeypatch.setattr(recordblocks, "_deflate", zlib.compress)
+    else:
+        isal_zlib = pytest.importorskip("isal.isal_zlib")
+        assert recordblocks._deflate is isal_zlib.compress
+    run = write_run(tmp_path / "run", RunSpec(run_id="blocks", stimuli=20, models=("m",)))
+    lines = [line for line in (run / "results.jsonl").read_bytes().splitlines() if line]
+    store = open_store(str(tmp_path / "h.db"))
+    try:
+        ingest(store, [run])
+        with store.read() as connection:
+            stored = [
+                record_line(connection, row)
+                for row in connection.execute(
+                    select(schema.outcome_details)
+                    .join(
+                        schema.outcomes, schema.outcomes.c.id == schema.outcome_details.c.outcome_id
+                    )
+                    .order_by(schema.outcomes.c.seq)
+                )
+            ]
+            blocks = connection.execute(select(schema.record_blocks.c.data)).scalars().all()
+    finally:
+        store.close()
+    assert stored == lines
+    assert len(blocks) == -(-len(lines) // recordblocks.BLOCK_RECORDS)
+    assert sum(map(len, blocks)) < sum(map(len, lines)) / 5
 
 
 def test_a_folder_of_new_outcomes_asks_the_store_once_which_it_holds(tmp_path: Path) -> None:

@@ -27,7 +27,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from vally import safe_name
 from vally_serve import schema
 from vally_serve.crossrun import experiment_comparison
 from vally_serve.precomputed import EXPERIMENT, store_answer
@@ -95,24 +94,40 @@ class RunInfo:
     def see(self, data: Mapping[str, Any]) -> None:
         """Take the eval, times, version and experiment block of a record or summary
         (values the ``runs`` table cannot hold are passed over)."""
-        name = data.get("evalName")
+        get = data.get
+        name = get("evalName")
         if isinstance(name, str) and name not in self.evals and is_storable_text(name, _EVAL_LIMIT):
             self.evals.append(name)
-        started, completed = data.get("startedAt"), data.get("completedAt")
-        if _earlier(started, self.started_at) and is_storable_text(started, _TIME_LIMIT):
+        # A time that is not text never comes before text (nor after it); the first one
+        # seen is taken whatever it is, if the column holds it.
+        started, first = get("startedAt"), self.started_at
+        if (
+            started is not None
+            and (first is None or (isinstance(started, str) and started < first))
+            and is_storable_text(started, _TIME_LIMIT)
+        ):
             self.started_at = started
-        if _earlier(completed, self.completed_at, later=True) and is_storable_text(
-            completed, _TIME_LIMIT
+        completed, last = get("completedAt"), self.completed_at
+        if (
+            completed is not None
+            and (last is None or (isinstance(completed, str) and completed > last))
+            and is_storable_text(completed, _TIME_LIMIT)
         ):
             self.completed_at = completed
-        version = data.get("vallyVersion")
-        if version != self.vally_version and is_storable_text(version, _VERSION_LIMIT):
+        version = get("vallyVersion")
+        if (
+            version is not None
+            and version != self.vally_version
+            and is_storable_text(version, _VERSION_LIMIT)
+        ):
             self.vally_version = version
         block = data.get("experiment")
         if block is None or block == self._block:  # every record of a variant has the same
             return
         self._block = block
         if isinstance(block, dict) and is_storable_text(block.get("experiment")):
+            from vally import safe_name  # the run folder layout: see .trialdirs
+
             self.experiment = block["experiment"]
             folder = Path(self.source)
             if isinstance(block.get("variant"), str) and folder.name == safe_name(block["variant"]):
@@ -134,18 +149,6 @@ class RunInfo:
             "source": self.source,
             "ingested_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         }
-
-
-def _earlier(value: Any, than: str | None, *, later: bool = False) -> bool:
-    """True when ``value`` is not None and comes before ``than`` (after it, with
-    ``later``), or ``than`` is None; a value that is not text never comes before text."""
-    if value is None:
-        return False
-    if than is None:
-        return True
-    if not isinstance(value, str):
-        return False
-    return value > than if later else value < than
 
 
 def _earliest(current: str | None, value: Any) -> str | None:
@@ -203,24 +206,28 @@ def _ingest_folder(
         for line in read_lines(folder.summaries, report.problems):
             _take_summary(folder, folder.summaries, line, runs, summaries, report)
     trials = TrialFolders(folder.path)
-    batch: list[OutcomeRows] = []
+    batch = _Batch(folder, runs, report)
     look_first = True  # until a batch finds none of its outcomes in the store
     if folder.results is not None:
         for line in read_lines(folder.results, report.problems):
             kind = line.data.get("type")
-            if kind == "run-summary":  # older versions appended summaries to the results
-                _take_summary(folder, folder.results, line, runs, summaries, report)
+            if kind != "trial-result":
+                if kind == "run-summary":  # older versions appended summaries to the results
+                    _take_summary(folder, folder.results, line, runs, summaries, report)
+                else:
+                    shown = "no type" if kind is None else f"type {repr(kind)[:60]}"
+                    report.problems.append(
+                        Problem(
+                            batch.file, line.number, f"not a trial-result record ({shown}); skipped"
+                        )
+                    )
                 continue
-            rows = _trial_rows(folder, folder.results, line, runs, report)
-            if rows is None:
-                continue
-            batch.append(rows)
-            if len(batch) >= size:
-                look_first = not _write_batch(store, batch, runs, trials, report, look_first)
-                batch = []
+            if batch.add(line) >= size:
+                look_first = not _write_batch(store, batch, trials, report, look_first)
+                batch = _Batch(folder, runs, report)
                 if progress:
                     progress(report)
-    _write_batch(store, batch, runs, trials, report, look_first)
+    _write_batch(store, batch, trials, report, look_first)
     _write_runs(store, runs, summaries)
     if progress:
         progress(report)
@@ -273,36 +280,48 @@ def _summary_key(value: Any, name: str, limit: int | None) -> str:
     return key_text("" if not value else str(value), name, limit, required=False)
 
 
-def _trial_rows(
-    folder: RunFolder, file: Path, line: Line, runs: dict[str, RunInfo], report: IngestReport
-) -> OutcomeRows | None:
-    kind = line.data.get("type")
-    if kind != "trial-result":
-        shown = "no type" if kind is None else f"type {repr(kind)[:60]}"
-        report.problems.append(
-            Problem(str(file), line.number, f"not a trial-result record ({shown}); skipped")
-        )
-        return None
-    try:
-        rows = outcome_rows(line.data, line.raw)
-    except RecordError as exc:
-        report.problems.append(Problem(str(file), line.number, f"{exc}; skipped"))
-        return None
-    rows.origin = (str(file), line.number)
-    if rows.notes:
-        report.left_out.extend(Problem(str(file), line.number, note) for note in rows.notes)
-    _run(folder, runs, rows.outcome["run_id"], report).see(line.data)
-    report.read += 1
-    return rows
+class _Batch:
+    """The rows of the trial records of one folder read since the last batch was written,
+    and the runs they belong to."""
+
+    def __init__(self, folder: RunFolder, runs: dict[str, RunInfo], report: IngestReport):
+        self.folder = folder
+        self.file = str(folder.results)
+        self.runs = runs
+        self.report = report
+        self.rows: list[OutcomeRows] = []
+        self.run_infos: dict[str, RunInfo] = {}
+        """The runs of the rows, by id."""
+        self._last: RunInfo | None = None
+
+    def add(self, line: Line) -> int:
+        """Take the trial record ``line`` (one the store cannot hold is reported and
+        skipped); returns how many rows the batch holds."""
+        data = line.data
+        try:
+            rows = outcome_rows(data, line.raw)
+        except RecordError as exc:
+            self.report.problems.append(Problem(self.file, line.number, f"{exc}; skipped"))
+            return len(self.rows)
+        rows.origin = (self.file, line.number)
+        if rows.notes:
+            self.report.left_out.extend(
+                Problem(self.file, line.number, note) for note in rows.notes
+            )
+        run_id = rows.outcome.run_id
+        info = self._last
+        if info is None or info.run_id != run_id:  # the records of a run come together
+            info = self._last = self.run_infos[run_id] = _run(
+                self.folder, self.runs, run_id, self.report
+            )
+        info.see(data)
+        self.report.read += 1
+        self.rows.append(rows)
+        return len(self.rows)
 
 
 def _write_batch(
-    store: Store,
-    batch: list[OutcomeRows],
-    runs: dict[str, RunInfo],
-    trials: TrialFolders,
-    report: IngestReport,
-    look_first: bool,
+    store: Store, batch: _Batch, trials: TrialFolders, report: IngestReport, look_first: bool
 ) -> bool:
     """Insert the outcomes of ``batch`` not yet in the store (:mod:`.writes`); a record the
     store refuses is reported with its ``file:line`` and skipped.
@@ -311,32 +330,31 @@ def _write_batch(
         True when every outcome of the batch was new and stored: the next batch of the
         folder is then written without asking the store first which outcomes it holds.
     """
-    run_rows = {run_id: runs[run_id].row() for run_id in {b.outcome["run_id"] for b in batch}}
-    added, refused = write_outcomes(
+    written = write_outcomes(
         store,
-        batch,
-        run_rows,
-        lambda rows: _attach_folder(rows, trials),
+        batch.rows,
+        {run_id: info.row() for run_id, info in batch.run_infos.items()},
+        partial(_attach_folder, trials=trials) if trials.has_folders else None,
         look_first=look_first,
     )
-    report.added += added
-    for refusal in refused:
+    report.added += written.added
+    for refusal in written.refused:
         report.read -= 1  # not an outcome of the store after all
         file, line = refusal.rows.origin
         report.problems.append(
             Problem(file, line, f"the store refused the record ({refusal.reason}); skipped")
         )
-    return bool(batch) and added == len({b.outcome["id"] for b in batch})
+    return bool(batch.rows) and written.added == written.outcomes
 
 
 def _attach_folder(rows: OutcomeRows, trials: TrialFolders) -> None:
     trial_dir = trials.find(rows.outcome)
     if trial_dir is None:
         return
-    rows.detail["trial_dir"] = path_text(trial_dir)
-    rows.detail["artifacts"] = list_artifacts(trial_dir)
+    rows.trial_dir = path_text(trial_dir)
+    rows.artifacts = list_artifacts(trial_dir)
     if rows.needs_folder_events:
-        rows.detail["events"] = read_events(trial_dir)
+        rows.events = read_events(trial_dir)
 
 
 def _write_runs(store: Store, runs: dict[str, RunInfo], summaries: list[Row]) -> None:

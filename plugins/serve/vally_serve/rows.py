@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from math import floor, log2
+from typing import Any, NamedTuple
 
-from sqlalchemy import Table
+from sqlalchemy import Column, Table
 
 from vally_serve.schema import (
     BUCKETS_PER_DOUBLING,
@@ -43,28 +44,82 @@ from vally_serve.storable import (
     real,
 )
 
-__all__ = ["OutcomeRows", "RecordError", "Row", "outcome_rows", "sums_of", "verdict"]
+__all__ = [
+    "GraderRow",
+    "OutcomeRow",
+    "OutcomeRows",
+    "RecordError",
+    "Row",
+    "Sums",
+    "ToolRow",
+    "outcome_rows",
+    "sums_of",
+    "verdict",
+]
 
 Row = dict[str, Any]
 
 
-@dataclass
-class OutcomeRows:
-    """The rows of one trial: its outcome and details, what it adds to the running sums
-    (its grader verdicts and its tools), and the notes on values left out of its columns.
+class OutcomeRow(NamedTuple):
+    """The ``outcomes`` row of one trial, its values in the order of the table's columns
+    (``seq`` aside, which the database gives), so the driver takes it as it is."""
 
-    ``detail["record"]`` is the record's line as read (bytes); it is compressed with the
-    lines stored beside it when written (:mod:`.recordblocks`).
+    id: str
+    run_id: str
+    trial_id: str
+    eval_name: str
+    stimulus: str
+    model: str
+    variant: str
+    trial_index: int
+    status: str
+    verdict: str
+    score: float | None
+    started_at: str | None
+    duration_ms: int | None
+    tokens: int | None
+    tool_calls: int | None
+    turns: int | None
+    error_events: int | None
+    end_reason: str | None
+    error_code: str | None
+    tags: str
+    error_text: str | None
+    grader_verdicts: str | None
+
+
+GraderRow = tuple[str, str, bool, float, str, bool]
+"""What one grader verdict of a trial adds to ``grader_stats``: its name, type, whether it
+passed, its score, its status (``success`` or ``error``) and whether it was required."""
+ToolRow = tuple[str, int, int]
+"""What one tool of a trial adds to ``tool_stats``: its name, calls and failed results."""
+
+
+@dataclass(slots=True)
+class OutcomeRows:
+    """The rows of one trial: its outcome, its record line, what it adds to the running sums
+    (its grader verdicts and its tools), the notes on values left out of its columns, and
+    what its trial folder adds to its details (set just before it is written).
+
+    ``record`` is the record's line as read; it is compressed with the lines stored beside
+    it when written (:mod:`.recordblocks`).
     """
 
-    outcome: Row
-    detail: Row
-    graders: list[Row] = field(default_factory=list)
-    tools: list[Row] = field(default_factory=list)
-    needs_folder_events: bool = False
-    notes: list[str] = field(default_factory=list)
+    outcome: OutcomeRow
+    record: bytes
+    graders: list[GraderRow]
+    tools: list[ToolRow]
+    needs_folder_events: bool
+    notes: list[str]
     origin: tuple[str, int] = ("", 0)
     """The file and line the record was read from."""
+    events: str | None = None
+    """The trial folder's events (a JSON array), when the record has none (compressed when
+    written)."""
+    artifacts: str = "[]"
+    """The trial folder's artifacts (a JSON array)."""
+    trial_dir: str | None = None
+    """The trial folder."""
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -88,126 +143,210 @@ _LIMITS = {column.name: limit_of(column) for column in outcomes.c}
 """The most characters of each text column of ``outcomes``."""
 
 
+def _limit(column: Column[Any]) -> int:
+    """The most characters of a column of bounded length."""
+    limit = limit_of(column)
+    assert limit is not None, column
+    return limit
+
+
+_RUN_LIMIT, _EVAL_LIMIT, _STIMULUS_LIMIT, _MODEL_LIMIT, _VARIANT_LIMIT = (
+    _limit(outcomes.c[name]) for name in ("run_id", "eval_name", "stimulus", "model", "variant")
+)
+_STATUS_LIMIT, _TIME_LIMIT, _END_LIMIT = (
+    _limit(outcomes.c[name]) for name in ("status", "started_at", "end_reason")
+)
+
+
 def _key(data: Mapping[str, Any], name: str, column: str, *, required: bool = True) -> str:
-    """:func:`key_text` of the field ``name``, checked inline when it is plain ASCII text
-    (the common case: no surrogate can hide in it, so a NUL and the length decide)."""
-    value = data.get(name)
+    """:func:`key_text` of the field ``name``."""
+    return key_text(data.get(name), name, _LIMITS[column], required=required)
+
+
+def _keys(data: Mapping[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """The run id, trial id, eval, stimulus, model and variant of a record, each as
+    :func:`key_text` gives it (model and variant "" when absent).
+
+    The common case is taken in one test: six strings, the required ones not empty, each
+    within its column, together plain ASCII without a NUL (no surrogate can hide in
+    them). Any other record is checked field by field, in that order, so its error names
+    the first field at fault.
+
+    Raises:
+        RecordError: A field is missing or cannot be held.
+    """
+    get = data.get
+    run_id, trial_id, eval_name = get("runId"), get("trialId"), get("evalName")
+    stimulus, model, variant = get("stimulusName"), get("model"), get("variant")
+    if model is None:
+        model = ""
+    if variant is None:
+        variant = ""
     if (
-        type(value) is str
-        and (value or not required)
-        and value.isascii()
-        and "\x00" not in value
-        and len(value) <= (_LIMITS[column] or len(value))
+        type(run_id) is str
+        and type(trial_id) is str
+        and type(eval_name) is str
+        and type(stimulus) is str
+        and type(model) is str
+        and type(variant) is str
+        and run_id
+        and trial_id
+        and eval_name
+        and stimulus
+        and len(run_id) <= _RUN_LIMIT
+        and len(eval_name) <= _EVAL_LIMIT
+        and len(stimulus) <= _STIMULUS_LIMIT
+        and len(model) <= _MODEL_LIMIT
+        and len(variant) <= _VARIANT_LIMIT
     ):
-        return value
-    return key_text(value, name, _LIMITS[column], required=required)
-
-
-def _count(value: Any, name: str, notes: list[str]) -> int | None:
-    """:func:`count`, with its common case (a whole number in range) taken inline."""
-    if type(value) is int and 0 <= value <= INTEGER_MAX:
-        return value
-    return count(value, name, notes)
+        joined = run_id + trial_id + eval_name + stimulus + model + variant
+        if joined.isascii() and "\x00" not in joined:
+            return run_id, trial_id, eval_name, stimulus, model, variant
+    return (
+        _key(data, "runId", "run_id"),
+        _key(data, "trialId", "trial_id"),
+        _key(data, "evalName", "eval_name"),
+        _key(data, "stimulusName", "stimulus"),
+        _key(data, "model", "model", required=False),
+        _key(data, "variant", "variant", required=False),
+    )
 
 
 def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     """The rows of the trial record ``data`` (whose line is ``raw``).
 
+    The values most records hold (whole numbers in range, plain ASCII text that fits) are
+    taken inline; any other goes through :mod:`.storable`, which keeps it or leaves it out
+    with a note. The notes come in the order of the columns.
+
     Raises:
         RecordError: A field the store indexes is missing, or holds a value the store
             cannot keep (the message says which and why).
     """
-    run_id = _key(data, "runId", "run_id")
-    trial_id = _key(data, "trialId", "trial_id")
-    eval_name = _key(data, "evalName", "eval_name")
-    stimulus = _key(data, "stimulusName", "stimulus")
-    model = _key(data, "model", "model", required=False)
-    variant = _key(data, "variant", "variant", required=False)
+    run_id, trial_id, eval_name, stimulus, model, variant = _keys(data)
+    get = data.get
     notes: list[str] = []
-    oid = outcome_id(run_id, trial_id)
-    status = optional_text(data.get("status"), "status", _LIMITS["status"], notes) or "error"
-    grade = data.get("gradeResult")
+    status = get("status")
+    if not (
+        type(status) is str
+        and status.isascii()
+        and "\x00" not in status
+        and len(status) <= _STATUS_LIMIT
+    ):
+        status = optional_text(status, "status", _STATUS_LIMIT, notes)
+    status = status or "error"
+    grade = get("gradeResult")
     if not isinstance(grade, dict):
         grade = None
-    trajectory = _dict(data.get("trajectory"))
-    metrics = _dict(trajectory.get("metrics"))
-    error = _dict(data.get("error"))
+    trajectory = get("trajectory")
+    if not isinstance(trajectory, dict):
+        trajectory = {}
+    metrics = trajectory.get("metrics")
+    if not isinstance(metrics, dict):
+        metrics = {}
+    error = get("error")
+    if not isinstance(error, dict):
+        error = {}
     events = trajectory.get("events")
-    event_list = events if isinstance(events, list) else ()
-    error_events, failed_tools = _events_of_note(event_list)
-    tags = _dict(data.get("tags"))
-    outcome: Row = {
-        "id": oid,
-        "run_id": run_id,
-        "trial_id": trial_id,
-        "eval_name": eval_name,
-        "stimulus": stimulus,
-        "model": model,
-        "variant": variant,
-        "trial_index": _count(data.get("trialIndex"), "trialIndex", notes) or 0,
-        "status": status,
-        "verdict": verdict(status, grade),
-        "score": real(grade.get("score"), "gradeResult.score", notes) if grade else None,
-        "started_at": optional_text(
-            data.get("startedAt"), "startedAt", _LIMITS["started_at"], notes
-        ),
-        "duration_ms": _count(data.get("durationMs"), "durationMs", notes),
-        "tokens": _count(
-            _dict(metrics.get("tokenUsage")).get("totalTokens"),
-            "trajectory.metrics.tokenUsage.totalTokens",
-            notes,
-        ),
-        "tool_calls": _count(
-            metrics.get("toolCallCount"), "trajectory.metrics.toolCallCount", notes
-        ),
-        "turns": _count(metrics.get("turnCount"), "trajectory.metrics.turnCount", notes),
-        "error_events": _count(metrics.get("errorCount"), "trajectory.metrics.errorCount", notes),
-        "end_reason": optional_text(
-            trajectory.get("endReason"), "trajectory.endReason", _LIMITS["end_reason"], notes
-        ),
-        "error_code": optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes),
-        "tags": _tags_text(tags),
-        "error_text": _error_text(error, error_events),
-        "grader_verdicts": None,
-    }
-    graders, outcome["grader_verdicts"] = _graders_of(grade, notes)  # notes in column order
-    detail: Row = {
-        "outcome_id": oid,
-        "record": raw,  # compressed when written
-        "events": None,
-        "artifacts": "[]",
-        "trial_dir": None,
-    }
+    error_events, failed_tools = _events_of_note(events if isinstance(events, list) else ())
+    index = get("trialIndex")
+    if type(index) is not int or not 0 <= index <= INTEGER_MAX:
+        index = count(index, "trialIndex", notes)
+    score = real(grade.get("score"), "gradeResult.score", notes) if grade else None
+    started = get("startedAt")
+    if not (
+        type(started) is str
+        and started.isascii()
+        and "\x00" not in started
+        and len(started) <= _TIME_LIMIT
+    ):
+        started = optional_text(started, "startedAt", _TIME_LIMIT, notes)
+    duration = get("durationMs")
+    if type(duration) is not int or not 0 <= duration <= INTEGER_MAX:
+        duration = count(duration, "durationMs", notes)
+    tokens = _dict(metrics.get("tokenUsage")).get("totalTokens")
+    if type(tokens) is not int or not 0 <= tokens <= INTEGER_MAX:
+        tokens = count(tokens, "trajectory.metrics.tokenUsage.totalTokens", notes)
+    tool_calls = metrics.get("toolCallCount")
+    if type(tool_calls) is not int or not 0 <= tool_calls <= INTEGER_MAX:
+        tool_calls = count(tool_calls, "trajectory.metrics.toolCallCount", notes)
+    turns = metrics.get("turnCount")
+    if type(turns) is not int or not 0 <= turns <= INTEGER_MAX:
+        turns = count(turns, "trajectory.metrics.turnCount", notes)
+    errors = metrics.get("errorCount")
+    if type(errors) is not int or not 0 <= errors <= INTEGER_MAX:
+        errors = count(errors, "trajectory.metrics.errorCount", notes)
+    end_reason = trajectory.get("endReason")
+    if not (
+        type(end_reason) is str
+        and end_reason.isascii()
+        and "\x00" not in end_reason
+        and len(end_reason) <= _END_LIMIT
+    ):
+        end_reason = optional_text(end_reason, "trajectory.endReason", _END_LIMIT, notes)
+    error_code = optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes)
+    graders, verdicts = _graders_of(grade, notes)
+    outcome = OutcomeRow(
+        outcome_id(run_id, trial_id),
+        run_id,
+        trial_id,
+        eval_name,
+        stimulus,
+        model,
+        variant,
+        index or 0,
+        status,
+        verdict(status, grade),
+        score,
+        started,
+        duration,
+        tokens,
+        tool_calls,
+        turns,
+        errors,
+        end_reason,
+        error_code,
+        _tags_text(_dict(get("tags"))),
+        _error_text(error, error_events) if error or error_events else None,
+        verdicts,
+    )
     return OutcomeRows(
         outcome,
-        detail,
+        raw,
         graders,
         _tool_rows(metrics, failed_tools, notes),
-        needs_folder_events=not events
-        or bool(data.get("truncated") or trajectory.get("truncated")),
-        notes=notes,
+        not events or bool(get("truncated") or trajectory.get("truncated")),
+        notes,
     )
 
 
-_TAGS_TEXT: dict[tuple[tuple[str, str], ...], str] = {}
+_TAGS_TEXT: dict[tuple[tuple[str, Any], ...], str] = {}
 """The ``tags`` column of tags whose values are all text, by their items (the records of
 one stimulus repeat its tags); emptied when it holds :data:`_TAGS_KEPT` of them."""
 _TAGS_KEPT = 4096
 
 
 def _tags_text(tags: dict[str, Any]) -> str:
-    """``json.dumps(tags)``: looked up when every value is text (the items then decide
-    the text; a number could not be told from an equal boolean), else encoded."""
+    """``json.dumps(tags)``, looked up by the tags' items when they were seen before.
+
+    Only tags whose values are all text are kept, so a hit is always right: no other JSON
+    value (a number, a boolean, null) equals a string, so items equal to those of kept
+    tags hold the same text (a number could not be told from an equal boolean). Tags with
+    an array or object value cannot be looked up (a list is not hashable): encoded."""
     if not tags:
         return "{}"
-    if not all(type(value) is str for value in tags.values()):
-        return json.dumps(tags)
     items = tuple(tags.items())
-    text = _TAGS_TEXT.get(items)
-    if text is None:
+    try:
+        text = _TAGS_TEXT.get(items)
+    except TypeError:  # an array or object among the values
+        return json.dumps(tags)
+    if text is not None:
+        return text
+    text = json.dumps(tags)
+    if all(type(value) is str for value in tags.values()):
         if len(_TAGS_TEXT) >= _TAGS_KEPT:
             _TAGS_TEXT.clear()
-        text = _TAGS_TEXT[items] = json.dumps(tags)
+        _TAGS_TEXT[items] = text
     return text
 
 
@@ -235,6 +374,8 @@ ERROR_TEXT_CHARS = 4000
 
 def _clean(text: Any) -> str:
     """``text`` as one line the store can keep (no NUL, no lone surrogate)."""
+    if type(text) is str and text.isascii() and "\x00" not in text and "\n" not in text:
+        return text  # the common case: nothing to replace
     value = str(text).replace("\x00", " ").replace("\n", " ")
     return value.encode("utf-8", "replace").decode("utf-8")
 
@@ -265,42 +406,60 @@ def _error_text(error: Mapping[str, Any], events: list[Mapping[str, Any]]) -> st
 def grader_verdicts(grade: Mapping[str, Any] | None) -> str | None:
     """What ``?grader=`` matches: ``"\nname=verdict\n"`` for each grader of the trial
     (verdict ``pass``, ``fail`` or ``error``); None when it was not graded."""
-    details = grade.get("details") if grade else None
-    if not isinstance(details, list):
-        return None
-    lines = []
-    for position, item in enumerate(details):
-        if isinstance(item, dict):
-            name = _clean(item.get("name") or item.get("type") or f"grader-{position}")
-            result = (
-                "error"
-                if item.get("status") == "error"
-                else "pass"
-                if item.get("passed")
-                else "fail"
-            )
-            lines.append(f"{name}={result}")
-    return "\n" + "".join(line + "\n" for line in lines) if lines else None
+    return _graders_of(grade, [])[1]
 
 
-def _graders_of(grade: Mapping[str, Any] | None, notes: list[str]) -> tuple[list[Row], str | None]:
+def _graders_of(
+    grade: Mapping[str, Any] | None, notes: list[str]
+) -> tuple[list[GraderRow], str | None]:
     """One pass over a trial's grader details: its ``grader_stats`` rows and its
-    :func:`grader_verdicts` text."""
+    :func:`grader_verdicts` text.
+
+    A detail whose name and type are plain ASCII text that fits, with no NUL or line break,
+    and whose score is a finite number (the common case) is taken inline; any other goes
+    through :func:`_clean`, :func:`is_storable_text` and :func:`real`.
+    """
     details = grade.get("details") if grade else None
     if not isinstance(details, list):
         return [], None
     name_limit, type_limit = _GRADER_NAME_LIMIT, _GRADER_TYPE_LIMIT
-    rows: list[Row] = []
+    rows: list[GraderRow] = []
     lines: list[str] = []
     for position, item in enumerate(details):
         if not isinstance(item, dict):
             continue
-        given = item.get("name") or item.get("type") or f"grader-{position}"
-        failed_as = "error" if item.get("status") == "error" else None
-        passed = bool(item.get("passed"))
-        lines.append(f"{_clean(given)}={failed_as or ('pass' if passed else 'fail')}")
+        get = item.get
+        given = get("name") or get("type") or f"grader-{position}"
+        failed_as = "error" if get("status") == "error" else None
+        passed = bool(get("passed"))
+        outcome = failed_as or ("pass" if passed else "fail")
+        kind = get("type") or given
+        score = get("score")
+        if (
+            type(given) is str
+            and type(kind) is str
+            and len(given) <= name_limit
+            and len(kind) <= type_limit
+            and type(score) is float
+            and math.isfinite(score)
+        ):
+            both = given + kind
+            if both.isascii() and "\x00" not in both and "\n" not in given:
+                lines.append(f"{given}={outcome}")
+                rows.append(
+                    (
+                        given,
+                        kind,
+                        passed,
+                        score or 0.0,
+                        failed_as or "success",
+                        bool(get("required")),
+                    )
+                )
+                continue
+        lines.append(f"{_clean(given)}={outcome}")
         name = str(given)
-        kind = str(item.get("type") or name)
+        kind = str(kind)
         if not (is_storable_text(name, name_limit) and is_storable_text(kind, type_limit)):
             notes.append(
                 f"gradeResult.details[{position}] has a name or type the store cannot keep "
@@ -308,141 +467,151 @@ def _graders_of(grade: Mapping[str, Any] | None, notes: list[str]) -> tuple[list
                 "grader statistics"
             )
             continue
-        score = item.get("score")
-        if not isinstance(score, float) or not math.isfinite(score):  # else it is kept as is
+        if type(score) is not float or not math.isfinite(score):  # else it is kept as is
             score = real(score, f"gradeResult.details[{position}].score", notes)
         rows.append(
-            {
-                "name": name,
-                "type": kind,
-                "passed": passed,
-                "score": score or 0.0,
-                "status": failed_as or "success",
-                "required": bool(item.get("required")),
-            }
+            (name, kind, passed, score or 0.0, failed_as or "success", bool(get("required")))
         )
-    return rows, "\n" + "".join(line + "\n" for line in lines) if lines else None
+    return rows, "\n" + "\n".join(lines) + "\n" if lines else None
 
 
-_GRADER_NAME_LIMIT = limit_of(grader_stats.c.name)
-_GRADER_TYPE_LIMIT = limit_of(grader_stats.c.type)
-_TOOL_LIMIT = limit_of(tool_stats.c.tool)
+_GRADER_NAME_LIMIT = _limit(grader_stats.c.name)
+_GRADER_TYPE_LIMIT = _limit(grader_stats.c.type)
+_TOOL_LIMIT = _limit(tool_stats.c.tool)
 
 
-def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) -> list[Row]:
-    """The ``tool_stats`` rows of a trial: calls from the metrics' breakdown, failures
-    from the ``data`` of its failed tool results."""
+def _tool_rows(metrics: Mapping[str, Any], failed: list[Any], notes: list[str]) -> list[ToolRow]:
+    """The ``tool_stats`` rows of a trial, by tool name: calls from the metrics' breakdown,
+    failures from the ``data`` of its failed tool results."""
     calls: dict[str, int] = {}
-    failures: dict[str, int] = {}
     breakdown = metrics.get("toolCallBreakdown")
     if isinstance(breakdown, dict):
         where = "a count of trajectory.metrics.toolCallBreakdown"
         for tool, calls_of_tool in breakdown.items():
             if type(calls_of_tool) is not int or not 0 <= calls_of_tool <= INTEGER_MAX:
                 calls_of_tool = count(calls_of_tool, where, notes) or 0
-            calls[str(tool)] = calls.get(str(tool), 0) + calls_of_tool
+            name = tool if type(tool) is str else str(tool)
+            calls[name] = calls.get(name, 0) + calls_of_tool
+    failures: dict[str, int] = {}
     for data in failed:
         tool = str(data.get("toolName") or "unknown")
         failures[tool] = failures.get(tool, 0) + 1
+    tools = sorted(calls.keys() | failures.keys()) if failures else sorted(calls)
     limit = _TOOL_LIMIT
-    tools = sorted(calls.keys() | failures.keys())
-    kept = [tool for tool in tools if is_storable_text(tool, limit)]
-    if len(kept) < len(tools):
+    rows = [
+        (tool, calls.get(tool, 0), failures.get(tool, 0))
+        for tool in tools
+        if (tool.isascii() and "\x00" not in tool and len(tool) <= limit)  # the common case
+        or is_storable_text(tool, limit)
+    ]
+    if len(rows) < len(tools):
         notes.append(
-            f"{len(tools) - len(kept)} tool name(s) the store cannot keep (a NUL, a lone "
+            f"{len(tools) - len(rows)} tool name(s) the store cannot keep (a NUL, a lone "
             f"surrogate, or over {limit} characters); left out of the tool statistics"
         )
-    return [
-        {"tool": tool, "calls": calls.get(tool, 0), "failures": failures.get(tool, 0)}
-        for tool in kept
-    ]
+    return rows
 
 
 CELL_KEY = ("run_id", "eval_name", "stimulus", "model", "variant")
+"""The key columns of ``cells``."""
+GRADER_KEY = ("run_id", "name", "type", "stimulus")
+"""The key columns of ``grader_stats``."""
+TOOL_KEY = ("run_id", "tool")
+"""The key columns of ``tool_stats``."""
+DURATION_KEY = ("run_id", "bucket", "verdict")
+"""The key columns of ``durations``."""
 
 
-def sums_of(batch: list[OutcomeRows]) -> list[tuple[Table, tuple[str, ...], list[Row]]]:
-    """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats`` and
-    ``tool_stats`` (sorted by key, so concurrent writers lock rows in one order)."""
-    cell_rows: dict[tuple[str, ...], Row] = {}
-    grader_rows: dict[tuple[str, ...], Row] = {}
-    tool_rows: dict[tuple[str, ...], Row] = {}
-    duration_rows: dict[tuple[Any, ...], Row] = {}
+@dataclass(frozen=True)
+class Sums:
+    """What a batch adds to the running sums of one table: ``rows`` are tuples of the
+    ``key`` columns' values then the ``sums`` columns' values, sorted by key (so concurrent
+    writers lock rows in one order)."""
+
+    table: Table
+    key: tuple[str, ...]
+    sums: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+
+
+def sums_of(batch: list[OutcomeRows]) -> list[Sums]:
+    """What ``batch`` adds to the running sums: rows of ``cells``, ``grader_stats``,
+    ``tool_stats`` and ``durations``, each value added outcome by outcome in the order of
+    the batch."""
+    cell_rows: dict[tuple[str, ...], list[Any]] = {}
+    grader_rows: dict[tuple[str, ...], list[Any]] = {}
+    tool_rows: dict[tuple[str, ...], list[int]] = {}
+    duration_rows: dict[tuple[Any, ...], list[int]] = {}
+    last_key: tuple[str, ...] = ()
+    cell: list[Any] = []
     for rows in batch:
-        o = rows.outcome
-        run_id, verdict_of, duration = o["run_id"], o["verdict"], o["duration_ms"]
-        key = (run_id, o["eval_name"], o["stimulus"], o["model"], o["variant"])
-        cell = cell_rows.get(key)
-        if cell is None:
-            cell = cell_rows[key] = {
-                **dict(zip(CELL_KEY, key, strict=True)),
-                **dict.fromkeys(CELL_SUMS, 0),
-            }
-        graded = verdict_of in ("pass", "fail")
-        cell["trials"] += 1
-        cell["graded"] += graded
-        cell["passed"] += verdict_of == "pass"
-        cell["errored"] += verdict_of == "error"
-        if graded and o["score"] is not None:
-            cell["score_sum"] += o["score"]
-        for total, counted, column in _CELL_MEASURES:
-            value = o[column]
-            if value is not None:
-                cell[total] += value
-                cell[counted] += 1
-        for g in rows.graders:
-            gkey = (run_id, g["name"], g["type"], o["stimulus"])
-            stat = grader_rows.get(gkey)
-            if stat is None:
-                stat = grader_rows[gkey] = {
-                    **dict(zip(("run_id", "name", "type", "stimulus"), gkey, strict=True)),
-                    **dict.fromkeys(GRADER_SUMS, 0),
-                }
-            stat["results"] += 1
-            stat["failed"] += not g["passed"] and g["status"] == "success"
-            stat["errored"] += g["status"] == "error"
-            stat["score_sum"] += g["score"]
-            stat["required"] += g["required"]
+        (_, run_id, _, eval_name, stimulus, model, variant, _, _, verdict_of, score, _,
+         duration, tokens, tool_calls, turns) = rows.outcome[:16]  # fmt: skip
+        key = (run_id, eval_name, stimulus, model, variant)
+        if key != last_key:  # the trials of a cell mostly come together
+            last_key = key
+            cell = cell_rows.setdefault(key, [0] * len(CELL_SUMS))
+        cell[0] += 1
+        if verdict_of == "pass":
+            cell[1] += 1
+            cell[2] += 1
+            if score is not None:
+                cell[4] += score
+        elif verdict_of == "fail":
+            cell[1] += 1
+            if score is not None:
+                cell[4] += score
+        elif verdict_of == "error":
+            cell[3] += 1
         if duration is not None:
-            dkey = (run_id, duration_bucket(duration), verdict_of)
+            cell[5] += duration
+            cell[6] += 1
+            dkey = (run_id, floor(BUCKETS_PER_DOUBLING * log2(duration or 1)), verdict_of)
             slot = duration_rows.get(dkey)
-            if slot is None:
-                slot = duration_rows[dkey] = {
-                    "run_id": dkey[0],
-                    "bucket": dkey[1],
-                    "verdict": dkey[2],
-                    "trials": 0,
-                }
-            slot["trials"] += 1
-        for t in rows.tools:
-            tkey = (run_id, t["tool"])
+            if slot is None:  # the columns of DURATION_SUMS
+                duration_rows[dkey] = [1]
+            else:
+                slot[0] += 1
+        if tokens is not None:
+            cell[7] += tokens
+            cell[8] += 1
+        if tool_calls is not None:
+            cell[9] += tool_calls
+            cell[10] += 1
+        if turns is not None:
+            cell[11] += turns
+            cell[12] += 1
+        for name, kind, passed, grade, status, required in rows.graders:
+            gkey = (run_id, name, kind, stimulus)
+            stat = grader_rows.get(gkey)
+            if stat is None:  # the columns of GRADER_SUMS
+                stat = grader_rows[gkey] = [0] * len(GRADER_SUMS)
+            stat[0] += 1
+            stat[1] += not passed and status == "success"
+            stat[2] += status == "error"
+            stat[3] += grade
+            stat[4] += required
+        for tool, calls, failures in rows.tools:
+            tkey = (run_id, tool)
             usage = tool_rows.get(tkey)
-            if usage is None:
-                usage = tool_rows[tkey] = {
-                    "run_id": tkey[0],
-                    "tool": tkey[1],
-                    **dict.fromkeys(TOOL_SUMS, 0),
-                }
-            usage["calls"] += t["calls"]
-            usage["failures"] += t["failures"]
-            usage["trials"] += 1
+            if usage is None:  # the columns of TOOL_SUMS
+                usage = tool_rows[tkey] = [0] * len(TOOL_SUMS)
+            usage[0] += calls
+            usage[1] += failures
+            usage[2] += 1
     return [
-        (cells, CELL_SUMS, [cell_rows[k] for k in sorted(cell_rows)]),
-        (grader_stats, GRADER_SUMS, [grader_rows[k] for k in sorted(grader_rows)]),
-        (tool_stats, TOOL_SUMS, [tool_rows[k] for k in sorted(tool_rows)]),
-        (durations, DURATION_SUMS, [duration_rows[k] for k in sorted(duration_rows)]),
+        Sums(cells, CELL_KEY, CELL_SUMS, _sorted_rows(cell_rows)),
+        Sums(grader_stats, GRADER_KEY, GRADER_SUMS, _sorted_rows(grader_rows)),
+        Sums(tool_stats, TOOL_KEY, TOOL_SUMS, _sorted_rows(tool_rows)),
+        Sums(durations, DURATION_KEY, DURATION_SUMS, _sorted_rows(duration_rows)),
     ]
 
 
-_CELL_MEASURES = (
-    ("duration_sum", "duration_n", "duration_ms"),
-    ("tokens_sum", "tokens_n", "tokens"),
-    ("tool_calls_sum", "tool_calls_n", "tool_calls"),
-    ("turns_sum", "turns_n", "turns"),
-)
-"""The measures a cell sums and counts (its columns), with the outcome column of each."""
+def _sorted_rows(sums: Mapping[tuple[Any, ...], list[Any]]) -> list[tuple[Any, ...]]:
+    return [(*key, *sums[key]) for key in sorted(sums)]
 
 
 def duration_bucket(ms: int) -> int:
-    """The ``durations`` bucket of a duration in milliseconds."""
-    return math.floor(BUCKETS_PER_DOUBLING * math.log2(max(ms, 1)))
+    """The ``durations`` bucket of a duration in milliseconds (:func:`sums_of` takes it
+    inline: ``ms`` is never below 0, so ``ms or 1`` is ``max(ms, 1)``)."""
+    return floor(BUCKETS_PER_DOUBLING * log2(max(ms, 1)))

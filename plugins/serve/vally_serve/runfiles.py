@@ -18,7 +18,7 @@ from codecs import BOM_UTF8
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vally import JsonTooDeepError, json_depth_limit, loads_bounded
 
@@ -56,10 +56,10 @@ class RunFolder:
     summaries: Path | None
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     """One valid JSON object line: its number, the parsed object and its bytes as read
-    (valid UTF-8, without the line ending)."""
+    (valid UTF-8, without the line ending). A named tuple: one is made for every line read,
+    in a third of the time of a frozen dataclass."""
 
     number: int
     data: dict[str, Any]

@@ -5,6 +5,10 @@ The folder is looked up where the run engine writes it
 (``[<variant>/]<eval>/<stimulus>/<model>/trial-<n>``); when it is not there (a layout that
 names folders differently), the run folder's ``metadata.json`` files are indexed once by
 their ``runId`` and ``trialId``.
+
+The names of that layout (``vally.trial_relpath``, ``vally.EVENTS_FILE``, ...) are imported
+where a trial folder is looked at: their module imports the record models, about a tenth of
+a second of start-up that an ingest of results without trial folders does not need.
 """
 
 from __future__ import annotations
@@ -14,16 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vally import (
-    ARTIFACTS_DIR,
-    EVENTS_FILE,
-    METADATA_FILE,
-    TrialKey,
-    loads_bounded,
-    safe_name,
-    trial_relpath,
-)
-from vally_serve.rows import Row
+from vally import loads_bounded
+from vally_serve.rows import OutcomeRow
 
 MAX_EVENTS_BYTES = 16 * 1024 * 1024
 """A larger ``events.jsonl`` is not copied into the store."""
@@ -47,28 +43,34 @@ class TrialFolders:
         except OSError:
             self._has_folders = False
 
-    def find(self, outcome: Row) -> Path | None:
+    @property
+    def has_folders(self) -> bool:
+        """False when the run folder holds no folder at all (results without trial
+        folders): no trial's folder is then looked up."""
+        return self._has_folders
+
+    def find(self, outcome: OutcomeRow) -> Path | None:
         """The folder of the trial ``outcome`` (a row of ``outcomes``), or None."""
         if not self._has_folders:  # results without trial folders: nothing to look up
             return None
-        variant = outcome["variant"]
+        from vally import TrialKey, safe_name, trial_relpath
+
+        variant = outcome.variant
         base = self.run_folder
         if variant and base.name == safe_name(variant):
             base = base.parent
         key = TrialKey(
-            variant,
-            outcome["eval_name"],
-            outcome["stimulus"],
-            outcome["model"],
-            outcome["trial_index"],
+            variant, outcome.eval_name, outcome.stimulus, outcome.model, outcome.trial_index
         )
         candidate = os.path.join(base, trial_relpath(key))
         if os.path.isdir(candidate):
             return Path(candidate)
-        return self._indexed().get((outcome["run_id"], outcome["trial_id"]))
+        return self._indexed().get((outcome.run_id, outcome.trial_id))
 
     def _indexed(self) -> dict[tuple[str, str], Path]:
         if self._index is None:
+            from vally import METADATA_FILE
+
             self._index = {}
             for folder, _dirs, files in os.walk(self.run_folder):
                 if METADATA_FILE in files:
@@ -89,6 +91,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def read_events(trial_dir: Path) -> str | None:
     """The trial's ``events.jsonl`` as a JSON array text (its object lines), or None."""
+    from vally import EVENTS_FILE
+
     path = trial_dir / EVENTS_FILE
     try:
         if path.stat().st_size > MAX_EVENTS_BYTES:
@@ -110,6 +114,8 @@ def read_events(trial_dir: Path) -> str | None:
 def list_artifacts(trial_dir: Path) -> str:
     """The trial's artifacts as a JSON array of ``{path, size, text}`` (``text`` is the
     content of small UTF-8 files, else null)."""
+    from vally import ARTIFACTS_DIR
+
     root = trial_dir / ARTIFACTS_DIR
     if not root.is_dir():
         return "[]"

@@ -26,15 +26,14 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 
 from vally_serve import schema
-from vally_serve.recordblocks import write_lines
-from vally_serve.rows import OutcomeRows, Row, sums_of
+from vally_serve.recordblocks import Place, write_lines
+from vally_serve.rows import OutcomeRow, OutcomeRows, Row, Sums, sums_of
 from vally_serve.store import Store
 
 RETRIES = 12
@@ -126,126 +125,182 @@ def reason_of(exc: BaseException) -> str:
     return lines[0] if lines else type(original).__name__
 
 
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_outcomes` did with a batch.
+
+    Attributes:
+        added: Outcomes inserted (new to the store).
+        refused: The records the store refused, with its reasons.
+        outcomes: Distinct outcomes in the batch (a trial read twice counts once).
+    """
+
+    added: int
+    refused: list[Refusal]
+    outcomes: int
+
+
 def write_outcomes(
     store: Store,
     batch: Sequence[OutcomeRows],
     runs: Mapping[str, Row],
-    prepare: Callable[[OutcomeRows], None],
+    prepare: Callable[[OutcomeRows], None] | None,
     *,
     look_first: bool = True,
-) -> tuple[int, list[Refusal]]:
+) -> Written:
     """Insert the outcomes of ``batch`` that the store does not hold yet.
 
     Args:
         store: The open store.
-        batch: The records' rows (duplicates of one id are written once).
+        batch: The records' rows (a trial read more than once is written once: the rows
+            of its last record, in the place of its first).
         runs: The ``runs`` row of every run of the batch, by run id (inserted when
             missing, so the outcomes' run exists).
         prepare: Completes the rows of an outcome about to be inserted (its trial
             folder); called once per outcome not yet in the store (with ``look_first``
-            False, once per outcome of the batch).
+            False, once per outcome of the batch). None when there is nothing to add.
         look_first: Ask the store which outcomes it holds before preparing the others;
             without it every outcome is prepared and the insert alone leaves out those
             present (cheaper when the store is not expected to hold any).
 
     Returns:
-        How many outcomes were added, and the records the store refused.
+        How many outcomes were added and of how many, and the records the store refused.
 
     Raises:
         SQLAlchemyError: The store failed (not because of a record's values).
     """
-    unique = list({b.outcome["id"]: b for b in batch}.values())
+    unique = list({b.outcome.id: b for b in batch}.values())
     if not unique:
-        return 0, []
+        return Written(0, [], 0)
     present: set[str] = set()
     if look_first:
         with store.read() as connection:
             present = set(
                 connection.execute(
                     select(schema.outcomes.c.id).where(
-                        schema.outcomes.c.id.in_([b.outcome["id"] for b in unique])
+                        schema.outcomes.c.id.in_([b.outcome.id for b in unique])
                     )
                 ).scalars()
             )
-    fresh = [b for b in unique if b.outcome["id"] not in present]
+    fresh = [b for b in unique if b.outcome.id not in present] if present else unique
     if not fresh:
-        return 0, []
-    details: dict[str, Row] = {}
-    for rows in fresh:
-        prepare(rows)
-        details[rows.outcome["id"]] = _stored_detail(rows.detail)
+        return Written(0, [], len(unique))
+    if prepare is not None:
+        for rows in fresh:
+            prepare(rows)
     try:
-        return in_transaction(store, partial(_insert, store, fresh, details, runs)), []
+        added = in_transaction(store, partial(_insert, store, fresh, runs))
+        return Written(added, [], len(unique))
     except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
         if not is_record_fault(exc):
             raise
     added, refused = 0, []
     for rows in fresh:  # find the records the store refuses; write the others
+        run_id = rows.outcome.run_id
         try:
-            added += in_transaction(store, partial(_insert, store, [rows], details, runs))
+            added += in_transaction(store, partial(_insert, store, [rows], {run_id: runs[run_id]}))
         except (SQLAlchemyError, OverflowError, UnicodeError) as exc:
             if not is_record_fault(exc):
                 raise
             refused.append(Refusal(rows, reason_of(exc)))
-    return added, refused
+    return Written(added, refused, len(unique))
 
 
-DETAIL_COLUMNS = (
-    "outcome_id",
-    "record",
-    "events",
-    "artifacts",
-    "trial_dir",
-    "block",
-    "block_start",
-    "block_length",
-)
-"""The columns of ``outcome_details``, in the order of the rows :func:`_insert` writes."""
-
-
-def _stored_detail(detail: Row) -> Row:
-    """The ``outcome_details`` row as stored, but for where its record line is: the events
-    compressed, the line (``record``) still as read (:func:`_insert` stores it in a block)."""
-    stored = dict(detail)
-    events = detail.get("events")
-    stored["events"] = None if events is None else zlib.compress(events.encode(), 1)
-    return stored
+EVENTS_LEVEL = 1
+"""zlib level of a trial folder's events."""
 
 
 def _insert(
     store: Store,
     batch: list[OutcomeRows],
-    details: Mapping[str, Row],
     runs: Mapping[str, Row],
     connection: Connection,
 ) -> int:
-    """Insert ``batch`` unless present; the details and sums of the outcomes this
-    transaction inserted. Returns how many it inserted."""
+    """Insert ``batch`` unless present (and the ``runs`` rows of its runs, unless present);
+    the details and sums of the outcomes this transaction inserted. Returns how many it
+    inserted."""
     insert = dialect_insert(store)
-    run_ids = sorted({b.outcome["run_id"] for b in batch})
-    connection.execute(insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in run_ids])
+    connection.execute(
+        insert(schema.runs).on_conflict_do_nothing(), [runs[r] for r in sorted(runs)]
+    )
     fresh = _insert_outcomes(connection, store, batch)
     if not fresh:
         return 0
-    rows = [details[b.outcome["id"]] for b in fresh]
-    places = write_lines(connection, [row["record"] for row in rows])
-    mark = "?" if store.dialect == "sqlite" else "%s"
-    connection.exec_driver_sql(  # the driver's executemany: no per-row parameter building
-        f"INSERT INTO outcome_details ({', '.join(DETAIL_COLUMNS)}) "
-        f"VALUES ({', '.join([mark] * len(DETAIL_COLUMNS))})",
-        [
-            (row["outcome_id"], b"", row["events"], row["artifacts"], row["trial_dir"], *place)
-            for row, place in zip(rows, places, strict=True)
-        ],
-    )
-    for sums_table, sums, additions in sums_of(fresh):
-        _add_sums(connection, store, sums_table, sums, additions)
+    places = write_lines(connection, [b.record for b in fresh])
+    _insert_details(connection, store, fresh, places)
+    for sums in sums_of(fresh):
+        _add_sums(connection, store, sums)
     return len(fresh)
 
 
-OUTCOME_COLUMNS = tuple(column.name for column in schema.outcomes.c if column.name != "seq")
-"""The columns of ``outcomes`` an outcome row sets (``seq`` is the database's)."""
-_OUTCOME_VALUES = itemgetter(*OUTCOME_COLUMNS)
+def _insert_details(
+    connection: Connection, store: Store, batch: list[OutcomeRows], places: list[Place]
+) -> None:
+    """Insert the ``outcome_details`` rows of ``batch``, whose record lines are at
+    ``places``, by the driver's executemany.
+
+    Values the same for every row are written into the statement rather than bound to
+    each row: ``record`` is always empty (the line is in its block), and the trial
+    folder's columns are NULL for every row of a batch without trial folders. (SQLite's
+    driver binds a NULL or a bytes value through its adapter lookup, which costs about
+    as much as building the rest of the row.)
+    """
+    sqlite = store.dialect == "sqlite"
+    mark = "?" if sqlite else "%s"
+    rows: list[tuple[Any, ...]]
+    if any(b.trial_dir is not None or b.events is not None for b in batch):
+        folder_values = f"{mark}, {mark}, {mark}"  # events, artifacts, trial_dir
+        rows = [
+            (
+                b.outcome.id,
+                None if b.events is None else zlib.compress(b.events.encode(), EVENTS_LEVEL),
+                b.artifacts,
+                b.trial_dir,
+                *place,
+            )
+            for b, place in zip(batch, places, strict=True)
+        ]
+    else:
+        folder_values = f"NULL, {mark}, NULL"
+        rows = [(b.outcome.id, b.artifacts, *place) for b, place in zip(batch, places, strict=True)]
+    empty = "X''" if sqlite else "''::bytea"
+    connection.exec_driver_sql(
+        "INSERT INTO outcome_details (outcome_id, record, events, artifacts, trial_dir, "
+        f"block, block_start, block_length) VALUES ({mark}, {empty}, {folder_values}, "
+        f"{mark}, {mark}, {mark})",
+        rows,
+    )
+
+
+OUTCOME_COLUMNS = OutcomeRow._fields
+"""The columns of ``outcomes`` an outcome row sets, in its order (``seq`` is the
+database's)."""
+_MOSTLY_EMPTY = ("error_code", "error_text")
+"""Text columns of ``outcomes`` that most outcomes leave NULL (those without an error)."""
+_SQLITE_OUTCOMES = (
+    f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) VALUES ("
+    + ", ".join("NULLIF(?, 0)" if name in _MOSTLY_EMPTY else "?" for name in OUTCOME_COLUMNS)
+    + ") ON CONFLICT DO NOTHING"
+)
+"""The outcomes insert of SQLite: a column of :data:`_MOSTLY_EMPTY` is sent as the number 0
+when NULL (SQLite's driver binds a number directly, and None through its adapter lookup,
+about 3k instructions), and ``NULLIF(?, 0)`` stores NULL for it: a text never equals a
+number in SQLite, so a text value is stored as sent."""
+_ERROR_CODE = OUTCOME_COLUMNS.index("error_code")
+assert OUTCOME_COLUMNS[_ERROR_CODE:] == ("error_code", "tags", "error_text", "grader_verdicts")
+
+
+def _sqlite_values(o: OutcomeRow) -> tuple[Any, ...]:
+    """The values :data:`_SQLITE_OUTCOMES` binds for the outcome ``o``, as a plain tuple
+    (the driver reads a tuple subclass's items one call at a time)."""
+    code, text = o.error_code, o.error_text
+    return (
+        *o[:_ERROR_CODE],
+        0 if code is None else code,
+        o.tags,
+        0 if text is None else text,
+        o.grader_verdicts,
+    )
 
 
 def _insert_outcomes(
@@ -261,37 +316,33 @@ def _insert_outcomes(
     table = schema.outcomes
     if store.dialect != "sqlite":
         statement = dialect_insert(store)(table).on_conflict_do_nothing().returning(table.c.id)
-        inserted = set(connection.execute(statement, [b.outcome for b in batch]).scalars())
-        return [b for b in batch if b.outcome["id"] in inserted]
+        inserted = set(
+            connection.execute(statement, [b.outcome._asdict() for b in batch]).scalars()
+        )
+        return [b for b in batch if b.outcome.id in inserted]
     before = connection.exec_driver_sql("SELECT max(seq) FROM outcomes").scalar()
     added = connection.exec_driver_sql(
-        f"INSERT INTO outcomes ({', '.join(OUTCOME_COLUMNS)}) "
-        f"VALUES ({', '.join('?' * len(OUTCOME_COLUMNS))}) ON CONFLICT DO NOTHING",
-        [_OUTCOME_VALUES(b.outcome) for b in batch],
+        _SQLITE_OUTCOMES, [_sqlite_values(b.outcome) for b in batch]
     ).rowcount
     if added == len(batch):
         return batch
     new = set(  # the rows this transaction added are those after the last one before it
         connection.execute(select(table.c.id).where(table.c.seq > (before or 0))).scalars()
     )
-    return [b for b in batch if b.outcome["id"] in new]
+    return [b for b in batch if b.outcome.id in new]
 
 
-def _add_sums(
-    connection: Connection, store: Store, table: Table, sums: tuple[str, ...], rows: list[Row]
-) -> None:
-    """Add ``rows`` to the running sums of ``table`` (insert, or add to the stored row), by
-    the driver's executemany."""
-    if not rows:
+def _add_sums(connection: Connection, store: Store, sums: Sums) -> None:
+    """Add the rows of ``sums`` to their table's running sums (insert, or add to the stored
+    row), by the driver's executemany."""
+    if not sums.rows:
         return
-    columns = tuple(column.name for column in table.columns)
-    keys = ", ".join(column.name for column in table.primary_key.columns)
+    columns = (*sums.key, *sums.sums)
     mark = "?" if store.dialect == "sqlite" else "%s"
-    added = ", ".join(f"{name} = {table.name}.{name} + excluded.{name}" for name in sums)
-    values = itemgetter(*columns)
+    added = ", ".join(f"{name} = {sums.table.name}.{name} + excluded.{name}" for name in sums.sums)
     connection.exec_driver_sql(
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
+        f"INSERT INTO {sums.table.name} ({', '.join(columns)}) "
         f"VALUES ({', '.join([mark] * len(columns))}) "
-        f"ON CONFLICT ({keys}) DO UPDATE SET {added}",
-        [values(row) for row in rows],
+        f"ON CONFLICT ({', '.join(sums.key)}) DO UPDATE SET {added}",
+        sums.rows,
     )
