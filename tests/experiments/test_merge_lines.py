@@ -27,7 +27,7 @@ import merge_memory  # noqa: E402
 
 
 def _facts(facts: TrialFacts) -> dict[str, object]:
-    return {name: getattr(facts, name) for name in TrialFacts.__slots__}
+    return facts._asdict()
 
 
 def _records() -> list[TrialResultRecord]:
@@ -93,6 +93,14 @@ def _replace_line(path: Path, number: int, change: dict[str, object]) -> None:
         ({"status": "done"}, "status must be one of cancelled, error, success, not 'done'"),
         ({"trajectory": {"metrics": {"turnCount": 1.5}}}, "trajectory.metrics.turnCount"),
         ({"usage": {"agent": {"calls": None}}}, "usage.agent.calls must be an integer"),
+        ({"error": {"phase": "execute"}}, "error.code: Field required"),
+        ({"gradeResult.details": [{"passed": "no"}]}, "gradeResult.details[0].passed must be"),
+        (
+            {"gradeResult.details": [{"name": "g", "type": "t", "passed": False, "score": 2}]},
+            "gradeResult.details[0].score: Input should be less than or equal to 1",
+        ),
+        ({"gradeResult.constraintViolations": [3]}, "gradeResult.constraintViolations must be"),
+        ({"trajectory": {"metadata": {"model": 4}}}, "trajectory.metadata.model must be a string"),
     ],
 )
 def test_a_bad_field_fails_the_merge_naming_file_line_and_field(

@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 from vally._version import __version__
 from vally.engine.records.scoring import metrics_from_counts
-from vally.engine.records.trial_facts import USAGE_FIELDS, TrialFacts, usage_of
+from vally.engine.records.trial_facts import usage_of
 from vally.models.cost import Cost
+from vally.models.facts import USAGE_FIELDS, TrialFacts
 from vally.models.records import (
     ExperimentBlock,
     GraderIdentity,

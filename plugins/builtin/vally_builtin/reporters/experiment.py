@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vally import TrialResultRecord, is_errored, is_graded
+from vally import TrialFacts, TrialResultRecord
 from vally_builtin.reporters import markdown_text
 
 if TYPE_CHECKING:  # the statistics are imported when a figure needs them, not at start-up
@@ -105,20 +105,31 @@ class VariantCounter:
             order: Where the record comes in the order the per-stimulus rates follow (its
                 place in the plan, then in the input); default: the order records are fed.
         """
-        key = (record.eval_name, record.stimulus_name, record.model)
+        self.add_facts(TrialFacts.of_record(record), order)
+
+    def add_facts(self, facts: TrialFacts, order: tuple[int, int] | None = None) -> None:
+        """Count one trial of the variant from its facts (see :meth:`add`)."""
+        key = (facts.eval_name, facts.stimulus_name, facts.model)
         position = order if order is not None else (0, self.trials)
         self.trials += 1
         self.stimuli.add(key)
-        self.errored += int(is_errored(record))
-        if is_graded(record):
-            passed = int(record.grade_result is not None and record.grade_result.passed)
-            self.graded += 1
-            self.passed += passed
-            counts = self.rated.setdefault(key, [0, 0])
-            counts[0] += passed
-            counts[1] += 1
-            if key not in self.first or position < self.first[key]:
-                self.first[key] = position
+        if facts.errored:
+            self.errored += 1
+            return
+        if not facts.has_graders:  # graded: not errored, with graders
+            return
+        passed = 1 if facts.passed else 0
+        self.graded += 1
+        self.passed += passed
+        counts = self.rated.get(key)
+        if counts is None:
+            self.rated[key] = [passed, 1]
+            self.first[key] = position
+            return
+        counts[0] += passed
+        counts[1] += 1
+        if position < self.first[key]:
+            self.first[key] = position
 
     def state(self) -> dict[str, Any]:
         """The counters as JSON data, which :meth:`absorb` adds to another counter."""
