@@ -101,15 +101,8 @@ class TrialFacts(NamedTuple):
     @property
     def key_id(self) -> str:
         """The trial's key as one string: ``variant/eval/stimulus/model/trial``."""
-        return "/".join(
-            (
-                self.variant,
-                self.eval_name,
-                self.stimulus_name,
-                self.model or _DEFAULT_MODEL,
-                str(self.trial_index),
-            )
-        )
+        model = self.model or _DEFAULT_MODEL
+        return f"{self.variant}/{self.eval_name}/{self.stimulus_name}/{model}/{self.trial_index}"
 
     @classmethod
     def of_record(cls, record: TrialResultRecord) -> TrialFacts:

@@ -44,6 +44,12 @@ _new_facts = tuple.__new__
 keyword for each of its fields takes about 1 us, most of what checking a small line's
 fields costs (``tests/experiments/test_merge_lines.py`` checks the order)."""
 _NO_USAGE = (0,) * (2 * len(USAGE_FIELDS))
+_NO_TOTALS = (0,) * len(USAGE_FIELDS)
+_INTEGERS = {int}
+_NO_CACHE_HITS = {"hits": 0, "misses": 0}
+_NO_CACHE = JudgeCacheCounts()
+"""The judge cache counts of a trial whose judges asked nothing (shared: facts are read,
+never changed)."""
 _NO_METRICS: tuple[int, int, int, int, int, str | None] = (0, 0, 0, 0, 0, None)
 
 
@@ -173,6 +179,19 @@ def _metrics(trajectory: Mapping[str, Any]) -> tuple[int, int, int, int, int, st
 
 def _usage(usage: Mapping[str, Any]) -> tuple[int, ...]:
     """A record's ``usage`` counters, as :attr:`TrialFacts.usage`."""
+    agent, judge = usage.get("agent"), usage.get("judge")
+    if type(agent) is dict and type(judge) is dict:  # as vally writes it: read in C
+        values = (
+            *map(agent.get, USAGE_FIELDS, _NO_TOTALS),
+            *map(judge.get, USAGE_FIELDS, _NO_TOTALS),
+        )
+        if set(map(type, values)) == _INTEGERS:
+            return values
+    return _checked_usage(usage)
+
+
+def _checked_usage(usage: Mapping[str, Any]) -> tuple[int, ...]:
+    """:func:`_usage` field by field, raising on the first bad one."""
     values: list[int] = []
     for side in ("agent", "judge"):
         totals = _object(usage, side, "usage.", optional=True) or {}
@@ -187,8 +206,15 @@ def _spend(data: Mapping[str, Any]) -> tuple[Cost | None, JudgeCacheCounts | Non
     cache = usage.get("judgeCache") if isinstance(usage, dict) else None
     return (
         None if cost is None else _model_field(Cost, cost, "cost"),
-        None if cache is None else _model_field(JudgeCacheCounts, cache, "usage.judgeCache"),
+        None if cache is None else _judge_cache(cache),
     )
+
+
+def _judge_cache(value: Any) -> JudgeCacheCounts:
+    """A record's ``usage.judgeCache`` (most records': no judge asked, one shared value)."""
+    if value == _NO_CACHE_HITS:
+        return _NO_CACHE
+    return _model_field(JudgeCacheCounts, value, "usage.judgeCache")
 
 
 def _error(value: Any) -> TrialError | None:
@@ -266,7 +292,7 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
         if cost is not None:
             cost = _model_field(Cost, cost, "cost")
         if cache is not None:
-            cache = _model_field(JudgeCacheCounts, cache, "usage.judgeCache")
+            cache = _judge_cache(cache)
         if error is not None:
             error = _error(error)
     except FieldError:
