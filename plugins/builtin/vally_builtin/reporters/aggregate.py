@@ -341,13 +341,14 @@ class ReportAggregate:
         if self.completed_at is None or facts.completed_at > self.completed_at:
             self.completed_at = facts.completed_at
         usage = facts.usage
-        agent, judge = self.usage["agent"], self.usage["judge"]
-        agent.input_tokens += usage[_INPUT]
-        agent.output_tokens += usage[_OUTPUT]
-        agent.calls += usage[_CALLS]
-        judge.input_tokens += usage[_SIDE + _INPUT]
-        judge.output_tokens += usage[_SIDE + _OUTPUT]
-        judge.calls += usage[_SIDE + _CALLS]
+        if any(usage):  # a trial without model calls adds nothing
+            agent, judge = self.usage["agent"], self.usage["judge"]
+            agent.input_tokens += usage[_INPUT]
+            agent.output_tokens += usage[_OUTPUT]
+            agent.calls += usage[_CALLS]
+            judge.input_tokens += usage[_SIDE + _INPUT]
+            judge.output_tokens += usage[_SIDE + _OUTPUT]
+            judge.calls += usage[_SIDE + _CALLS]
         self.cost.add_facts(facts)
         counter = self.variants.get(facts.variant)
         if counter is None:

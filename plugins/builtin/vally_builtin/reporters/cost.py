@@ -54,14 +54,19 @@ class CostTotals:
         if cache is not None:
             self.hits += cache.hits
             self.misses += cache.misses
-        self.tokens["agent"] += usage[_AGENT_TOTAL]
-        self.tokens["judge"] += usage[_JUDGE_TOTAL]
-        self.spent = self.spent or bool(usage[_AGENT_CALLS] or usage[_JUDGE_CALLS] or agent_usd)
+        agent_tokens, judge_tokens = usage[_AGENT_TOTAL], usage[_JUDGE_TOTAL]
+        if agent_tokens or judge_tokens:  # most trials of a mock or a judge-free eval: none
+            self.tokens["agent"] += agent_tokens
+            self.tokens["judge"] += judge_tokens
+        if not self.spent:
+            self.spent = bool(usage[_AGENT_CALLS] or usage[_JUDGE_CALLS] or agent_usd)
         if agent_usd is not None:
-            self.dollars["agent"] += agent_usd
+            if agent_usd:  # a sum of dollars: adding nothing changes nothing
+                self.dollars["agent"] += agent_usd
             self.priced["agent"] = True
         if judge_usd is not None:
-            self.dollars["judge"] += judge_usd
+            if judge_usd:
+                self.dollars["judge"] += judge_usd
             self.priced["judge"] = True
 
     def state(self) -> dict[str, Any]:

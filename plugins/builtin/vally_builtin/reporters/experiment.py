@@ -86,16 +86,19 @@ class Comparison:
         return f"{label} (smallest detectable: ±{estimate.mde * 100:.1f} pts)"
 
 
+Stimulus = tuple[str, str, str | None]
+"""An observed stimulus: (eval, stimulus, model)."""
+
+
 class VariantCounter:
     """The counters of one variant, fed one record at a time: per stimulus, not per trial."""
 
     def __init__(self) -> None:
         self.trials = self.graded = self.passed = self.errored = 0
-        self.stimuli: set[tuple[str, str, str | None]] = set()
-        self.rated: dict[tuple[str, str, str | None], list[int]] = {}
-        """Passed and graded trials per stimulus."""
-        self.first: dict[tuple[str, str, str | None], tuple[int, int]] = {}
-        """Where each stimulus's first graded trial came: the order of :attr:`rated`."""
+        self.counts: dict[Stimulus, list[Any]] = {}
+        """Each observed stimulus's passed and graded trials, and where its first graded
+        trial came (None until one was graded; the order of the per-stimulus rates): one
+        entry, found with one lookup a trial."""
 
     def add(self, record: TrialResultRecord, order: tuple[int, int] | None = None) -> None:
         """Count one record of the variant.
@@ -110,26 +113,24 @@ class VariantCounter:
     def add_facts(self, facts: TrialFacts, order: tuple[int, int] | None = None) -> None:
         """Count one trial of the variant from its facts (see :meth:`add`)."""
         key = (facts.eval_name, facts.stimulus_name, facts.model)
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = [0, 0, None]
         position = order if order is not None else (0, self.trials)
         self.trials += 1
-        self.stimuli.add(key)
-        if facts.errored:
-            self.errored += 1
+        if facts.status != "success" or not facts.graded or facts.grade_errored:
+            self.errored += 1  # TrialFacts.errored, without the call
             return
         if not facts.has_graders:  # graded: not errored, with graders
             return
         passed = 1 if facts.passed else 0
         self.graded += 1
         self.passed += passed
-        counts = self.rated.get(key)
-        if counts is None:
-            self.rated[key] = [passed, 1]
-            self.first[key] = position
-            return
         counts[0] += passed
         counts[1] += 1
-        if position < self.first[key]:
-            self.first[key] = position
+        first = counts[2]
+        if first is None or position < first:
+            counts[2] = position
 
     def state(self) -> dict[str, Any]:
         """The counters as JSON data, which :meth:`absorb` adds to another counter."""
@@ -138,10 +139,11 @@ class VariantCounter:
             "graded": self.graded,
             "passed": self.passed,
             "errored": self.errored,
-            "stimuli": [list(key) for key in self.stimuli],
+            "stimuli": [list(key) for key in self.counts],
             "rated": [
-                [*key, passed, graded, *self.first[key]]
-                for key, (passed, graded) in self.rated.items()
+                [*key, passed, graded, *first]
+                for key, (passed, graded, first) in self.counts.items()
+                if graded
             ],
         }
 
@@ -157,20 +159,25 @@ class VariantCounter:
         self.graded += int(state["graded"])
         self.passed += int(state["passed"])
         self.errored += int(state["errored"])
-        self.stimuli.update((str(e), str(s), m) for e, s, m in state["stimuli"])
+        for eval_name, stimulus, model in state["stimuli"]:
+            self.counts.setdefault((str(eval_name), str(stimulus), model), [0, 0, None])
         for eval_name, stimulus, model, passed, graded, place, at in state["rated"]:
-            key = (str(eval_name), str(stimulus), model)
-            counts = self.rated.setdefault(key, [0, 0])
+            counts = self.counts.setdefault((str(eval_name), str(stimulus), model), [0, 0, None])
             counts[0] += int(passed)
             counts[1] += int(graded)
             order = (int(place), int(at) + shift)
-            if key not in self.first or order < self.first[key]:
-                self.first[key] = order
+            if counts[2] is None or order < counts[2]:
+                counts[2] = order
 
     def stats(self, name: str) -> VariantStats:
         """The variant's observed counts; its per-stimulus rates ordered by where each
         stimulus's first graded trial came."""
-        ordered = sorted(self.rated, key=self.first.__getitem__)
+        rated = [
+            (first, key, passed / graded)
+            for key, (passed, graded, first) in self.counts.items()
+            if graded
+        ]
+        rated.sort(key=lambda item: item[0])
         return VariantStats(
             name=name,
             trials=self.trials,
@@ -178,8 +185,8 @@ class VariantCounter:
             passed=self.passed,
             failed=self.graded - self.passed,
             errored=self.errored,
-            stimuli=frozenset(self.stimuli),
-            rates={key: self.rated[key][0] / self.rated[key][1] for key in ordered},
+            stimuli=frozenset(self.counts),
+            rates={key: rate for _first, key, rate in rated},
         )
 
 

@@ -16,7 +16,7 @@ ordered by it, so the figures are those of the records sorted by plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,8 @@ then its place in the input."""
 
 def _row_id(facts: TrialFacts) -> str:
     """The plan key of a trial without its trial index: ``variant/eval/stimulus/model``."""
-    return "/".join((facts.variant, facts.eval_name, facts.stimulus_name, facts.model or "default"))
+    model = facts.model or "default"
+    return f"{facts.variant}/{facts.eval_name}/{facts.stimulus_name}/{model}"
 
 
 class PlanPlaces:
@@ -129,12 +130,13 @@ class ProblemRow:
     """A heap on the negated order: the kept trials with the latest first."""
     seen: int = 0
 
-    def add(self, order: Order, lines: list[str]) -> None:
-        """Count one trial with problems; keep its lines while it is among the first."""
+    def add(self, order: Order, lines: list[str] | Callable[[], list[str]]) -> None:
+        """Count one trial with problems; keep its lines while it is among the first
+        (``lines`` may be a function giving them, then called only for a trial kept)."""
         self.seen += 1
-        entry = (-order[0], -order[1], lines)
-        if admits(self.kept, entry[:2]):
-            keep(self.kept, entry)
+        negated = (-order[0], -order[1])
+        if admits(self.kept, negated):
+            keep(self.kept, (*negated, lines if isinstance(lines, list) else lines()))
 
     def absorb(self, state: Mapping[str, Any], shift: int) -> None:
         """Add another row's trials (its :meth:`ExperimentAggregate.state` entry), their
@@ -201,15 +203,14 @@ class ExperimentAggregate:
         totals = self.variant_cost.get(variant)
         if totals is not None:
             totals.add_facts(facts)
-        if facts.error is not None or facts.failed_graders:
-            lines = problem_lines(facts)
-            if lines:
-                rows = self.problems.setdefault((variant, facts.eval_name), {})
-                row_key = (facts.stimulus_name, facts.model)
-                row = rows.get(row_key)
-                if row is None:
-                    row = rows[row_key] = ProblemRow(facts.stimulus_name, facts.model)
-                row.add(order, lines)
+        failed = facts.failed_graders
+        if facts.error is not None or (failed and any(not g.passed for g in failed)):
+            rows = self.problems.setdefault((variant, facts.eval_name), {})
+            row_key = (facts.stimulus_name, facts.model)
+            row = rows.get(row_key)
+            if row is None:
+                row = rows[row_key] = ProblemRow(facts.stimulus_name, facts.model)
+            row.add(order, lambda: problem_lines(facts))  # written only for a trial kept
         return True
 
     def state(self) -> dict[str, Any]:
