@@ -321,7 +321,7 @@ def shard_seal(
             counts[variant] += 1
             tallies.add_facts(facts, place)
             feed.add(line, facts)
-        if warnings or index.unread(shard.manifest["selectedKeys"]):
+        if warnings or index.unread_completed(shard):
             return None
         results: dict[str, dict[str, Any] | None] = {}
         for variant, folder in folders.items():

@@ -445,6 +445,16 @@ class TrialIndex:
         self.read[place] = 1
         return place
 
+    def unread_completed(self, shard: ShardInput) -> list[str]:
+        """Those of ``shard``'s completed keys whose record was not read (its selection
+        checked as one slice when it is one and every selected trial completed)."""
+        manifest = shard.manifest
+        completed: list[str] = manifest.get("completedKeys") or []
+        span = shard.span(self.position)
+        if span is None or completed is not manifest.get("selectedKeys"):
+            return self.unread(completed)
+        return [] if 0 not in self.read[span] else self.unread(completed)
+
     def unread(self, keys: Iterable[str]) -> list[str]:
         """Those of ``keys`` whose record was not read."""
         out: list[str] = []
@@ -489,7 +499,7 @@ def stream_shard_records(
             raise
         except VallyError as exc:
             raise ShardValidationError(f"cannot read {path}: {exc.message}") from exc
-    lost = index.unread(shard.manifest.get("completedKeys") or [])
+    lost = index.unread_completed(shard)
     if lost:
         raise ShardValidationError(
             f"shard {shard.index}/{shard.total} ({shard.path}) completed {len(lost)} trial(s) "
