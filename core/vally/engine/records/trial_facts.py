@@ -263,40 +263,19 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
     graders = stimulus.get("graders")
     if graders is not None and type(graders) is not list:
         return None
-    passed: Any = False  # each checked below before it is used
-    has_graders: Any = False
-    grade_errored: Any = False
-    score: Any = 0.0
-    failed: tuple[GraderResult, ...] = ()
-    violations: tuple[str, ...] = ()
     cost, cache = get("cost"), usage.get("judgeCache") if usage else None
     try:
-        if grade is not None:
-            passed, score = grade.get("passed"), grade.get("score")
-            has_graders, grade_errored = grade.get("hasGraders"), grade.get("errored")
-            if not (
-                type(passed) is bool
-                and (type(score) is float or type(score) is int)
-                and type(has_graders) is bool
-                and type(grade_errored) is bool
-            ):
-                return None
-            score = float(score)
-            details, broken = grade.get("details"), grade.get("constraintViolations")
-            if details is not None and details != []:
-                failed = _failed_graders(details)
-            if broken is not None and broken != []:
-                violations = _violations(broken)
+        grading = _NO_GRADE if grade is None else _plain_grade(grade)
+        if grading is None:
+            return None
         metrics = _NO_METRICS if trajectory is None else _metrics(trajectory)
         counters = _usage(usage) if usage else _NO_USAGE
-        if cost is not None:
-            cost = _model_field(Cost, cost, "cost")
-        if cache is not None:
-            cache = _judge_cache(cache)
-        if error is not None:
-            error = _error(error)
+        cost = None if cost is None else _model_field(Cost, cost, "cost")
+        cache = None if cache is None else _judge_cache(cache)
+        error = None if error is None else _error(error)
     except FieldError:
         return None
+    passed, score, has_graders, grade_errored, failed, violations = grading
     return _new_facts(
         TrialFacts,
         (
@@ -330,6 +309,34 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
             metrics[5],  # reported_model
         ),
     )
+
+
+Grading = tuple[bool, float, bool, bool, tuple[GraderResult, ...], tuple[str, ...]]
+"""What the facts take of a grade result: passed, score, has graders, errored, the graders
+that failed or errored, the violated constraints."""
+_NO_GRADE: Grading = (False, 0.0, False, False, (), ())
+
+
+def _plain_grade(grade: Mapping[str, Any]) -> Grading | None:
+    """A well-formed grade result's facts, or None when a field of its own is not of its
+    type (:func:`_checked_facts` then says which).
+
+    Raises:
+        FieldError: A grader result or the violated constraints are bad.
+    """
+    passed, score = grade.get("passed"), grade.get("score")
+    has_graders, errored = grade.get("hasGraders"), grade.get("errored")
+    if not (
+        type(passed) is bool
+        and (type(score) is float or type(score) is int)
+        and type(has_graders) is bool
+        and type(errored) is bool
+    ):
+        return None
+    details, broken = grade.get("details"), grade.get("constraintViolations")
+    failed = () if details is None or details == [] else _failed_graders(details)
+    violations = () if broken is None or broken == [] else _violations(broken)
+    return passed, float(score), has_graders, errored, failed, violations
 
 
 def _checked_facts(data: Mapping[str, Any]) -> TrialFacts:

@@ -2,12 +2,14 @@
 model, never a list of every trial.
 
 The ``markdown`` and ``console`` reporters feed each finished trial's record to a
-:class:`ReportAggregate` and render their end-of-run tables from it, so their memory
-grows with the rows of the report, not with the trials. Each row also keeps the first
-:data:`FAILURES_KEPT` failed or errored trials (by trial index, without their
-trajectories) for the failure listings, and counts the rest, and counts the failed or
-errored trials by their reason (:func:`failure_reason`: the failing grader and its
-evidence, or the error), so a listing can say which reason was the most common.
+:class:`ReportAggregate` (a merge feeds it each trial's facts,
+:class:`vally.TrialFacts`; a record is counted as its facts, so both count alike) and
+render their end-of-run tables from it, so their memory grows with the rows of the
+report, not with the trials. Each row also keeps the first :data:`FAILURES_KEPT` failed
+or errored trials (by trial index, without their trajectories) for the failure listings,
+and counts the rest, and counts the failed or errored trials by their reason
+(:func:`failure_reason`: the failing grader and its evidence, or the error), so a
+listing can say which reason was the most common.
 """
 
 from __future__ import annotations
@@ -89,13 +91,6 @@ def keep(heap: list[Any], entry: tuple[Any, ...]) -> None:
         heapq.heappush(heap, entry)
     else:
         heapq.heapreplace(heap, entry)
-
-
-def group_key(record: TrialResultRecord) -> GroupKey:
-    """The report row of ``record``."""
-    return GroupKey(
-        record.eval_name, record.variant or "", record.stimulus_name, record.model or ""
-    )
 
 
 def _mean(total: float, count: int) -> float | None:

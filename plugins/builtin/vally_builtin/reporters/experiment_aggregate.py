@@ -2,7 +2,8 @@
 per variant and stimulus, never a list of every trial.
 
 :class:`ExperimentAggregate` takes the records in any order (a run's results files read
-back, a merge's merged files) and keeps what ``report.md`` of an experiment shows: each
+back, a merge's records, or their facts: :class:`vally.TrialFacts`, which a merge reads of
+each line) and keeps what ``report.md`` of an experiment shows: each
 variant's counts and per-stimulus pass rates (for the comparison with the baseline), the
 token and cost totals, and per report row (variant, eval, stimulus, model) the first
 :data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` trials with failed graders or
