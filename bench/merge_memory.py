@@ -5,9 +5,11 @@ Usage (from the repository root)::
     python3 bench/merge_memory.py                                  # 10^5 records, 100 stimuli
     python3 bench/merge_memory.py --records 100000 --stimuli 1000  # the issue's sizes
     python3 bench/merge_memory.py --records 1000000 --stimuli 10000 --repeat 1
+    python3 bench/merge_memory.py --records 100000 --stimuli 1000 --template <run>/results.jsonl
 
 It writes a sharded run's shard folders (``results.jsonl`` of one variant and one eval,
-small records; ``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards) twice:
+small records, or copies of the trial records of a results file given as ``--template``;
+``shard-manifest.json``; ``plan-snapshot.json``; ``--shards`` shards) twice:
 ``unsealed/`` as written and ``sealed/``, the same files with each shard sealed as a
 finished shard seals itself (``shard-seal.json``, see ``vally_experiment.seal``). Then, each
 in a fresh interpreter so its peak resident memory (``VmHWM``, Linux) is its own, with vally
@@ -53,11 +55,39 @@ SEALED, UNSEALED = "sealed", "unsealed"
 """The folders of the two copies of the shards (see :func:`prepare`)."""
 
 
+TEMPLATES: list[dict[str, Any]] = []
+"""Trial records to copy instead of the small one (``--template``), used in turn."""
+
+
+def template_record(index: int, stimulus: str, trial: int) -> dict[str, Any]:
+    """A copy of the ``index``-th template (in turn) as the trial of ``stimulus``."""
+    data = json.loads(json.dumps(TEMPLATES[index % len(TEMPLATES)]))
+    data.update(
+        runId="bench",
+        evalName=EVAL,
+        stimulusName=stimulus,
+        variant=VARIANT,
+        model=None,
+        trialIndex=trial,
+        trialId=f"{stimulus}/{trial}",
+        experiment=None,
+    )
+    data["stimulus"]["name"] = stimulus
+    if data.get("trajectory") and isinstance(data["trajectory"].get("stimulus"), dict):
+        data["trajectory"]["stimulus"]["name"] = stimulus
+    return data
+
+
 def record_line(index: int, stimuli: int = STIMULI) -> tuple[str, str]:
-    """A small trial record (as a ``results.jsonl`` line) and its trial key, of one of
-    ``stimuli`` stimuli."""
+    """A small trial record (as a ``results.jsonl`` line), or a copy of a template, and its
+    trial key, of one of ``stimuli`` stimuli."""
     stimulus = f"s{index % stimuli}"
     trial = index // stimuli
+    key = f"{VARIANT}/{EVAL}/{stimulus}/default/{trial}"
+    data: dict[str, Any]
+    if TEMPLATES:
+        data = template_record(index, stimulus, trial)
+        return json.dumps(data, separators=(",", ":")) + "\n", key
     data = {
         "type": "trial-result",
         "schemaVersion": 1,
@@ -85,7 +115,6 @@ def record_line(index: int, stimuli: int = STIMULI) -> tuple[str, str]:
         },
         "trajectory": None,
     }
-    key = f"{VARIANT}/{EVAL}/{stimulus}/default/{trial}"
     return json.dumps(data, separators=(",", ":")) + "\n", key
 
 
@@ -331,7 +360,17 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="pairs of lines and each mode (min/median/max)"
     )
+    parser.add_argument(
+        "--template",
+        default=None,
+        help="a results.jsonl whose trial records are copied (in turn) instead of the small one",
+    )
     args = parser.parse_args()
+    if args.template:
+        with open(args.template, encoding="utf-8") as handle:
+            TEMPLATES.extend(
+                data for data in map(json.loads, handle) if data.get("type") == "trial-result"
+            )
     with tempfile.TemporaryDirectory(prefix="vally-merge-", dir=args.dir) as tmp:
         folder = Path(tmp)
         start = time.perf_counter()

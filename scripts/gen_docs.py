@@ -371,19 +371,30 @@ def render_hooks() -> str:
         lines.append(f"### {cls.__name__}\n")
         lines.append(f"`vally.{cls.__name__}` (frozen dataclass: {fields}).\n")
         lines.append(_md(inspect.getdoc(cls) or "") + "\n")
-    gate = experiment_hooks.ExperimentGate
-    methods = [name for name in ("order", "admit", "observe", "lines") if hasattr(gate, name)]
-    lines.append(f"### {gate.__name__}\n")
-    lines.append(
-        f"`vally.{gate.__name__}` (protocol: "
-        + ", ".join(f"`{name}()`" for name in methods)
-        + ").\n"
+    protocols = (
+        (experiment_hooks.ExperimentGate, ("order", "admit", "observe", "lines")),
+        (events.RecordCounter, ("add", "state")),
+        (events.FactCounter, ("add_facts",)),
     )
-    lines.append(_md(inspect.getdoc(gate) or "") + "\n")
-    for name in methods:
-        doc = " ".join((inspect.getdoc(getattr(gate, name)) or "").split())
-        lines.append(f"- `{name}`: " + _md(doc))
-    lines.append("")
+    for protocol, names in protocols:
+        methods = [name for name in names if hasattr(protocol, name)]
+        lines.append(f"### {protocol.__name__}\n")
+        lines.append(
+            f"`vally.{protocol.__name__}` (protocol: "
+            + ", ".join(f"`{name}()`" for name in methods)
+            + ").\n"
+        )
+        lines.append(_md(inspect.getdoc(protocol) or "") + "\n")
+        for name in methods:
+            doc = " ".join((inspect.getdoc(getattr(protocol, name)) or "").split())
+            lines.append(f"- `{name}`: " + _md(doc))
+        lines.append("")
+    from vally.models.facts import TrialFacts
+
+    lines.append("### TrialFacts\n")
+    fields = ", ".join(f"`{f}`" for f in TrialFacts._fields)
+    lines.append(f"`vally.TrialFacts` (named tuple, frozen: {fields}).\n")
+    lines.append(_md(inspect.getdoc(TrialFacts) or "") + "\n")
     lines.append(
         "`TrialResultRecord` and `GraderResult` are the pydantic models of "
         "`vally.models`; a record is exactly one line of `results.jsonl`.\n"

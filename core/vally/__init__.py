@@ -140,6 +140,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         StrictConfig as StrictConfig,
     )
     from vally.contracts.events import (
+        FactCounter as FactCounter,
         RecordCounter as RecordCounter,
         RunInfo as RunInfo,
         RunOutcome as RunOutcome,
@@ -238,10 +239,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         pass_at_k as pass_at_k,
     )
     from vally.engine.records.tally import EvalTally as EvalTally, StimulusTally as StimulusTally
-    from vally.engine.records.trial_facts import (
-        TrialFacts as TrialFacts,
-        read_fact_lines as read_fact_lines,
-    )
+    from vally.engine.records.trial_facts import read_fact_lines as read_fact_lines
     from vally.engine.run import (
         PreparedRun as PreparedRun,
         RunRequest as RunRequest,

@@ -18,7 +18,12 @@ from vally.engine.trials.summaries import VariantSummaries
 from vally.models.records import TrialResultRecord
 from vally.models.usage import TokenTotals, Usage
 from vally_experiment.merge import stream_records
-from vally_experiment.validation import TrialIndex, read_run_shards, validate_shards
+from vally_experiment.validation import (
+    ShardInput,
+    TrialIndex,
+    read_run_shards,
+    validate_shards,
+)
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -27,7 +32,7 @@ import merge_memory  # noqa: E402
 
 
 def _facts(facts: TrialFacts) -> dict[str, object]:
-    return {name: getattr(facts, name) for name in TrialFacts.__slots__}
+    return facts._asdict()
 
 
 def _records() -> list[TrialResultRecord]:
@@ -93,6 +98,14 @@ def _replace_line(path: Path, number: int, change: dict[str, object]) -> None:
         ({"status": "done"}, "status must be one of cancelled, error, success, not 'done'"),
         ({"trajectory": {"metrics": {"turnCount": 1.5}}}, "trajectory.metrics.turnCount"),
         ({"usage": {"agent": {"calls": None}}}, "usage.agent.calls must be an integer"),
+        ({"error": {"phase": "execute"}}, "error.code: Field required"),
+        ({"gradeResult.details": [{"passed": "no"}]}, "gradeResult.details[0].passed must be"),
+        (
+            {"gradeResult.details": [{"name": "g", "type": "t", "passed": False, "score": 2}]},
+            "gradeResult.details[0].score: Input should be less than or equal to 1",
+        ),
+        ({"gradeResult.constraintViolations": [3]}, "gradeResult.constraintViolations must be"),
+        ({"trajectory": {"metadata": {"model": 4}}}, "trajectory.metadata.model must be a string"),
     ],
 )
 def test_a_bad_field_fails_the_merge_naming_file_line_and_field(
@@ -140,3 +153,51 @@ def test_a_shard_whose_snapshot_differs_is_still_refused(tmp_path: Path) -> None
     assert shards[0].snapshot is not shards[1].snapshot
     with pytest.raises(ShardValidationError, match=r"plan snapshot of .*shard-2 differs"):
         validate_shards(shards)
+
+
+def _select(folder: Path, shard: int, keys: list[str]) -> None:
+    path = folder / f"shard-{shard}" / "shard-manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest["selectedKeys"] = manifest["completedKeys"] = keys
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def _owners(shards: list[ShardInput]) -> list[int]:
+    return list(TrialIndex(shards[0].snapshot, shards, shards[0].plan_keys).owner)
+
+
+def test_a_selection_at_even_steps_is_checked_as_one_slice_with_the_same_outcome(
+    tmp_path: Path,
+) -> None:
+    """A round-robin shard's selection is a slice of the plan: the partition check and the
+    trial index take it whole, and find what looking up each key finds."""
+    folder = _shards(tmp_path, 12)
+    shards = read_run_shards(sorted(folder.glob("shard-*")))
+    assert [s.selected_range for s in shards] == [range(0, 12, 2), range(1, 12, 2)]
+    validate_shards(shards)
+    by_slices = _owners(shards)
+    for shard in shards:
+        shard.selected_range = None  # key by key, as a selection of any other shape
+    validate_shards(shards)
+    assert _owners(shards) == by_slices == [1, 2] * 6
+
+    plan = json.loads((folder / "shard-1" / "plan-snapshot.json").read_text())["trials"]
+    _select(folder, 1, [plan[0], plan[3], *plan[4::2]])  # not at even steps
+    _select(folder, 2, [plan[1], plan[2], *plan[5::2]])
+    shards = read_run_shards(sorted(folder.glob("shard-*")))
+    assert [s.selected_range for s in shards] == [None, None]
+    validate_shards(shards)
+    assert _owners(shards)[:6] == [1, 2, 2, 1, 1, 2]
+
+
+@pytest.mark.parametrize("second", ["the same slice", "one key of it"])
+def test_overlapping_selections_are_refused_naming_a_trial(tmp_path: Path, second: str) -> None:
+    folder = _shards(tmp_path, 12)
+    plan = json.loads((folder / "shard-1" / "plan-snapshot.json").read_text())["trials"]
+    taken = plan[0::2] if second == "the same slice" else [plan[4], *plan[1::2]]
+    _select(folder, 2, taken)
+    with pytest.raises(ShardValidationError) as raised:
+        validate_shards(read_run_shards(sorted(folder.glob("shard-*"))))
+    assert raised.value.message == (
+        f"shards 1/2 and 2/2 both ran trial {taken[0]}: their slices overlap"
+    )

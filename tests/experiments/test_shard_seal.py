@@ -9,6 +9,7 @@ import random
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.scoring.test_tally import mixed_records
 from vally.engine.records.record_log import WrittenRecords
 from vally.engine.records.trial_facts import TrialFacts
 from vally.engine.trials.summaries import PlanTallies
+from vally.models.records import TrialResultRecord
 from vally_experiment import merge as merge_module, seal as shard_seal
 from vally_experiment.merge import MergeRequest, merge, read_shards
 from vally_experiment.seal import SEAL_FILE, place_ranges, read_sealed_shards
@@ -306,3 +308,88 @@ def test_a_damaged_seal_is_not_trusted(sharded: Path, damage: str) -> None:
         assert read_jsonl(sharded / "m" / variant / "run-summary.jsonl") == read_jsonl(
             unsealed / variant / "run-summary.jsonl"
         )
+
+
+KINDS = """
+name: greet
+evals: ["evals/*/eval.yaml"]
+vary: [/defaults/executor/config/output, /defaults/executor/config/error,
+       /defaults/executor/config/tokens]
+baseline: base
+variants:
+  base: {defaults: {executor: {config: {tokens: {input: 12, output: 5}}}}}
+  quiet: {defaults: {executor: {config: {output: "bye {prompt}"}}}}
+  broken: {defaults: {executor: {config: {error: boom}}}}
+"""
+"""Passed, failed and errored trials of three variants, with token usage."""
+
+
+class _RecordsOnly:
+    """A counter as a third party writes it: ``add`` and ``state`` only."""
+
+    def __init__(self, counter: Any) -> None:
+        self.counter = counter
+
+    def add(self, record: Any) -> None:
+        self.counter.add(record)
+
+    def state(self) -> Any:
+        return self.counter.state()
+
+
+def _merge_in_process(
+    root: Path, shards: list[Path], out: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, str], str, dict[str, int]]:
+    """What a merge writes (each file's text, the render line and time left out), what it
+    prints (its timing left out) and the trials it could not run."""
+    request = MergeRequest([str(s) for s in shards], str(root / out))
+    result = merge(request, read_shards(request))
+    assert result.warnings == []
+    files = {}
+    for path in sorted((root / out).rglob("*")):
+        if path.is_file():
+            text = without_render_line(path.read_text())
+            if path.name == "experiment-manifest.json":
+                text = re.sub(r'"mergedAt": "[^"]*"', "", text)
+            files[str(path.relative_to(root / out))] = text
+    printed = capsys.readouterr().out.replace(str(root / out), "<merged>")
+    return files, re.sub(r" in [0-9.]+s ", " in <time> ", printed), result.unsuccessful
+
+
+def test_counters_fed_facts_give_the_merge_of_counters_fed_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report's and the console's counters fed each trial's facts give the merged
+    folder, report and console output they give fed whole records, for passed, failed and
+    errored trials of several variants with usage; and no record is validated whole."""
+    from .conftest import make_project
+
+    make_project(tmp_path, evals=("one", "two"), runs=2, experiment=KINDS)
+    for index in (1, 2, 3):  # each shard has errored trials: exit 1
+        res = vally("experiment", "run", "experiment.yaml", "--shard", f"{index}/3",
+                    "--run-id", RUN_ID, "--output-dir", "out", cwd=tmp_path)  # fmt: skip
+        assert res.code == 1 and "failed to run (status: error)" in res.text, res.text
+    shards = _without_seals(tmp_path, sorted((tmp_path / "out" / RUN_ID).glob("shard-*")))
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a record was validated whole")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TrialResultRecord, "model_validate_json", refuse)
+        patched.setattr(WrittenRecords, "__iter__", refuse)
+        by_facts = _merge_in_process(tmp_path, shards, "facts", capsys)
+
+    collect = merge_module.merge_counters
+
+    def records_only(session: Any, run: Any) -> dict[str, Any]:
+        return {key: _RecordsOnly(c) for key, c in collect(session, run).items()}
+
+    monkeypatch.setattr(merge_module, "merge_counters", records_only)
+    by_records = _merge_in_process(tmp_path, shards, "records", capsys)
+    files, printed, unsuccessful = by_facts
+    assert unsuccessful == {"error": 8} and by_records[2] == unsuccessful
+    assert "broken" in printed and "Δ vs baseline" in printed and printed == by_records[1]
+    assert "error in execute" in files["report.md"] and "failed:" in files["report.md"]
+    assert files == by_records[0]

@@ -13,11 +13,12 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import pluggy
 
 from vally.contracts import hookspecs
+from vally.models.facts import TrialFacts
 from vally.models.records import RunSummaryRecord, TrialResultRecord
 
 log = logging.getLogger("vally.contracts.events")
@@ -71,6 +72,21 @@ class RecordCounter(Protocol):
 
     def state(self) -> Any:
         """What was counted, as JSON data."""
+
+
+@runtime_checkable
+class FactCounter(RecordCounter, Protocol):
+    """A :class:`RecordCounter` that counts a trial from its facts
+    (:class:`vally.TrialFacts`: key, status, verdict, metrics, usage, cost, times, and of a
+    trial that failed its error, failing graders and violated constraints), so a merge or a
+    seal hands it the facts it reads anyway instead of validating the whole record. A
+    counter that has only ``add`` is handed whole records, as before.
+    """
+
+    def add_facts(self, facts: TrialFacts) -> bool:
+        """Count one trial from its facts and return True; or count nothing and return
+        False to be handed the whole record through ``add`` instead (for a trial the
+        counter keeps whole, say)."""
 
 
 @dataclass(frozen=True)

@@ -89,10 +89,13 @@ def vally_seal_counters(run: RunInfo) -> Mapping[str, RecordCounter] | None:
     """Called when a finished shard seals itself (``shard-seal.json``) and when a merge
     reads unsealed shards, on a reporter of the kind ``vally experiment merge`` uses.
     Return counters under keys of its own (or None): each record is read once and fed to
-    every counter's ``add``; the seal keeps each ``state()`` (JSON data), and a merge hands
-    the states (a sealed shard's each, in shard order; one of every record when it read
-    them) to the reporter's ``vally_run_end`` as ``outcome.sealed[key]``, so it adds them
-    up instead of reading every record again. A counter that raises is left out.
+    every counter's ``add`` (a :class:`~vally.RecordCounter`), or to its ``add_facts``
+    when it has one (a :class:`~vally.FactCounter`: the facts the merge reads of each line
+    anyway, so no record is validated whole unless a counter asks for it); the seal keeps
+    each ``state()`` (JSON data), and a merge hands the states (a sealed shard's each, in
+    shard order; one of every record when it read them) to the reporter's
+    ``vally_run_end`` as ``outcome.sealed[key]``, so it adds them up instead of reading
+    every record again. A counter that raises is left out.
 
     Args:
         run: The run as the merge will describe it (its ``snapshot``, variants, baseline).

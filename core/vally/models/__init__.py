@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         MatrixAxis as MatrixAxis,
         VariantOverride as VariantOverride,
     )
+    from vally.models.facts import USAGE_FIELDS as USAGE_FIELDS, TrialFacts as TrialFacts
     from vally.models.project import (
         LLMSettings as LLMSettings,
         PathsConfig as PathsConfig,

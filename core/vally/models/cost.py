@@ -76,6 +76,60 @@ class Cost(RecordModel):
         )
 
 
+class CostSum:
+    """A running :meth:`Cost.plus` over many costs (a run's tally adds one a trial) kept as
+    plain numbers: building a :class:`Cost` for each partial sum was most of what counting
+    a trial's cost took. :attr:`cost` is the :class:`Cost` the same chain of ``plus``
+    gives, to the last bit.
+
+    Args:
+        start: The cost the others are added to (default: nothing spent).
+    """
+
+    __slots__ = (
+        "agent_source",
+        "agent_usd",
+        "judge_by_grader",
+        "judge_usd",
+        "total_usd",
+        "unpriced_trials",
+    )
+
+    def __init__(self, start: Cost | None = None) -> None:
+        start = Cost() if start is None else start
+        self.agent_usd, self.judge_usd = start.agent_usd, start.judge_usd
+        self.total_usd, self.agent_source = start.total_usd, start.agent_source
+        self.judge_by_grader = dict(start.judge_by_grader)
+        self.unpriced_trials = start.unpriced_trials
+
+    def add(self, other: Cost) -> None:
+        """Add ``other`` (as ``sum = sum.plus(other)`` would)."""
+        graders = self.judge_by_grader
+        for name, value in other.judge_by_grader.items():
+            graders[name] = (graders.get(name) or 0.0) + (value or 0.0)
+        mine, theirs = self.agent_source, other.agent_source
+        if theirs is not None and theirs != mine:
+            self.agent_source = theirs if mine is None else "mixed"
+        agent = (self.agent_usd or 0.0) + (other.agent_usd or 0.0)
+        judge = self.judge_usd or 0.0
+        other_judge = other.judge_usd or 0.0
+        self.total_usd = agent + judge + other_judge
+        self.agent_usd, self.judge_usd = agent, judge + other_judge
+        self.unpriced_trials += other.unpriced_trials
+
+    @property
+    def cost(self) -> Cost:
+        """The sum so far."""
+        return Cost(
+            agent_usd=self.agent_usd,
+            judge_usd=self.judge_usd,
+            total_usd=self.total_usd,
+            agent_source=self.agent_source,
+            judge_by_grader=dict(self.judge_by_grader),
+            unpriced_trials=self.unpriced_trials,
+        )
+
+
 def _reported_cost(trajectory: Trajectory) -> float | None:
     value = trajectory.metadata.extra.get(REPORTED_COST_KEY)
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:

@@ -123,6 +123,15 @@ def json_depth(value: Any, *, stop_after: int | None = None) -> int:
     return deepest
 
 
+def _utf8(text: str) -> str | bytes:
+    """``text`` encoded as UTF-8, or itself when it holds lone surrogates (which orjson
+    refuses and json reads)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text
+
+
 def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
     """``json.loads(text)``, refusing values nested deeper than ``max_depth``.
 
@@ -136,6 +145,8 @@ def loads_bounded(text: str | bytes, *, max_depth: int | None = None) -> Any:
         json.JSONDecodeError: The text is not JSON (a ``ValueError``).
     """
     limit = JSON_DEPTH.value() if max_depth is None else max_depth
+    if _FAST_LOADS is not None and isinstance(text, str):
+        text = _utf8(text)  # orjson reads bytes: one pass then makes both checks below
     if isinstance(text, bytes):
         shape = text.translate(_SHAPE_TABLE)  # one pass: brackets and digit runs
         if _opening_brackets(shape) <= limit:  # cannot nest deeper than the brackets it holds

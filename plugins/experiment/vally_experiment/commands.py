@@ -15,12 +15,8 @@ from vally import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    ExperimentHooks,
     display_path,
     eval_name,
-    execute_experiment,
-    experiment_run_dir,
-    prepare_experiment,
     report_judge_cache,
     report_observer_failures,
     report_tracebacks,
@@ -31,6 +27,7 @@ if TYPE_CHECKING:
 
     from vally import (
         ExperimentGate,
+        ExperimentHooks,
         ExperimentRequest,
         ExperimentSetup,
         RunResult,
@@ -99,6 +96,8 @@ def _prepare_hooks(
     Raises:
         PluginError: No hook plugin provides what the run asks for, or one is broken.
     """
+    from vally import ExperimentHooks
+
     prepared = setup.prepared
     hooks = ExperimentHooks(prepared.request.session)
     if _decides(opts, setup):
@@ -198,6 +197,9 @@ def run_experiment_command(opts: ExperimentRequest) -> int:
     Raises:
         VallyError: A configuration, plugin, planning or output error (exit 1).
     """
+    # The run engine is imported here, not with the module: a merge needs none of it.
+    from vally import execute_experiment, experiment_run_dir, prepare_experiment
+
     _RECORDS_ON_STDOUT[0] = opts.output == "jsonl" and not opts.dry_run
     setup = prepare_experiment(opts)
     if opts.dry_run:

@@ -5,11 +5,12 @@ merged folder gets every variant's ``results.jsonl`` and ``run-summary.jsonl``, 
 snapshot and ``experiment-manifest.json``, written here. When every shard is sealed
 (:mod:`vally_experiment.seal`), the results files are copied and checked against their
 seals and the summaries are the sum of the sealed tallies; otherwise every record is read,
-checked and counted; the report, the spans (linked to
-each shard's root span) and the console comparison come from the reporters, through the
-same run events as a run. Summaries and the report take the records in plan order, so a
-merged run summarises and reports as the unsharded run of the same plan would; each
-variant's ``results.jsonl`` keeps the shards' order.
+checked and counted, its facts (:class:`vally.TrialFacts`) fed to the summaries and to the
+reporters' counters (a whole record is validated only for a counter that asks for one).
+The report, the spans (linked to each shard's root span) and the console comparison come
+from the reporters, through the same run events as a run. Summaries and the report take
+the records in plan order, so a merged run summarises and reports as the unsharded run of
+the same plan would; each variant's ``results.jsonl`` keeps the shards' order.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ def stream_records(
         tallies: Receive every record.
         warn: Receives warnings (torn last lines, skipped).
         index: The run's planned trials (built from the shards when not given).
-        feed: Also receives every line (the reporters' counters).
+        feed: Also receives every record's line and facts (the reporters' counters).
 
     Returns:
         The merged results files, in variant order.
@@ -270,7 +271,7 @@ def stream_records(
                 _write_line(handles[variant], line, facts, shard.path, target)
                 tallies.add_facts(facts, place)
                 if feed is not None:
-                    feed.add_line(line)
+                    feed.add(line, facts)
     return list(files.values())
 
 

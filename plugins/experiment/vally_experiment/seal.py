@@ -16,8 +16,10 @@ a trial record ending in a newline, none pointing to offloaded texts (whose path
 rewrites). The CRC detects files changed or truncated by accident, not forgery.
 
 The seal also keeps what the reporters a merge uses (the report and the console) count of
-the shard's records (their ``vally_seal_counters``, fed each record in the same pass, read
-once), so the merge hands them each shard's counts instead of the records to read again.
+the shard's records (their ``vally_seal_counters``, fed in the same pass each record's
+facts, or the record, validated once, to a counter that takes records; see
+:class:`CounterFeed`), so the merge hands them each shard's counts instead of the records
+to read again.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from vally import (
     ReporterChoice,
     RunInfo,
     Session,
+    TrialFacts,
     TrialResultRecord,
     VallyError,
     create_reporters,
@@ -136,9 +139,11 @@ def shard_counters(
 
 
 class CounterFeed:
-    """Feeds each record line, validated once as a whole record, to reporters' counters
-    (see ``vally_seal_counters``); a counter that raises is dropped, and all of them when
-    a line is not a valid record (its reporter then reads the records itself).
+    """Feeds each trial to reporters' counters (see ``vally_seal_counters``): its facts to
+    each counter that takes them (``add_facts``, :class:`vally.FactCounter`), and its record
+    to the others and to those that ask for it, the line validated as a whole record once
+    and only then. A counter that raises is dropped, and all of them when a record asked
+    for is not valid (its reporter then reads the records itself).
 
     Args:
         counters: The counters, by key.
@@ -146,21 +151,54 @@ class CounterFeed:
 
     def __init__(self, counters: Mapping[str, RecordCounter]) -> None:
         self.counters = dict(counters)
+        self._sort()
 
-    def add_line(self, line: str) -> None:
-        """Count the record of one results line."""
-        if not self.counters:
-            return
+    def _sort(self) -> None:
+        """Split :attr:`counters` into those fed facts and those fed records."""
+        self._by_facts: list[tuple[str, Callable[[TrialFacts], object]]] = []
+        self._by_record: list[str] = []
+        for key, counter in self.counters.items():
+            add_facts = getattr(counter, "add_facts", None)
+            if callable(add_facts):
+                self._by_facts.append((key, add_facts))
+            else:
+                self._by_record.append(key)
+
+    def _drop(self, key: str) -> None:
+        del self.counters[key]
+        self._sort()
+
+    def add(self, line: str, facts: TrialFacts) -> None:
+        """Count one trial: its results ``line`` and the ``facts`` read from it."""
+        wanting: list[str] = []
+        for key, add_facts in self._by_facts:
+            try:
+                if add_facts(facts) is not False:
+                    continue
+            except Exception:  # a reporter's fault: leave it out, as the emitter does
+                self._drop(key)
+                continue
+            wanting.append(key)
+        wanting += self._by_record
+        if wanting:
+            self._add_record(line, wanting)
+
+    def _add_record(self, line: str, keys: Sequence[str]) -> None:
+        """Feed the record of ``line`` to the counters of ``keys``."""
         try:
             record = TrialResultRecord.model_validate_json(line)
         except ValueError:
             self.counters.clear()
+            self._sort()
             return
-        for key, counter in list(self.counters.items()):
+        for key in keys:
+            counter = self.counters.get(key)
+            if counter is None:
+                continue
             try:
                 counter.add(record)
             except Exception:  # a reporter's fault: leave it out, as the emitter does
-                del self.counters[key]
+                self._drop(key)
 
     def states(self) -> dict[str, Any]:
         """Every remaining counter's state, by key."""
@@ -282,8 +320,8 @@ def shard_seal(
                 return None
             counts[variant] += 1
             tallies.add_facts(facts, place)
-            feed.add_line(line)
-        if warnings or index.unread(shard.manifest["selectedKeys"]):
+            feed.add(line, facts)
+        if warnings or index.unread_completed(shard):
             return None
         results: dict[str, dict[str, Any] | None] = {}
         for variant, folder in folders.items():

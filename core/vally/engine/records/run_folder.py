@@ -416,7 +416,7 @@ def iter_raw_json_lines(
     """
     depth = record_depth()
     for number, line in enumerate(handle, 1):
-        if not line.strip():
+        if not line or line.isspace():  # a blank line (strip() would copy every line)
             continue
         try:
             data = loads_bounded(line, max_depth=depth)

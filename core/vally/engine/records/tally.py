@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 from vally._version import __version__
 from vally.engine.records.scoring import metrics_from_counts
-from vally.engine.records.trial_facts import USAGE_FIELDS, TrialFacts, usage_of
-from vally.models.cost import Cost
+from vally.engine.records.trial_facts import usage_of
+from vally.models.cost import Cost, CostSum
+from vally.models.facts import USAGE_FIELDS, TrialFacts
 from vally.models.records import (
     ExperimentBlock,
     GraderIdentity,
@@ -105,8 +106,8 @@ class StimulusTally:
         graded = record.graded and record.has_graders
         if graded:
             self.any_has_graders = True
-        if record.errored:
-            self.errored += 1
+        if record.status != "success" or not record.graded or record.grade_errored:
+            self.errored += 1  # as TrialFacts.errored, without the call
         elif graded:
             self.graded += 1
             self.passed += int(record.passed)
@@ -160,8 +161,26 @@ class EvalTally:
         self.started_at: str | None = None
         self.completed_at: str | None = None
         self.usage = [0] * (2 * len(USAGE_FIELDS))
-        self.cost = Cost()
-        self.judge_cache = JudgeCacheCounts()
+        self._cost = CostSum()
+        self._cache_hits = self._cache_misses = 0
+
+    @property
+    def cost(self) -> Cost:
+        """The cost of the trials counted (their costs summed with :meth:`Cost.plus`)."""
+        return self._cost.cost
+
+    @cost.setter
+    def cost(self, value: Cost) -> None:
+        self._cost = CostSum(value)
+
+    @property
+    def judge_cache(self) -> JudgeCacheCounts:
+        """How the judge cache answered the judges of the trials counted."""
+        return JudgeCacheCounts(hits=self._cache_hits, misses=self._cache_misses)
+
+    @judge_cache.setter
+    def judge_cache(self, value: JudgeCacheCounts) -> None:
+        self._cache_hits, self._cache_misses = value.hits, value.misses
 
     def add(self, record: TrialResultRecord, rank: Any = None) -> None:
         """Count one trial record; ``rank`` (default: the arrival order) places its
@@ -178,24 +197,29 @@ class EvalTally:
         if group is None:
             group = self.groups[key] = StimulusTally(record, rank)
         group.add(record, rank)
-        known = self.model_ranks.get(record.model, rank)
-        self.model_ranks[record.model] = min(known, rank)
+        model = record.model
+        known = self.model_ranks.get(model)
+        if known is None or rank < known:
+            self.model_ranks[model] = rank
         self.trials += 1
         if any(record.usage):
             self.usage = list(map(operator.add, self.usage, record.usage))
         if record.cost is not None:
-            self.cost = self.cost.plus(record.cost)
-        if record.judge_cache is not None:
-            self.judge_cache = self.judge_cache.plus(record.judge_cache)
-        if record.errored:
-            self.errored += 1
-        elif record.graded and record.has_graders:
+            self._cost.add(record.cost)
+        cache = record.judge_cache
+        if cache is not None:
+            self._cache_hits += cache.hits
+            self._cache_misses += cache.misses
+        if record.status != "success" or not record.graded or record.grade_errored:
+            self.errored += 1  # as TrialFacts.errored, without the call
+        elif record.has_graders:
             self.graded += 1
             self.passed += int(record.passed)
-        if self.started_at is None or record.started_at < self.started_at:
-            self.started_at = record.started_at
-        if self.completed_at is None or record.completed_at > self.completed_at:
-            self.completed_at = record.completed_at
+        started, completed = record.started_at, record.completed_at
+        if self.started_at is None or started < self.started_at:
+            self.started_at = started
+        if self.completed_at is None or completed > self.completed_at:
+            self.completed_at = completed
 
     def summary(
         self,

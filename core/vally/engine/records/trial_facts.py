@@ -1,12 +1,15 @@
-"""The few facts of a trial record that summaries and merges need, read without building
-the record.
+"""The facts of a trial record that summaries, merges and report counters need, read
+without building the record.
 
 ``vally experiment merge`` passes every shard line through unchanged; what it needs from a
-line is its trial key (to check it against the shard's manifest) and what the run summary
-counts (verdict, status, metrics, usage, times). :func:`facts_from_json` validates only
-those fields of a parsed line, about ten times cheaper than validating the whole record
-with pydantic; :meth:`TrialFacts.of_record` gives the same facts from a record already
-built, so both feed one :class:`~vally.engine.records.tally.EvalTally`.
+line is its trial key (to check it against the shard's manifest), what the run summary
+counts (verdict, status, metrics, usage, times) and what the reporters' counters count
+(the same, and of a trial that failed its error, failing graders and violated
+constraints). :func:`facts_from_json` validates only those fields of a parsed line, many
+times cheaper than validating the whole record with pydantic (only a failing grader's
+result, and an error, are validated whole); :meth:`vally.models.facts.TrialFacts.of_record`
+gives the same facts from a record already built, so both feed one
+:class:`~vally.engine.records.tally.EvalTally` or counter.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from vally.engine.records.run_folder import model_label
 from vally.errors import ConfigError
 from vally.models.cost import Cost
-from vally.models.records import TrialResultRecord
+from vally.models.facts import USAGE_FIELDS as USAGE_FIELDS, TrialFacts as TrialFacts
+from vally.models.records import GraderResult, TrialError
 from vally.models.usage import JudgeCacheCounts, TokenTotals, Usage
 
 M = TypeVar("M", bound=BaseModel)
@@ -28,134 +31,26 @@ M = TypeVar("M", bound=BaseModel)
 STATUSES = frozenset({"success", "error", "cancelled"})
 """The values of a record's ``status``."""
 
-USAGE_FIELDS = ("calls", "inputTokens", "outputTokens", "cacheReadTokens", "totalTokens")
-"""The counters of each side (``agent``, ``judge``) of a record's ``usage``, in the order
-:attr:`TrialFacts.usage` holds them."""
+GRADER_STATUSES = ("success", "error")
+"""The values of a grader result's ``status``."""
 
 if TYPE_CHECKING:
     from vally.engine.records.run_folder import Warn
 
-_TOTALS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "total_tokens")
-
 BAD_LINE_HINT = "each line must be one JSON trial record as written by vally eval"
 
-
-class TrialFacts:
-    """What a summary counts and a merge checks of one trial record.
-
-    Attributes:
-        variant: The record's variant ("" when it has none).
-        eval_name: The eval.
-        stimulus_name: The stimulus.
-        model: The model (None for the default).
-        trial_index: The trial's index.
-        status: ``success``, ``error`` or ``cancelled``.
-        stimulus_has_graders: The stimulus declares graders of its own.
-        graded: The record has a grade result.
-        passed: The grade result passed.
-        score: The grade result's score.
-        has_graders: The grade result came from graders.
-        grade_errored: A grader errored.
-        trajectory: The record has a trajectory (the metrics below are its).
-        tokens: The trajectory's total tokens.
-        turns: Its turns.
-        tool_calls: Its tool calls.
-        wall_time_ms: Its wall time.
-        errors: Its errors.
-        usage: The agent's then the judges' token counters, as :data:`USAGE_FIELDS`.
-        started_at: When the trial started.
-        completed_at: When it completed.
-        offloaded: The record points to offloaded texts (their paths may need moving).
-        cost: The record's cost (None when the line has none).
-        judge_cache: How the judge cache answered its judges (None when not recorded).
-    """
-
-    __slots__ = (
-        "completed_at",
-        "cost",
-        "errors",
-        "eval_name",
-        "grade_errored",
-        "graded",
-        "has_graders",
-        "judge_cache",
-        "model",
-        "offloaded",
-        "passed",
-        "score",
-        "started_at",
-        "status",
-        "stimulus_has_graders",
-        "stimulus_name",
-        "tokens",
-        "tool_calls",
-        "trajectory",
-        "trial_index",
-        "turns",
-        "usage",
-        "variant",
-        "wall_time_ms",
-    )
-
-    def __init__(self) -> None:
-        self.variant = self.eval_name = self.stimulus_name = self.status = ""
-        self.model: str | None = None
-        self.trial_index = 0
-        self.stimulus_has_graders = self.graded = self.passed = False
-        self.has_graders = self.grade_errored = self.trajectory = self.offloaded = False
-        self.score = 0.0
-        self.tokens = self.turns = self.tool_calls = self.wall_time_ms = self.errors = 0
-        self.usage: tuple[int, ...] = (0,) * (2 * len(USAGE_FIELDS))
-        self.started_at = self.completed_at = ""
-        self.cost: Cost | None = None
-        self.judge_cache: JudgeCacheCounts | None = None
-
-    @property
-    def errored(self) -> bool:
-        """An operational error, no grade result, or an errored grader."""
-        return self.status != "success" or not self.graded or self.grade_errored
-
-    @property
-    def key_id(self) -> str:
-        """The trial's key as one string: ``variant/eval/stimulus/model/trial``."""
-        return "/".join(
-            (
-                self.variant,
-                self.eval_name,
-                self.stimulus_name,
-                model_label(self.model),
-                str(self.trial_index),
-            )
-        )
-
-    @classmethod
-    def of_record(cls, record: TrialResultRecord) -> TrialFacts:
-        """The facts of a record already built."""
-        facts = cls()
-        facts.variant = record.variant or ""
-        facts.eval_name = record.eval_name
-        facts.stimulus_name = record.stimulus_name
-        facts.model = record.model
-        facts.trial_index = record.trial_index
-        facts.status = record.status
-        facts.stimulus_has_graders = bool(record.stimulus.graders)
-        grade = record.grade_result
-        if grade is not None:
-            facts.graded = True
-            facts.passed, facts.score = grade.passed, grade.score
-            facts.has_graders, facts.grade_errored = grade.has_graders, grade.errored
-        if record.trajectory is not None:
-            metrics = record.trajectory.metrics
-            facts.trajectory = True
-            facts.tokens = metrics.token_usage.total_tokens
-            facts.turns, facts.tool_calls = metrics.turn_count, metrics.tool_call_count
-            facts.wall_time_ms, facts.errors = metrics.wall_time_ms, metrics.error_count
-        agent, judge = record.usage.agent, record.usage.judge
-        facts.usage = tuple(getattr(side, name) for side in (agent, judge) for name in _TOTALS)
-        facts.started_at, facts.completed_at = record.started_at, record.completed_at
-        facts.offloaded = bool(record.offloaded)
-        facts.cost, facts.judge_cache = record.cost, record.usage.judge_cache
-        return facts
+_new_facts = tuple.__new__
+"""Makes a :class:`TrialFacts` of its values in field order: the constructor matching a
+keyword for each of its fields takes about 1 us, most of what checking a small line's
+fields costs (``tests/experiments/test_merge_lines.py`` checks the order)."""
+_NO_USAGE = (0,) * (2 * len(USAGE_FIELDS))
+_NO_TOTALS = (0,) * len(USAGE_FIELDS)
+_INTEGERS = {int}
+_NO_CACHE_HITS = {"hits": 0, "misses": 0}
+_NO_CACHE = JudgeCacheCounts()
+"""The judge cache counts of a trial whose judges asked nothing (shared: facts are read,
+never changed)."""
+_NO_METRICS: tuple[int, int, int, int, int, str | None] = (0, 0, 0, 0, 0, None)
 
 
 def usage_of(counters: Sequence[int]) -> Usage:
@@ -185,14 +80,14 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _text(data: Mapping[str, Any], name: str, *, optional: bool = False) -> Any:
+def _text(data: Mapping[str, Any], name: str, where: str = "", *, optional: bool = False) -> Any:
     value = data.get(name)
     if isinstance(value, str) or (optional and value is None):
         return value
     if name not in data:
-        raise FieldError(f"{name} is missing")
+        raise FieldError(f"{where}{name} is missing")
     wanted = "a string or null" if optional else "a string"
-    raise FieldError(f"{name} must be {wanted}, not {_kind(value)}")
+    raise FieldError(f"{where}{name} must be {wanted}, not {_kind(value)}")
 
 
 def _integer(data: Mapping[str, Any], name: str, where: str, default: int | None = None) -> int:
@@ -224,46 +119,6 @@ def _object(data: Mapping[str, Any], name: str, where: str, *, optional: bool) -
     raise FieldError(f"{where}{name} must be an object, not {_kind(value)}")
 
 
-def _grade(facts: TrialFacts, data: Mapping[str, Any]) -> None:
-    grade = _object(data, "gradeResult", "", optional=True)
-    if grade is None:
-        return
-    facts.graded = True
-    facts.passed = _flag(grade, "passed", "gradeResult.")
-    score = grade.get("score")
-    if type(score) is not int and type(score) is not float:
-        raise FieldError(f"gradeResult.score must be a number, not {_kind(score)}")
-    facts.score = float(score)
-    facts.has_graders = _flag(grade, "hasGraders", "gradeResult.")
-    facts.grade_errored = _flag(grade, "errored", "gradeResult.")
-
-
-def _metrics(facts: TrialFacts, data: Mapping[str, Any]) -> None:
-    trajectory = _object(data, "trajectory", "", optional=True)
-    if trajectory is None:
-        return
-    facts.trajectory = True
-    metrics = _object(trajectory, "metrics", "trajectory.", optional=True) or {}
-    where = "trajectory.metrics."
-    tokens = _object(metrics, "tokenUsage", where, optional=True) or {}
-    facts.tokens = _integer(tokens, "totalTokens", where + "tokenUsage.", 0)
-    facts.turns = _integer(metrics, "turnCount", where, 0)
-    facts.tool_calls = _integer(metrics, "toolCallCount", where, 0)
-    facts.wall_time_ms = _integer(metrics, "wallTimeMs", where, 0)
-    facts.errors = _integer(metrics, "errorCount", where, 0)
-
-
-def _usage(facts: TrialFacts, data: Mapping[str, Any]) -> None:
-    usage = _object(data, "usage", "", optional=True)
-    if not usage:
-        return
-    values: list[int] = []
-    for side in ("agent", "judge"):
-        totals = _object(usage, side, "usage.", optional=True) or {}
-        values.extend(_integer(totals, name, f"usage.{side}.", 0) for name in USAGE_FIELDS)
-    facts.usage = tuple(values)
-
-
 def _model_field(model: type[M], value: Any, where: str) -> M:
     if not isinstance(value, dict):
         raise FieldError(f"{where} must be an object, not {_kind(value)}")
@@ -275,20 +130,102 @@ def _model_field(model: type[M], value: Any, where: str) -> M:
         raise FieldError(f"{where}.{field}: {first['msg']}") from None
 
 
-def _spend(facts: TrialFacts, data: Mapping[str, Any]) -> None:
+def _failed_graders(details: Any) -> tuple[GraderResult, ...]:
+    """The graders of a grade result's ``details`` that failed or errored, each validated
+    whole; the others' ``passed`` and ``status`` only."""
+    if details is None or details == []:
+        return ()
+    if type(details) is not list:
+        raise FieldError(f"gradeResult.details must be a list, not {_kind(details)}")
+    failed: list[GraderResult] = []
+    for at, detail in enumerate(details):
+        where = f"gradeResult.details[{at}]"
+        if type(detail) is not dict:
+            raise FieldError(f"{where} must be an object, not {_kind(detail)}")
+        passed, status = detail.get("passed"), detail.get("status", "success")
+        if type(passed) is not bool:
+            _flag(detail, "passed", where + ".")
+        if status not in GRADER_STATUSES or type(status) is not str:
+            raise FieldError(f"{where}.status must be success or error, not {status!r}")
+        if not passed or status == "error":
+            failed.append(_model_field(GraderResult, detail, where))
+    return tuple(failed)
+
+
+def _violations(value: Any) -> tuple[str, ...]:
+    """A grade result's ``constraintViolations``."""
+    if value is None or value == []:
+        return ()
+    if type(value) is not list or not all(type(item) is str for item in value):
+        raise FieldError("gradeResult.constraintViolations must be a list of strings")
+    return tuple(value)
+
+
+def _metrics(trajectory: Mapping[str, Any]) -> tuple[int, int, int, int, int, str | None]:
+    """A trajectory's tokens, turns, tool calls, wall time, errors and reported model."""
+    metrics = _object(trajectory, "metrics", "trajectory.", optional=True) or {}
+    where = "trajectory.metrics."
+    tokens = _object(metrics, "tokenUsage", where, optional=True) or {}
+    metadata = _object(trajectory, "metadata", "trajectory.", optional=True) or {}
+    return (
+        _integer(tokens, "totalTokens", where + "tokenUsage.", 0),
+        _integer(metrics, "turnCount", where, 0),
+        _integer(metrics, "toolCallCount", where, 0),
+        _integer(metrics, "wallTimeMs", where, 0),
+        _integer(metrics, "errorCount", where, 0),
+        _text(metadata, "model", "trajectory.metadata.", optional=True),
+    )
+
+
+def _usage(usage: Mapping[str, Any]) -> tuple[int, ...]:
+    """A record's ``usage`` counters, as :attr:`TrialFacts.usage`."""
+    agent, judge = usage.get("agent"), usage.get("judge")
+    if type(agent) is dict and type(judge) is dict:  # as vally writes it: read in C
+        values = (
+            *map(agent.get, USAGE_FIELDS, _NO_TOTALS),
+            *map(judge.get, USAGE_FIELDS, _NO_TOTALS),
+        )
+        if set(map(type, values)) == _INTEGERS:
+            return values
+    return _checked_usage(usage)
+
+
+def _checked_usage(usage: Mapping[str, Any]) -> tuple[int, ...]:
+    """:func:`_usage` field by field, raising on the first bad one."""
+    values: list[int] = []
+    for side in ("agent", "judge"):
+        totals = _object(usage, side, "usage.", optional=True) or {}
+        values.extend(_integer(totals, name, f"usage.{side}.", 0) for name in USAGE_FIELDS)
+    return tuple(values)
+
+
+def _spend(data: Mapping[str, Any]) -> tuple[Cost | None, JudgeCacheCounts | None]:
     """The line's ``cost`` and ``usage.judgeCache`` (both optional)."""
     cost = data.get("cost")
-    if cost is not None:
-        facts.cost = _model_field(Cost, cost, "cost")
     usage = data.get("usage")
     cache = usage.get("judgeCache") if isinstance(usage, dict) else None
-    if cache is not None:
-        facts.judge_cache = _model_field(JudgeCacheCounts, cache, "usage.judgeCache")
+    return (
+        None if cost is None else _model_field(Cost, cost, "cost"),
+        None if cache is None else _judge_cache(cache),
+    )
+
+
+def _judge_cache(value: Any) -> JudgeCacheCounts:
+    """A record's ``usage.judgeCache`` (most records': no judge asked, one shared value)."""
+    if value == _NO_CACHE_HITS:
+        return _NO_CACHE
+    return _model_field(JudgeCacheCounts, value, "usage.judgeCache")
+
+
+def _error(value: Any) -> TrialError | None:
+    """A record's ``error``."""
+    return None if value is None else _model_field(TrialError, value, "error")
 
 
 def facts_from_json(data: Mapping[str, Any]) -> TrialFacts:
     """The facts of one parsed ``trial-result`` line, checking only the fields they come
-    from (the rest of the line is not looked at).
+    from (the rest of the line is not looked at; of the grade result's graders, only
+    those that failed or errored are validated whole).
 
     Raises:
         FieldError: A field the facts come from is missing or of the wrong type.
@@ -305,7 +242,7 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
     eval_name, stimulus_name = get("evalName"), get("stimulusName")
     trial_index, started, completed = get("trialIndex"), get("startedAt"), get("completedAt")
     stimulus, grade, trajectory = get("stimulus"), get("gradeResult"), get("trajectory")
-    usage, offloaded = get("usage"), get("offloaded")
+    usage, offloaded, error = get("usage"), get("offloaded"), get("error")
     if not (
         (variant is None or type(variant) is str)
         and (model is None or type(model) is str)
@@ -326,26 +263,67 @@ def _plain_facts(data: Mapping[str, Any]) -> TrialFacts | None:
     graders = stimulus.get("graders")
     if graders is not None and type(graders) is not list:
         return None
-    facts = TrialFacts()
-    facts.variant, facts.eval_name, facts.stimulus_name = variant or "", eval_name, stimulus_name
-    facts.model, facts.trial_index, facts.status = model, trial_index, status
-    facts.started_at, facts.completed_at = started, completed
-    facts.stimulus_has_graders, facts.offloaded = bool(graders), bool(offloaded)
-    if grade is not None and not _plain_grade(facts, grade):
-        return None
+    cost, cache = get("cost"), usage.get("judgeCache") if usage else None
     try:
-        if trajectory is not None:
-            _metrics(facts, data)
-        if usage:
-            _usage(facts, data)
-        _spend(facts, data)
+        grading = _NO_GRADE if grade is None else _plain_grade(grade)
+        if grading is None:
+            return None
+        metrics = _NO_METRICS if trajectory is None else _metrics(trajectory)
+        counters = _usage(usage) if usage else _NO_USAGE
+        cost = None if cost is None else _model_field(Cost, cost, "cost")
+        cache = None if cache is None else _judge_cache(cache)
+        error = None if error is None else _error(error)
     except FieldError:
         return None
-    return facts
+    passed, score, has_graders, grade_errored, failed, violations = grading
+    return _new_facts(
+        TrialFacts,
+        (
+            variant or "",
+            eval_name,
+            stimulus_name,
+            model,
+            trial_index,
+            status,
+            bool(graders),  # stimulus_has_graders
+            grade is not None,  # graded
+            passed,
+            score,
+            has_graders,
+            grade_errored,
+            trajectory is not None,
+            metrics[0],  # tokens
+            metrics[1],  # turns
+            metrics[2],  # tool_calls
+            metrics[3],  # wall_time_ms
+            metrics[4],  # errors
+            counters,  # usage
+            started,
+            completed,
+            bool(offloaded),
+            cost,
+            cache,  # judge_cache
+            error,
+            failed,  # failed_graders
+            violations,  # constraint_violations
+            metrics[5],  # reported_model
+        ),
+    )
 
 
-def _plain_grade(facts: TrialFacts, grade: Mapping[str, Any]) -> bool:
-    """Take a well-formed ``gradeResult``'s facts; False when a field is not of its type."""
+Grading = tuple[bool, float, bool, bool, tuple[GraderResult, ...], tuple[str, ...]]
+"""What the facts take of a grade result: passed, score, has graders, errored, the graders
+that failed or errored, the violated constraints."""
+_NO_GRADE: Grading = (False, 0.0, False, False, (), ())
+
+
+def _plain_grade(grade: Mapping[str, Any]) -> Grading | None:
+    """A well-formed grade result's facts, or None when a field of its own is not of its
+    type (:func:`_checked_facts` then says which).
+
+    Raises:
+        FieldError: A grader result or the violated constraints are bad.
+    """
     passed, score = grade.get("passed"), grade.get("score")
     has_graders, errored = grade.get("hasGraders"), grade.get("errored")
     if not (
@@ -354,20 +332,20 @@ def _plain_grade(facts: TrialFacts, grade: Mapping[str, Any]) -> bool:
         and type(has_graders) is bool
         and type(errored) is bool
     ):
-        return False
-    facts.graded, facts.passed, facts.score = True, passed, float(score)
-    facts.has_graders, facts.grade_errored = has_graders, errored
-    return True
+        return None
+    details, broken = grade.get("details"), grade.get("constraintViolations")
+    failed = () if details is None or details == [] else _failed_graders(details)
+    violations = () if broken is None or broken == [] else _violations(broken)
+    return passed, float(score), has_graders, errored, failed, violations
 
 
 def _checked_facts(data: Mapping[str, Any]) -> TrialFacts:
     """:func:`facts_from_json` field by field, raising on the first bad one."""
-    facts = TrialFacts()
-    facts.variant = _text(data, "variant", optional=True) or ""
-    facts.eval_name = _text(data, "evalName")
-    facts.stimulus_name = _text(data, "stimulusName")
-    facts.model = _text(data, "model", optional=True)
-    facts.trial_index = _integer(data, "trialIndex", "")
+    variant = _text(data, "variant", optional=True) or ""
+    eval_name = _text(data, "evalName")
+    stimulus_name = _text(data, "stimulusName")
+    model = _text(data, "model", optional=True)
+    trial_index = _integer(data, "trialIndex", "")
     status = data.get("status")
     if not isinstance(status, str) or status not in STATUSES:
         raise FieldError(
@@ -375,23 +353,66 @@ def _checked_facts(data: Mapping[str, Any]) -> TrialFacts:
             if "status" in data
             else "status is missing"
         )
-    facts.status = status
     stimulus = _object(data, "stimulus", "", optional=False)
     graders = stimulus.get("graders")
     if graders is not None and not isinstance(graders, list):
         raise FieldError(f"stimulus.graders must be a list, not {_kind(graders)}")
-    facts.stimulus_has_graders = bool(graders)
-    _grade(facts, data)
-    _metrics(facts, data)
-    _usage(facts, data)
-    _spend(facts, data)
-    facts.started_at = _text(data, "startedAt")
-    facts.completed_at = _text(data, "completedAt")
+    grade = _object(data, "gradeResult", "", optional=True)
+    passed = has_graders = grade_errored = False
+    score = 0.0
+    failed: tuple[GraderResult, ...] = ()
+    violations: tuple[str, ...] = ()
+    if grade is not None:
+        passed = _flag(grade, "passed", "gradeResult.")
+        value = grade.get("score")
+        if type(value) is not int and type(value) is not float:
+            raise FieldError(f"gradeResult.score must be a number, not {_kind(value)}")
+        score = float(value)
+        has_graders = _flag(grade, "hasGraders", "gradeResult.")
+        grade_errored = _flag(grade, "errored", "gradeResult.")
+        failed = _failed_graders(grade.get("details"))
+        violations = _violations(grade.get("constraintViolations"))
+    trajectory = _object(data, "trajectory", "", optional=True)
+    metrics = _NO_METRICS if trajectory is None else _metrics(trajectory)
+    usage = _object(data, "usage", "", optional=True)
+    counters = _usage(usage) if usage else _NO_USAGE
+    cost, cache = _spend(data)
+    trial_error = _error(data.get("error"))
+    started_at = _text(data, "startedAt")
+    completed_at = _text(data, "completedAt")
     offloaded = data.get("offloaded")
     if offloaded is not None and not isinstance(offloaded, list):
         raise FieldError(f"offloaded must be a list, not {_kind(offloaded)}")
-    facts.offloaded = bool(offloaded)
-    return facts
+    return TrialFacts(
+        variant=variant,
+        eval_name=eval_name,
+        stimulus_name=stimulus_name,
+        model=model,
+        trial_index=trial_index,
+        status=status,
+        stimulus_has_graders=bool(graders),
+        graded=grade is not None,
+        passed=passed,
+        score=score,
+        has_graders=has_graders,
+        grade_errored=grade_errored,
+        trajectory=trajectory is not None,
+        tokens=metrics[0],
+        turns=metrics[1],
+        tool_calls=metrics[2],
+        wall_time_ms=metrics[3],
+        errors=metrics[4],
+        usage=counters,
+        started_at=started_at,
+        completed_at=completed_at,
+        offloaded=bool(offloaded),
+        cost=cost,
+        judge_cache=cache,
+        error=trial_error,
+        failed_graders=failed,
+        constraint_violations=violations,
+        reported_model=metrics[5],
+    )
 
 
 def iter_fact_lines(

@@ -34,8 +34,8 @@ from vally.engine.records.run_folder import (
     write_jsonl,
 )
 from vally.engine.records.tally import EvalTally
-from vally.engine.records.trial_facts import TrialFacts
 from vally.errors import OutputError
+from vally.models.facts import TrialFacts
 from vally.models.records import ExperimentBlock, RunSummaryRecord, TrialResultRecord
 from vally.models.trajectory import utc_now
 

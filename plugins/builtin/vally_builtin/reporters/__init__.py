@@ -26,6 +26,7 @@ from vally import (
     RunInfo,
     RunOutcome,
     RunSummaryRecord,
+    TrialFacts,
     TrialResultRecord,
     hookimpl,
     pass_at_k,
@@ -40,6 +41,7 @@ __all__ = [
     "TrialOutcome",
     "atomic_write_text",
     "cap",
+    "facts_outcome",
     "failed_graders",
     "format_count",
     "format_ms",
@@ -122,6 +124,18 @@ def trial_outcome(record: TrialResultRecord) -> TrialOutcome:
     if grade is None or (not grade.has_graders and not grade.constraint_violations):
         return "ungraded"
     return "passed" if grade.passed else "failed"
+
+
+def facts_outcome(facts: TrialFacts) -> TrialOutcome:
+    """:func:`trial_outcome` of the record ``facts`` were read from."""
+    status = facts.status
+    if status == "cancelled":
+        return "cancelled"
+    if status == "error" or facts.error is not None or facts.grade_errored:
+        return "errored"
+    if not facts.graded or (not facts.has_graders and not facts.constraint_violations):
+        return "ungraded"
+    return "passed" if facts.passed else "failed"
 
 
 def failed_graders(record: TrialResultRecord) -> list[GraderResult]:

@@ -2,12 +2,14 @@
 model, never a list of every trial.
 
 The ``markdown`` and ``console`` reporters feed each finished trial's record to a
-:class:`ReportAggregate` and render their end-of-run tables from it, so their memory
-grows with the rows of the report, not with the trials. Each row also keeps the first
-:data:`FAILURES_KEPT` failed or errored trials (by trial index, without their
-trajectories) for the failure listings, and counts the rest, and counts the failed or
-errored trials by their reason (:func:`failure_reason`: the failing grader and its
-evidence, or the error), so a listing can say which reason was the most common.
+:class:`ReportAggregate` (a merge feeds it each trial's facts,
+:class:`vally.TrialFacts`; a record is counted as its facts, so both count alike) and
+render their end-of-run tables from it, so their memory grows with the rows of the
+report, not with the trials. Each row also keeps the first :data:`FAILURES_KEPT` failed
+or errored trials (by trial index, without their trajectories) for the failure listings,
+and counts the rest, and counts the failed or errored trials by their reason
+(:func:`failure_reason`: the failing grader and its evidence, or the error), so a
+listing can say which reason was the most common.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import RunInfo, TrialResultRecord
+from vally import USAGE_FIELDS, RunInfo, TrialFacts, TrialResultRecord
 from vally_builtin.reporters import (
     GroupKey,
     StimulusStats,
     TrialOutcome,
-    failed_graders,
+    facts_outcome,
     one_line,
-    trial_outcome,
 )
 from vally_builtin.reporters.cost import CostTotals
 from vally_builtin.reporters.experiment import VariantCounter, VariantStats, observed_stats
@@ -40,30 +41,40 @@ as :attr:`RowAggregate.other_reasons`."""
 REASON_LIMIT = 200
 """The length a failure reason is cut to (on one line) before it is counted."""
 
+_SIDE = len(USAGE_FIELDS)
+_CALLS, _INPUT, _OUTPUT = (USAGE_FIELDS.index(n) for n in ("calls", "inputTokens", "outputTokens"))
+"""Where :attr:`vally.TrialFacts.usage` holds the counters a report's totals read (the
+agent's; the judges' follow them)."""
+
 
 def failure_reason(record: TrialResultRecord, outcome: TrialOutcome | None = None) -> str | None:
     """Why a failed or errored trial did not pass, on one line: the first failing grader
     and its evidence (and how many more failed), the error, or the violated constraints;
     None for a trial that did not fail or error."""
-    outcome = outcome or trial_outcome(record)
+    return facts_failure_reason(TrialFacts.of_record(record), outcome)
+
+
+def facts_failure_reason(facts: TrialFacts, outcome: TrialOutcome | None = None) -> str | None:
+    """:func:`failure_reason` of the record ``facts`` were read from."""
+    outcome = outcome or facts_outcome(facts)
     if outcome == "errored":
-        if record.error is not None:
-            text = f"errored ({record.error.phase}): [{record.error.code}] {record.error.message}"
+        error = facts.error
+        if error is not None:
+            text = f"errored ({error.phase}): [{error.code}] {error.message}"
         else:
-            broken = [d.name for d in failed_graders(record) if d.status == "error"]
+            broken = [d.name for d in facts.failed_graders if d.status == "error"]
             text = "grader error in " + (", ".join(broken) or "grading")
         return one_line(text, REASON_LIMIT)
     if outcome != "failed":
         return None
-    failing = failed_graders(record)
+    failing = facts.failed_graders
     if failing:
         first = failing[0]
         text = first.name + (f": {first.evidence}" if first.evidence else "")
         if len(failing) > 1:
             text += f" (+{len(failing) - 1} more failed)"
     else:
-        grade = record.grade_result
-        violations = grade.constraint_violations if grade else []
+        violations = facts.constraint_violations
         text = "constraints violated: " + "; ".join(violations) if violations else "below threshold"
     return one_line(text, REASON_LIMIT)
 
@@ -81,13 +92,6 @@ def keep(heap: list[Any], entry: tuple[Any, ...]) -> None:
         heapq.heappush(heap, entry)
     else:
         heapq.heapreplace(heap, entry)
-
-
-def group_key(record: TrialResultRecord) -> GroupKey:
-    """The report row of ``record``."""
-    return GroupKey(
-        record.eval_name, record.variant or "", record.stimulus_name, record.model or ""
-    )
 
 
 def _mean(total: float, count: int) -> float | None:
@@ -148,27 +152,32 @@ class RowAggregate:
 
     def add(self, record: TrialResultRecord, outcome: TrialOutcome) -> None:
         """Count one trial of the row."""
+        self.add_facts(TrialFacts.of_record(record), outcome, record)
+
+    def add_facts(
+        self, facts: TrialFacts, outcome: TrialOutcome, record: TrialResultRecord | None = None
+    ) -> None:
+        """Count one trial of the row from its facts (see :meth:`add`); a failed or errored
+        trial is kept for listings only when its ``record`` is given."""
         self.trials += 1
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        grade = record.grade_result
-        if outcome in ("passed", "failed") and grade is not None:
-            self.score_sum += grade.score
+        outcomes = self.outcomes
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if facts.graded and (outcome == "passed" or outcome == "failed"):
+            self.score_sum += facts.score
             self.scores += 1
-        trajectory = record.trajectory
-        if trajectory is not None:
-            m = trajectory.metrics
+        if facts.trajectory:
             self.metrics += 1
-            self.tokens += m.token_usage.total_tokens
-            self.turns += m.turn_count
-            self.tool_calls += m.tool_call_count
-            self.wall_time_ms += m.wall_time_ms
-            self.metric_errors += m.error_count
-            model = trajectory.metadata.model
+            self.tokens += facts.tokens
+            self.turns += facts.turns
+            self.tool_calls += facts.tool_calls
+            self.wall_time_ms += facts.wall_time_ms
+            self.metric_errors += facts.errors
+            model = facts.reported_model
             if model and model not in self.reported_models:
                 self.reported_models = (*self.reported_models, model)
-        if outcome in ("failed", "errored"):
-            self._keep_failure(record)
-            self._count_reason(failure_reason(record, outcome) or outcome, 1)
+        if outcome == "failed" or outcome == "errored":
+            self._keep_failure(facts, record)
+            self._count_reason(facts_failure_reason(facts, outcome) or outcome, 1)
 
     def _count_reason(self, reason: str, count: int) -> None:
         reasons = self.reasons
@@ -188,11 +197,13 @@ class RowAggregate:
         reason = max(reasons, key=reasons.__getitem__)  # first of the ties
         return reason, reasons[reason]
 
-    def _keep_failure(self, record: TrialResultRecord) -> None:
+    def _keep_failure(self, facts: TrialFacts, record: TrialResultRecord | None) -> None:
         self.failures_seen += 1
-        order = (-record.trial_index, record.trial_id)
+        if not self.keep_failures or record is None:
+            return
+        order = (-facts.trial_index, record.trial_id)
         # The copy is made only for a kept trial.
-        if self.keep_failures and admits(self.failures or (), order):
+        if admits(self.failures or (), order):
             self._keep((*order, _slim(record)))
 
     def _keep(self, entry: Failure) -> None:
@@ -305,6 +316,8 @@ class ReportAggregate:
         self.variants: dict[str, VariantCounter] = {}
         """Per variant (``""`` for none) what the comparison with the baseline counts, in
         the order the records came."""
+        self._rows: dict[tuple[str, str, str, str], RowAggregate] = {}
+        """:attr:`rows` by the fields of their keys (looked up without building a key)."""
         self._last_added: TrialResultRecord | None = None
 
     @classmethod
@@ -326,27 +339,49 @@ class ReportAggregate:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one finished trial."""
-        outcome = trial_outcome(record)
-        key = group_key(record)
-        row = self.rows.get(key)
+        self._count(TrialFacts.of_record(record), record)
+
+    def add_facts(self, facts: TrialFacts) -> bool:
+        """Count one finished trial from its facts (see :meth:`add`), unless its row keeps
+        it for listings (a failed or errored trial, with ``keep_failures``): then count
+        nothing and return False (:class:`vally.FactCounter`)."""
+        if self.keep_failures and facts_outcome(facts) in ("failed", "errored"):
+            return False
+        self._count(facts, None)
+        return True
+
+    def _count(self, facts: TrialFacts, record: TrialResultRecord | None) -> None:
+        """Count one trial (its ``record`` too, when a failure is kept for listings)."""
+        outcome = facts_outcome(facts)
+        named = (facts.eval_name, facts.variant, facts.stimulus_name, facts.model or "")
+        row = self._rows.get(named)
         if row is None:
-            row = self.rows[key] = RowAggregate(keep_failures=self.keep_failures)
-        row.add(record, outcome)
+            row = RowAggregate(keep_failures=self.keep_failures)
+            self._place_row(GroupKey(*named), row)
+        row.add_facts(facts, outcome, record)
         self.trials += 1
         self.outcomes[outcome] += 1
-        if self.completed_at is None or record.completed_at > self.completed_at:
-            self.completed_at = record.completed_at
-        for who, totals in self.usage.items():
-            usage = getattr(record.usage, who)
-            totals.input_tokens += usage.input_tokens
-            totals.output_tokens += usage.output_tokens
-            totals.calls += usage.calls
-        self.cost.add(record)
-        variant = record.variant or ""
-        counter = self.variants.get(variant)
+        if self.completed_at is None or facts.completed_at > self.completed_at:
+            self.completed_at = facts.completed_at
+        usage = facts.usage
+        if any(usage):  # a trial without model calls adds nothing
+            agent, judge = self.usage["agent"], self.usage["judge"]
+            agent.input_tokens += usage[_INPUT]
+            agent.output_tokens += usage[_OUTPUT]
+            agent.calls += usage[_CALLS]
+            judge.input_tokens += usage[_SIDE + _INPUT]
+            judge.output_tokens += usage[_SIDE + _OUTPUT]
+            judge.calls += usage[_SIDE + _CALLS]
+        self.cost.add_facts(facts)
+        counter = self.variants.get(facts.variant)
         if counter is None:
-            counter = self.variants[variant] = VariantCounter()
-        counter.add(record)
+            counter = self.variants[facts.variant] = VariantCounter()
+        counter.add_facts(facts)
+
+    def _place_row(self, key: GroupKey, row: RowAggregate) -> None:
+        """Hold ``row`` as the report row of ``key``."""
+        self.rows[key] = row
+        self._rows[(key.eval_name, key.variant, key.stimulus, key.model)] = row
 
     def state(self) -> dict[str, Any]:
         """The aggregate as JSON data, which :meth:`absorb` adds to another aggregate (a
@@ -374,7 +409,8 @@ class ReportAggregate:
             key = GroupKey(str(eval_name), str(variant), str(stimulus), str(model))
             row = self.rows.get(key)
             if row is None:
-                row = self.rows[key] = RowAggregate(keep_failures=self.keep_failures)
+                row = RowAggregate(keep_failures=self.keep_failures)
+                self._place_row(key, row)
             row.absorb(row_state)
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)

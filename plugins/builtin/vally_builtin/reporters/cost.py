@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vally import TrialResultRecord
+from vally import USAGE_FIELDS, TrialFacts, TrialResultRecord
+
+_SIDE = len(USAGE_FIELDS)
+_AGENT_CALLS, _AGENT_TOTAL = USAGE_FIELDS.index("calls"), USAGE_FIELDS.index("totalTokens")
+_JUDGE_CALLS, _JUDGE_TOTAL = _SIDE + _AGENT_CALLS, _SIDE + _AGENT_TOTAL
+"""Where :attr:`vally.TrialFacts.usage` holds the counters a cost line reads."""
 
 
 def format_usd(value: float | None) -> str:
@@ -33,19 +38,36 @@ class CostTotals:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one trial's usage and cost."""
-        usage, cost = record.usage, record.cost
-        self.hits += usage.judge_cache.hits
-        self.misses += usage.judge_cache.misses
-        self.tokens["agent"] += usage.agent.total_tokens
-        self.tokens["judge"] += usage.judge.total_tokens
-        self.spent = self.spent or bool(usage.agent.calls or usage.judge.calls or cost.agent_usd)
-        for who, value in (("agent", cost.agent_usd), ("judge", cost.judge_usd)):
-            if value is not None:
-                self.dollars[who] += value
-                self.priced[who] = True
-        if cost.agent_source is not None:
-            self.sources.add(cost.agent_source)
-        self.unpriced += cost.unpriced_trials
+        self.add_facts(TrialFacts.of_record(record))
+
+    def add_facts(self, facts: TrialFacts) -> None:
+        """Count one trial's usage and cost from its facts (see :meth:`add`)."""
+        usage, cost, cache = facts.usage, facts.cost, facts.judge_cache
+        if cost is None:  # a line without one: a record's default cost, nothing spent
+            agent_usd: float | None = 0.0
+            judge_usd: float | None = 0.0
+        else:
+            agent_usd, judge_usd = cost.agent_usd, cost.judge_usd
+            if cost.agent_source is not None:
+                self.sources.add(cost.agent_source)
+            self.unpriced += cost.unpriced_trials
+        if cache is not None:
+            self.hits += cache.hits
+            self.misses += cache.misses
+        agent_tokens, judge_tokens = usage[_AGENT_TOTAL], usage[_JUDGE_TOTAL]
+        if agent_tokens or judge_tokens:  # most trials of a mock or a judge-free eval: none
+            self.tokens["agent"] += agent_tokens
+            self.tokens["judge"] += judge_tokens
+        if not self.spent:
+            self.spent = bool(usage[_AGENT_CALLS] or usage[_JUDGE_CALLS] or agent_usd)
+        if agent_usd is not None:
+            if agent_usd:  # a sum of dollars: adding nothing changes nothing
+                self.dollars["agent"] += agent_usd
+            self.priced["agent"] = True
+        if judge_usd is not None:
+            if judge_usd:
+                self.dollars["judge"] += judge_usd
+            self.priced["judge"] = True
 
     def state(self) -> dict[str, Any]:
         """The totals as JSON data, which :meth:`absorb` adds to other totals."""

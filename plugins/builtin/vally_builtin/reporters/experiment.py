@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from vally import TrialResultRecord, is_errored, is_graded
+from vally import TrialFacts, TrialResultRecord
 from vally_builtin.reporters import markdown_text
 
 if TYPE_CHECKING:  # the statistics are imported when a figure needs them, not at start-up
@@ -86,15 +86,19 @@ class Comparison:
         return f"{label} (smallest detectable: ±{estimate.mde * 100:.1f} pts)"
 
 
+Stimulus = tuple[str, str, str | None]
+"""An observed stimulus: (eval, stimulus, model)."""
+
+
 class VariantCounter:
     """The counters of one variant, fed one record at a time: per stimulus, not per trial."""
 
     def __init__(self) -> None:
         self.trials = self.graded = self.passed = self.errored = 0
-        self.stimuli: set[tuple[str, str, str | None]] = set()
-        self.rated: dict[tuple[str, str, str | None], list[int]] = {}
-        """Per graded stimulus, in one list: its passed and graded trials, then where its
-        first graded trial came (the two parts of its order), which orders the rates."""
+        self.counts: dict[Stimulus, list[Any]] = {}
+        """Each observed stimulus's passed and graded trials, and where its first graded
+        trial came (None until one was graded; the order of the per-stimulus rates): one
+        entry, found with one lookup a trial."""
 
     def add(self, record: TrialResultRecord, order: tuple[int, int] | None = None) -> None:
         """Count one record of the variant.
@@ -104,23 +108,29 @@ class VariantCounter:
             order: Where the record comes in the order the per-stimulus rates follow (its
                 place in the plan, then in the input); default: the order records are fed.
         """
-        key = (record.eval_name, record.stimulus_name, record.model)
+        self.add_facts(TrialFacts.of_record(record), order)
+
+    def add_facts(self, facts: TrialFacts, order: tuple[int, int] | None = None) -> None:
+        """Count one trial of the variant from its facts (see :meth:`add`)."""
+        key = (facts.eval_name, facts.stimulus_name, facts.model)
+        counts = self.counts.get(key)
+        if counts is None:
+            counts = self.counts[key] = [0, 0, None]
         position = order if order is not None else (0, self.trials)
         self.trials += 1
-        self.stimuli.add(key)
-        self.errored += int(is_errored(record))
-        if is_graded(record):
-            passed = int(record.grade_result is not None and record.grade_result.passed)
-            self.graded += 1
-            self.passed += passed
-            counts = self.rated.get(key)
-            if counts is None:
-                self.rated[key] = [passed, 1, *position]
-            else:
-                counts[0] += passed
-                counts[1] += 1
-                if position < (counts[2], counts[3]):
-                    counts[2:] = position
+        if facts.status != "success" or not facts.graded or facts.grade_errored:
+            self.errored += 1  # TrialFacts.errored, without the call
+            return
+        if not facts.has_graders:  # graded: not errored, with graders
+            return
+        passed = 1 if facts.passed else 0
+        self.graded += 1
+        self.passed += passed
+        counts[0] += passed
+        counts[1] += 1
+        first = counts[2]
+        if first is None or position < first:
+            counts[2] = position
 
     def state(self) -> dict[str, Any]:
         """The counters as JSON data, which :meth:`absorb` adds to another counter."""
@@ -129,8 +139,12 @@ class VariantCounter:
             "graded": self.graded,
             "passed": self.passed,
             "errored": self.errored,
-            "stimuli": [list(key) for key in self.stimuli],
-            "rated": [[*key, *counts] for key, counts in self.rated.items()],
+            "stimuli": [list(key) for key in self.counts],
+            "rated": [
+                [*key, passed, graded, *first]
+                for key, (passed, graded, first) in self.counts.items()
+                if graded
+            ],
         }
 
     def absorb(self, state: Mapping[str, Any], shift: int = 0) -> None:
@@ -145,23 +159,25 @@ class VariantCounter:
         self.graded += int(state["graded"])
         self.passed += int(state["passed"])
         self.errored += int(state["errored"])
-        self.stimuli.update((str(e), str(s), m) for e, s, m in state["stimuli"])
+        for eval_name, stimulus, model in state["stimuli"]:
+            self.counts.setdefault((str(eval_name), str(stimulus), model), [0, 0, None])
         for eval_name, stimulus, model, passed, graded, place, at in state["rated"]:
-            key = (str(eval_name), str(stimulus), model)
+            counts = self.counts.setdefault((str(eval_name), str(stimulus), model), [0, 0, None])
+            counts[0] += int(passed)
+            counts[1] += int(graded)
             order = (int(place), int(at) + shift)
-            counts = self.rated.get(key)
-            if counts is None:
-                self.rated[key] = [int(passed), int(graded), *order]
-            else:
-                counts[0] += int(passed)
-                counts[1] += int(graded)
-                if order < (counts[2], counts[3]):
-                    counts[2:] = order
+            if counts[2] is None or order < counts[2]:
+                counts[2] = order
 
     def stats(self, name: str) -> VariantStats:
         """The variant's observed counts; its per-stimulus rates ordered by where each
         stimulus's first graded trial came."""
-        ordered = sorted(self.rated, key=lambda key: (self.rated[key][2], self.rated[key][3]))
+        rated = [
+            (first, key, passed / graded)
+            for key, (passed, graded, first) in self.counts.items()
+            if graded
+        ]
+        rated.sort(key=lambda item: item[0])
         return VariantStats(
             name=name,
             trials=self.trials,
@@ -169,8 +185,8 @@ class VariantCounter:
             passed=self.passed,
             failed=self.graded - self.passed,
             errored=self.errored,
-            stimuli=frozenset(self.stimuli),
-            rates={key: self.rated[key][0] / self.rated[key][1] for key in ordered},
+            stimuli=frozenset(self.counts),
+            rates={key: rate for _first, key, rate in rated},
         )
 
 

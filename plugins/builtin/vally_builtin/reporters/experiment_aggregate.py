@@ -2,7 +2,8 @@
 per variant and stimulus, never a list of every trial.
 
 :class:`ExperimentAggregate` takes the records in any order (a run's results files read
-back, a merge's merged files) and keeps what ``report.md`` of an experiment shows: each
+back, a merge's records, or their facts: :class:`vally.TrialFacts`, which a merge reads of
+each line) and keeps what ``report.md`` of an experiment shows: each
 variant's counts and per-stimulus pass rates (for the comparison with the baseline), the
 token and cost totals, and per report row (variant, eval, stimulus, model) the first
 :data:`~vally_builtin.reporters.aggregate.FAILURES_KEPT` trials with failed graders or
@@ -16,12 +17,12 @@ ordered by it, so the figures are those of the records sorted by plan.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vally import TrialResultRecord
-from vally_builtin.reporters.aggregate import admits, group_key, keep
+from vally import TrialFacts, TrialResultRecord
+from vally_builtin.reporters.aggregate import admits, keep
 from vally_builtin.reporters.cost import CostTotals
 from vally_builtin.reporters.experiment import (
     EVIDENCE_LIMIT,
@@ -36,10 +37,10 @@ Order = tuple[int, int]
 then its place in the input."""
 
 
-def _row_id(record: TrialResultRecord) -> str:
-    """The plan key of ``record`` without its trial index: ``variant/eval/stimulus/model``."""
-    key = group_key(record)
-    return "/".join([key.variant, key.eval_name, key.stimulus, key.model_label])
+def _row_id(facts: TrialFacts) -> str:
+    """The plan key of a trial without its trial index: ``variant/eval/stimulus/model``."""
+    model = facts.model or "default"
+    return f"{facts.variant}/{facts.eval_name}/{facts.stimulus_name}/{model}"
 
 
 class PlanPlaces:
@@ -81,34 +82,40 @@ class PlanPlaces:
                 return
             span[1] = count + 1
 
-    def place(self, record: TrialResultRecord) -> int | None:
-        """``record``'s place in the plan, or None when the plan does not hold it."""
+    def place(self, record: TrialResultRecord | TrialFacts) -> int | None:
+        """The place in the plan of a trial (its record or facts), or None when the plan
+        does not hold it."""
+        facts = TrialFacts.of_record(record) if isinstance(record, TrialResultRecord) else record
         if self._planned is not None:
             keys, self._planned = self._planned, None
             self._map(keys)
-        row = _row_id(record)
+        row = _row_id(facts)
+        index = facts.trial_index
         if self.keys is not None:
-            return self.keys.get(f"{row}/{record.trial_index}")
+            return self.keys.get(f"{row}/{index}")
         span = self.rows.get(row)
-        if span is None or not 0 <= record.trial_index < span[1]:
+        if span is None or not 0 <= index < span[1]:
             return None
-        return span[0] + record.trial_index * span[2]
+        return span[0] + index * span[2]
 
 
-def problem_lines(record: TrialResultRecord) -> list[str]:
-    """The report's lines for ``record``: its error, else each failed grader with its
-    evidence (none when nothing failed)."""
-    where = f"`{record.stimulus_name}` trial {record.trial_index}"
-    if record.model:
-        where += f" ({record.model})"
-    if record.error is not None:
-        message = cell(record.error.message[:EVIDENCE_LIMIT])
-        return [f"- {where}: error in {record.error.phase}: {message}"]
-    grade = record.grade_result
+def problem_lines(record: TrialResultRecord | TrialFacts) -> list[str]:
+    """The report's lines for a trial (its record or facts): its error, else each failed
+    grader with its evidence (none when nothing failed)."""
+    facts = TrialFacts.of_record(record) if isinstance(record, TrialResultRecord) else record
+    error = facts.error
+    failed = [detail for detail in facts.failed_graders if not detail.passed]
+    if error is None and not failed:
+        return []
+    where = f"`{facts.stimulus_name}` trial {facts.trial_index}"
+    if facts.model:
+        where += f" ({facts.model})"
+    if error is not None:
+        message = cell(error.message[:EVIDENCE_LIMIT])
+        return [f"- {where}: error in {error.phase}: {message}"]
     return [
         f"- {where}: {cell(detail.name)} failed: {cell(detail.evidence[:EVIDENCE_LIMIT])}"
-        for detail in (grade.details if grade is not None else [])
-        if not detail.passed
+        for detail in failed
     ]
 
 
@@ -124,12 +131,13 @@ class ProblemRow:
     """A heap on the negated order: the kept trials with the latest first."""
     seen: int = 0
 
-    def add(self, order: Order, lines: list[str]) -> None:
-        """Count one trial with problems; keep its lines while it is among the first."""
+    def add(self, order: Order, lines: list[str] | Callable[[], list[str]]) -> None:
+        """Count one trial with problems; keep its lines while it is among the first
+        (``lines`` may be a function giving them, then called only for a trial kept)."""
         self.seen += 1
-        entry = (-order[0], -order[1], lines)
-        if admits(self.kept, entry[:2]):
-            keep(self.kept, entry)
+        negated = (-order[0], -order[1])
+        if admits(self.kept, negated):
+            keep(self.kept, (*negated, lines if isinstance(lines, list) else lines()))
 
     def absorb(self, state: Mapping[str, Any], shift: int) -> None:
         """Add another row's trials (its :meth:`ExperimentAggregate.state` entry), their
@@ -180,25 +188,31 @@ class ExperimentAggregate:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one finished trial."""
-        place = self.places.place(record)
+        self.add_facts(TrialFacts.of_record(record))
+
+    def add_facts(self, facts: TrialFacts) -> bool:
+        """Count one finished trial from its facts (see :meth:`add`); always counted
+        (:class:`vally.FactCounter`)."""
+        place = self.places.place(facts)
         order = (self.places.size if place is None else place, self.finished)
         self.finished += 1
-        self.cost.add(record)
-        variant = record.variant or ""
+        self.cost.add_facts(facts)
+        variant = facts.variant
         counter = self.counters.get(variant)
         if counter is not None:
-            counter.add(record, order)
+            counter.add_facts(facts, order)
         totals = self.variant_cost.get(variant)
         if totals is not None:
-            totals.add(record)
-        lines = problem_lines(record)
-        if lines:
-            rows = self.problems.setdefault((variant, record.eval_name), {})
-            row_key = (record.stimulus_name, record.model)
+            totals.add_facts(facts)
+        failed = facts.failed_graders
+        if facts.error is not None or (failed and any(not g.passed for g in failed)):
+            rows = self.problems.setdefault((variant, facts.eval_name), {})
+            row_key = (facts.stimulus_name, facts.model)
             row = rows.get(row_key)
             if row is None:
-                row = rows[row_key] = ProblemRow(record.stimulus_name, record.model)
-            row.add(order, lines)
+                row = rows[row_key] = ProblemRow(facts.stimulus_name, facts.model)
+            row.add(order, lambda: problem_lines(facts))  # written only for a trial kept
+        return True
 
     def state(self) -> dict[str, Any]:
         """The figures as JSON data, which :meth:`absorb` adds to another aggregate of the
