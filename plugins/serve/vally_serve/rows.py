@@ -158,6 +158,15 @@ _STATUS_LIMIT, _TIME_LIMIT, _END_LIMIT = (
 )
 
 
+def _text(value: Any, name: str, limit: int, notes: list[str]) -> str | None:
+    """``value`` as it is when it is text the store keeps unchanged (ASCII, no NUL, within
+    ``limit``: the common case, checked without a further call), else
+    :func:`optional_text` of it."""
+    if type(value) is str and value.isascii() and "\x00" not in value and len(value) <= limit:
+        return value
+    return optional_text(value, name, limit, notes)
+
+
 def _key(data: Mapping[str, Any], name: str, column: str, *, required: bool = True) -> str:
     """:func:`key_text` of the field ``name``."""
     return key_text(data.get(name), name, _LIMITS[column], required=required)
@@ -226,15 +235,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     run_id, trial_id, eval_name, stimulus, model, variant = _keys(data)
     get = data.get
     notes: list[str] = []
-    status = get("status")
-    if not (
-        type(status) is str
-        and status.isascii()
-        and "\x00" not in status
-        and len(status) <= _STATUS_LIMIT
-    ):
-        status = optional_text(status, "status", _STATUS_LIMIT, notes)
-    status = status or "error"
+    status = _text(get("status"), "status", _STATUS_LIMIT, notes) or "error"
     grade = get("gradeResult")
     if not isinstance(grade, dict):
         grade = None
@@ -253,14 +254,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     if type(index) is not int or not 0 <= index <= INTEGER_MAX:
         index = count(index, "trialIndex", notes)
     score = real(grade.get("score"), "gradeResult.score", notes) if grade else None
-    started = get("startedAt")
-    if not (
-        type(started) is str
-        and started.isascii()
-        and "\x00" not in started
-        and len(started) <= _TIME_LIMIT
-    ):
-        started = optional_text(started, "startedAt", _TIME_LIMIT, notes)
+    started = _text(get("startedAt"), "startedAt", _TIME_LIMIT, notes)
     duration = get("durationMs")
     if type(duration) is not int or not 0 <= duration <= INTEGER_MAX:
         duration = count(duration, "durationMs", notes)
@@ -276,14 +270,7 @@ def outcome_rows(data: Mapping[str, Any], raw: bytes) -> OutcomeRows:
     errors = metrics.get("errorCount")
     if type(errors) is not int or not 0 <= errors <= INTEGER_MAX:
         errors = count(errors, "trajectory.metrics.errorCount", notes)
-    end_reason = trajectory.get("endReason")
-    if not (
-        type(end_reason) is str
-        and end_reason.isascii()
-        and "\x00" not in end_reason
-        and len(end_reason) <= _END_LIMIT
-    ):
-        end_reason = optional_text(end_reason, "trajectory.endReason", _END_LIMIT, notes)
+    end_reason = _text(trajectory.get("endReason"), "trajectory.endReason", _END_LIMIT, notes)
     error_code = optional_text(error.get("code"), "error.code", _LIMITS["error_code"], notes)
     graders, verdicts = _graders_of(grade, notes)
     outcome = OutcomeRow(
