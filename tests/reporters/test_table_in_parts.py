@@ -7,12 +7,13 @@ import io
 import os
 import random
 import tracemalloc
+from collections.abc import Iterator, Sequence
 
 import pytest
 from rich.console import Console
 from rich.table import Table
 
-from vally_builtin.reporters import console as reporter
+from vally_builtin.reporters import console as reporter, table_parts
 from vally_builtin.reporters.aggregate import GroupKey, RowAggregate
 
 
@@ -53,9 +54,36 @@ def test_a_table_in_parts_prints_what_the_whole_table_prints(
     width: int, rows: int, variant: bool, long_names: bool, color: bool
 ) -> None:
     whole, parts = io.StringIO(), io.StringIO()
-    reporter.print_streamed(_console(whole, width, color), _table(rows, variant, long_names))
-    reporter.print_table_in_parts(_console(parts, width, color), _table(rows, variant, long_names))
+    table_parts.print_streamed(_console(whole, width, color), _table(rows, variant, long_names))
+    table = _table(rows, variant, long_names)
+    table_parts.print_table_in_parts(_console(parts, width, color), table)
     assert parts.getvalue() == whole.getvalue()
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+@pytest.mark.parametrize(
+    ("rows", "variant", "long_names", "color"),
+    [(10, False, False, True), (257, True, False, True), (700, True, True, False)],
+)
+def test_rows_given_a_part_at_a_time_print_what_the_whole_table_prints(
+    width: int, rows: int, variant: bool, long_names: bool, color: bool
+) -> None:
+    full = _table(rows, variant, long_names)
+    # a cell whose markup is not its width: measured as the table measures it
+    full.columns[-3]._cells[rows // 2] = "[bold]" + "9" * 12 + "[/bold]"
+    cells = list(zip(*(column._cells for column in full.columns), strict=True))
+    given: list[int] = []
+
+    def rows_again() -> Iterator[Sequence[str]]:
+        given.append(len(given))
+        return iter(cells)
+
+    whole, parts = io.StringIO(), io.StringIO()
+    table_parts.print_streamed(_console(whole, width, color), full)
+    empty = _table(0, variant, long_names)
+    table_parts.print_rows_in_parts(_console(parts, width, color), empty, rows_again)
+    assert parts.getvalue() == whole.getvalue()
+    assert len(given) == 2  # measured, then printed
 
 
 def _summary_peak(rows: int) -> int:

@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -83,6 +83,7 @@ from vally_builtin.reporters.console_live import (
     Tally,
     format_seconds,
 )
+from vally_builtin.reporters.table_parts import print_rows_in_parts
 
 SEALED_KEY = "console.report-aggregate"
 """The key of the console's report rows in a shard's seal (``vally_seal_counters``)."""
@@ -777,7 +778,8 @@ def _render_verdict(console: Console, record: TrialResultRecord, outcome: str) -
 
 
 def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> None:
-    """Print the summary table: one row per eval, stimulus and model, in ``rows``' order."""
+    """Print the summary table: one row per eval, stimulus and model, in ``rows``' order
+    (a part of the rows at a time, see :func:`print_rows_in_parts`)."""
     console.print()
     console.print(Text("Summary", style="bold"))
     table = Table()
@@ -788,6 +790,13 @@ def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> N
         table.add_column(name)
     for name in ("trials", "passed", "pass rate", "mean score"):
         table.add_column(name, justify="right")
+    print_rows_in_parts(console, table, lambda: _summary_cells(rows, show_variant))
+
+
+def _summary_cells(
+    rows: Mapping[GroupKey, RowAggregate], show_variant: bool
+) -> Iterator[list[str]]:
+    """The summary table's cells, a row at a time."""
     for key, aggregate in rows.items():
         s = aggregate.stats()
         passed = f"{s.passed}/{s.graded}"
@@ -802,81 +811,7 @@ def render_summary(console: Console, rows: Mapping[GroupKey, RowAggregate]) -> N
             format_rate(s.pass_rate),
             format_score(s.mean_score),
         ]
-        table.add_row(*([key.variant or "—", *row] if show_variant else row))
-    print_table_in_parts(console, table)
-
-
-TABLE_PART_ROWS = 256
-"""Rows of a table :func:`print_table_in_parts` renders at a time."""
-
-
-def _fixed_part(table: Table, widths: Sequence[int], first: int, last: int) -> Table:
-    """Rows ``first`` to ``last`` (excluded) of ``table``, its columns fixed at ``widths``
-    (with their padding), the header only in the part that starts the table."""
-    part = Table(box=table.box, show_header=first == 0)
-    for index, (column, width) in enumerate(zip(table.columns, widths, strict=True)):
-        part.add_column(
-            column.header,
-            justify=column.justify,
-            width=width - table._get_padding_width(index),
-        )
-        part.columns[-1]._cells = column._cells[first:last]
-    part.rows = table.rows[first:last]
-    return part
-
-
-def print_table_in_parts(console: Console, table: Table) -> None:
-    """Print ``table`` as :meth:`Console.print` does (the same output), rendering
-    :data:`TABLE_PART_ROWS` rows at a time: rendering a table holds a padded cell of every
-    row and column at once (about 2 KB a row of the summary table).
-
-    The column widths are those of the whole table (measured a column at a time); each
-    part is a table of those fixed widths, printed without the border lines that join it
-    to the parts before and after. A table that does not fit the console's width (its
-    columns would be squeezed) is printed whole.
-    """
-    rows = len(table.rows)
-    options = console.options
-    space = options.max_width - table._extra_width
-    widths = table._calculate_column_widths(console, options.update_width(space))
-    if rows <= TABLE_PART_ROWS or sum(widths) > space or table.title or table.show_footer:
-        print_streamed(console, table)
-        return
-    from rich.segment import Segment, Segments
-
-    new_line = Segment.line()
-    for first in range(0, rows, TABLE_PART_ROWS):
-        last = min(first + TABLE_PART_ROWS, rows)
-        part = _fixed_part(table, widths, first, last)
-        lines = list(Segment.split_lines(console.render(part, options)))
-        if first:
-            lines = lines[1:]  # the part's top border
-        if last < rows:
-            lines = lines[:-1]  # its bottom border
-        segments = Segments([piece for line in lines for piece in (*line, new_line)])
-        if last < rows:
-            console.print(segments, end="")
-        else:
-            console.print(segments)
-
-
-STREAMED_SEGMENTS = 4096
-"""Rendered pieces :func:`print_streamed` holds before it writes them."""
-
-
-def print_streamed(console: Console, renderable: Any) -> None:
-    """Print ``renderable`` as :meth:`Console.print` does (the same output), but write its
-    rendering every :data:`STREAMED_SEGMENTS` pieces instead of holding all of it: a
-    summary table of 10^4 stimuli renders to about 20 MB of pieces."""
-    from rich.segment import Segments
-
-    batch: list[Any] = []
-    for segment in console.render(renderable, console.options):
-        batch.append(segment)
-        if len(batch) >= STREAMED_SEGMENTS:
-            console.print(Segments(batch), end="")
-            batch = []
-    console.print(Segments(batch))
+        yield [key.variant or "—", *row] if show_variant else row
 
 
 def render_artifacts(console: Console, run_dir: Path | None) -> None:
