@@ -11,6 +11,7 @@ Two families:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
@@ -66,6 +67,11 @@ class RecordModel(BaseModel):
     def to_json_line(self) -> str:
         """One compact JSON line (no trailing newline), keys in declaration order."""
         return self.model_dump_json(by_alias=True)
+
+    def json_pieces(self) -> Iterator[str]:
+        """:meth:`to_json_line` in pieces that join to it, for writing a long record
+        without its whole line at once: here the line itself, one piece."""
+        yield self.to_json_line()
 
     def writable(self) -> Self:
         """This record itself when it can be written as UTF-8 JSON, else a copy with every

@@ -7,7 +7,7 @@ the files never meet a missing key. The schema is versioned by ``schemaVersion``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Self
 
 from pydantic import Field
@@ -237,6 +237,12 @@ class TargetIdentity(RecordModel):
     variant: str | None = None
 
 
+PIECED_STIMULI = 64
+"""From this many stimuli on a run summary is written a stimulus at a time."""
+
+_EMPTY_STIMULI = '"stimuli":[]'
+
+
 class RunSummaryRecord(_EvalRecord):
     """One line of ``run-summary.jsonl``: one eval (and variant) of a run, with what it
     measured (``evalHash``, ``suiteHash``, ``graders``, ``target``)."""
@@ -264,3 +270,22 @@ class RunSummaryRecord(_EvalRecord):
     experiment: ExperimentBlock | None = None
     usage: Usage = Field(default_factory=Usage)
     cost: Cost = Field(default_factory=Cost)
+
+    def json_pieces(self) -> Iterator[str]:
+        """:meth:`to_json_line` in pieces: the line around an empty ``stimuli``, then its
+        stimuli one at a time (a summary of 10^4 stimuli is a line of megabytes, which
+        serialising whole holds twice). The line whole when its stimuli are few, not all
+        plain :class:`StimulusSummary` entries, or the empty list is not found once."""
+        stimuli = self.stimuli
+        if len(stimuli) < PIECED_STIMULI or any(type(s) is not StimulusSummary for s in stimuli):
+            yield self.to_json_line()
+            return
+        shell = self.model_copy(update={"stimuli": []}).to_json_line()
+        if shell.count(_EMPTY_STIMULI) != 1:
+            yield self.to_json_line()
+            return
+        head, _, tail = shell.partition(_EMPTY_STIMULI)
+        yield head + '"stimuli":['
+        for index, stimulus in enumerate(stimuli):
+            yield "," + stimulus.to_json_line() if index else stimulus.to_json_line()
+        yield "]" + tail

@@ -173,11 +173,42 @@ def write_text_atomic(path: Path, text: str) -> None:
 
     The file gets the mode a plain ``open()`` gives (0666 minus the umask), so people and
     tools other than the writer can read it."""
+    with _replaced(path) as handle:
+        handle.write(text)
+
+
+WRITE_PIECE = 1 << 16
+"""Characters of a long line :func:`write_lines_atomic` encodes and writes at a time."""
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
+    """:func:`write_text_atomic` of ``lines``, each ended by a newline, without joining
+    them: a line is written as it comes, a long one (a run summary of many stimuli is one
+    line) :data:`WRITE_PIECE` characters at a time, so no second copy of it is made."""
+    with _replaced(path) as handle:
+        for line in lines:
+            _write_long(handle, line)
+            handle.write("\n")
+
+
+def _write_long(handle: IO[str], text: str) -> None:
+    """Write ``text``, :data:`WRITE_PIECE` characters at a time when it is longer."""
+    if len(text) <= WRITE_PIECE:
+        handle.write(text)
+        return
+    for start in range(0, len(text), WRITE_PIECE):
+        handle.write(text[start : start + WRITE_PIECE])
+
+
+@contextlib.contextmanager
+def _replaced(path: Path) -> Iterator[IO[str]]:
+    """A text file to write ``path``'s new content to: a temp file next to it, renamed
+    into place when the block ends without an error (removed otherwise)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         with open(tmp, "x", encoding="utf-8") as handle:
-            handle.write(text)
+            yield handle
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -334,10 +365,15 @@ class Scrubber:
 def write_jsonl(
     path: Path, records: Iterable[RecordModel], scrubber: Scrubber | None = None
 ) -> None:
-    """Write records as JSON lines (temp file, then rename)."""
+    """Write records as JSON lines (temp file, then rename), each in its pieces
+    (:meth:`~vally.models.base.RecordModel.json_pieces`), so a long record's line is never
+    held whole; a secret is scrubbed within a piece (a JSON text never spans two)."""
     scrub = scrubber or Scrubber()
-    lines = [scrub.text(r.to_json_line()) + "\n" for r in records]
-    write_text_atomic(path, "".join(lines))
+    with _replaced(path) as handle:
+        for record in records:
+            for piece in record.json_pieces():
+                _write_long(handle, scrub.text(piece))
+            handle.write("\n")
 
 
 def write_json(path: Path, data: Any, scrubber: Scrubber | None = None) -> None:
@@ -490,9 +526,7 @@ def iter_record_lines(
             try:
                 record = TrialResultRecord.model_validate(data)
             except Exception as exc:
-                raise ConfigError(
-                    f"{file}:{number}: not a trial-result record: {exc}"
-                ) from None
+                raise ConfigError(f"{file}:{number}: not a trial-result record: {exc}") from None
             yield line, record
 
 
@@ -534,6 +568,7 @@ def require_directory(
 
 DEFAULT_MODEL_LABEL = "default"
 """The model part of a trial key (and its folder) when no model is chosen."""
+
 
 def model_label(model: str | None) -> str:
     """The model as it appears in keys and folders (``default`` for None)."""

@@ -1,0 +1,117 @@
+"""Files written whole or not at all: a temp file renamed into place; JSON lines written as
+they come, a long line a piece at a time, without a joined copy of the text."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vally.engine.records import run_folder
+from vally.models.base import RecordModel
+from vally.models.records import PIECED_STIMULI, RunSummaryRecord
+
+
+class _Line(RecordModel):
+    text: str
+
+
+def test_lines_are_written_as_the_joined_text_short_and_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_folder, "WRITE_PIECE", 7)
+    lines = ["", "short", "exactly7", "a line of many pieces, é and ✔ too", "x" * 15]
+    path = tmp_path / "deep" / "out.jsonl"
+    run_folder.write_lines_atomic(path, lines)
+    assert path.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
+    assert [p.name for p in path.parent.iterdir()] == ["out.jsonl"]
+
+
+def test_a_failing_writer_keeps_the_file_that_was_there(tmp_path: Path) -> None:
+    path = tmp_path / "run-summary.jsonl"
+    path.write_text("kept\n", encoding="utf-8")
+
+    def lines() -> Iterator[str]:
+        yield "new"
+        raise RuntimeError("the summary could not be made")
+
+    with pytest.raises(RuntimeError):
+        run_folder.write_lines_atomic(path, lines())
+    assert path.read_text(encoding="utf-8") == "kept\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["run-summary.jsonl"]
+
+
+def test_a_long_line_is_written_without_a_second_copy_of_it(tmp_path: Path) -> None:
+    line = _Line(text="s" * 8_000_000).to_json_line()  # a run summary of many stimuli
+    path = tmp_path / "run-summary.jsonl"
+    tracemalloc.start()
+    try:
+        run_folder.write_lines_atomic(path, [line])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert path.read_text(encoding="utf-8") == line + "\n"
+    # one piece of it copied and encoded at a time; joined with its newline and encoded
+    # whole, the write peaked at twice the line's size on top of the line
+    assert peak < len(line) * 0.5, peak
+
+
+def _summary(tmp_path: Path, stimuli: int) -> RunSummaryRecord:
+    """The run summary of a mock eval of ``stimuli`` stimuli, one failing."""
+    from vally import EvalRequest, run_eval
+
+    lines = "\n".join(
+        f"  - {{name: 's{i} ✔', prompt: 'task {i}', graders: [{{type: output-contains, "
+        f"config: {{substring: {'nope' if i == 3 else 'task'}}}}}]}}"
+        for i in range(stimuli)
+    )
+    spec = tmp_path / "eval.yaml"
+    spec.write_text(
+        "name: pieces\ndefaults:\n  executor: {name: mock, config: {output: 'done: {prompt}'}}\n"
+        f"stimuli:\n{lines}\n",
+        encoding="utf-8",
+    )
+    result = run_eval(
+        EvalRequest(eval_specs=[str(spec)], output_dir=str(tmp_path / "out"), console=False)
+    )
+    [summary] = result.summaries
+    return summary
+
+
+def test_a_summary_of_many_stimuli_is_written_in_pieces_that_join_to_its_line(
+    tmp_path: Path,
+) -> None:
+    summary = _summary(tmp_path, PIECED_STIMULI + 6)
+    pieces = list(summary.json_pieces())
+    assert len(pieces) == len(summary.stimuli) + 2
+    assert "".join(pieces) == summary.to_json_line()
+    [written] = (tmp_path / "out").glob("*/run-summary.jsonl")
+    assert written.read_text(encoding="utf-8") == summary.to_json_line() + "\n"
+    # an empty "stimuli" elsewhere in the record: the line is written whole, the same
+    odd = summary.model_copy(update={"plugins": [{"name": "x", "stimuli": []}]})
+    assert list(odd.json_pieces()) == [odd.to_json_line()]
+    few = summary.model_copy(update={"stimuli": summary.stimuli[:3]})
+    assert list(few.json_pieces()) == [few.to_json_line()]
+
+
+def test_a_summary_of_many_stimuli_is_written_without_its_whole_line(tmp_path: Path) -> None:
+    summary = _summary(tmp_path, PIECED_STIMULI)
+    entries = [
+        entry.model_copy(update={"stimulus_name": f"stimulus-{i}"})
+        for i in range(40)
+        for entry in summary.stimuli
+    ]
+    large = summary.model_copy(update={"stimuli": entries})
+    line = len(large.to_json_line())
+    path = tmp_path / "run-summary.jsonl"
+    tracemalloc.start()
+    try:
+        run_folder.write_jsonl(path, [large])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert path.read_text(encoding="utf-8") == large.to_json_line() + "\n"
+    # serialised whole, the line was held twice while it was made
+    assert peak < line * 0.25, (peak, line)
