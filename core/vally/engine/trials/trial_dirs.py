@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REMEMBERED = 4096
+REMEMBERED = 1024
 """How many made folders a :class:`FolderMaker` remembers (the oldest are forgotten
-first): the parents of the trials running at once and of those just finished."""
+first): the parents of the trials running at once and of those just finished (two a
+trial). Forgetting one costs a failing ``mkdir`` when a later trial needs it again; a
+remembered folder holds about 300 bytes, so the bound keeps a run of many stimuli from
+holding one of each."""
 
 
 class FolderMaker:
