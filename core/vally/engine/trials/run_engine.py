@@ -17,7 +17,7 @@ from vally.contracts.protocols import (
 from vally.engine.planning.plan import PlannedTrial
 from vally.engine.records.record_log import RecordLog
 from vally.engine.trials.scheduler import DEFAULT_WORKERS, Scheduler
-from vally.engine.trials.summaries import RunSummaries
+from vally.engine.trials.summaries import RunSummaries, SummaryCounter
 from vally.errors import CleanupError, OutputError, SetupError, VallyError
 from vally.models.records import (
     RunSummaryRecord,
@@ -32,6 +32,7 @@ from vally.engine.trials.context import ATTEMPT, RETRIED_PHASES, RunContext, Tri
 from vally.engine.trials.trial import TrialRunner
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunResult:
@@ -129,10 +130,13 @@ class RunEngine:
         self.max_retries = max_retries
         self.runner = TrialRunner(context)
         self.log = RecordLog(results)
-        self.counter = summaries.counter()
+        counter = summaries.counter()
         for record in reused:
             self.log.add(record)
-            self.counter.add(record)
+            counter.add(record)
+        self.counter: SummaryCounter | None = counter
+        """The summaries' tallies, fed as trials finish; None once they are summarised (they
+        are let go before the reporters' end of run, whose work then reuses their memory)."""
         self.failures: list[str] = []
         self.scheduler: Scheduler[PlannedTrial, TrialResultRecord] | None = None
         self.cancelled = False
@@ -186,7 +190,9 @@ class RunEngine:
     def _finish(self, started_at: str) -> RunResult:
         """Summarise and write the summaries, then deliver ``vally_run_end``."""
         ctx = self.context
-        summaries = self.counter.summaries(started_at)
+        counter, self.counter = self.counter, None
+        summaries = counter.summaries(started_at) if counter is not None else []
+        del counter
         records = self.log.records()
         missing: list[str] = []
         try:
@@ -279,7 +285,8 @@ class RunEngine:
 
     def _finished(self, trial: PlannedTrial, record: TrialResultRecord) -> None:
         self.log.add(record)
-        self.counter.add(record)
+        if self.counter is not None:
+            self.counter.add(record)
         if self.gate is not None:
             self.gate.observe(record)
         try:
@@ -331,5 +338,3 @@ def _as_vally(what: str, exc: BaseException) -> VallyError:
     if what in ("backend", "runner"):
         return SetupError(f"the {what} failed: {type(exc).__name__}: {exc}")
     return CleanupError(f"{what} failed: {type(exc).__name__}: {exc}")
-
-
