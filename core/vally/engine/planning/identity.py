@@ -20,6 +20,7 @@ merge or a sealed merge builds from the snapshot carry them too
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,12 +30,19 @@ import pydantic_core
 from vally.contracts.protocols import LoadedEval
 from vally.engine.planning.plan import PlannedEval
 from vally.engine.planning.planner import judge_settings
-from vally.engine.planning.variants import content_hash, normalise_document
+from vally.engine.planning.variants import (
+    CONTENT_HASH_CHARS,
+    RENAMED_KEYS,
+    canonical_json,
+    content_hash,
+    normalise_document,
+)
 from vally.errors import VallyError
 from vally.models.fingerprint import case_fingerprint, suite_fingerprint
 from vally.models.records import GraderIdentity, TargetIdentity
 from vally.models.spec import ExecutorRef, GraderConfig, Stimulus
 from vally.plugins.capabilities import is_judged
+from vally.specs.packed import PackedDocument
 
 if TYPE_CHECKING:
     from vally.engine.planning.plan import Plan
@@ -70,11 +78,44 @@ def _jsonable(document: Any) -> Any:
 def eval_hash(loaded: LoadedEval) -> str:
     """The hash of the eval document as written, params resolved: the ``evalHash``
     experiments give every variant of the same eval. An eval built without its document
-    (``raw`` empty) is hashed from what its spec was given."""
+    (``raw`` empty) is hashed from what its spec was given. A packed document is hashed a
+    stimulus at a time, without unpacking it whole (the same hash)."""
+    if isinstance(loaded.raw, PackedDocument) and loaded.raw:
+        return _packed_hash(loaded.raw)
     document: Mapping[str, Any] = loaded.raw or loaded.spec.model_dump(
         mode="json", exclude_unset=True
     )
     return content_hash(_jsonable(normalise_document(document)))
+
+
+def _packed_hash(document: PackedDocument) -> str:
+    """:func:`content_hash` of ``document`` made JSON and normalised, its canonical JSON
+    text hashed a piece at a time: each top-level value, each item of a list."""
+    names = {key: key for key in document}  # the normalised key: the document's own
+    for old, new in RENAMED_KEYS:
+        if old in names and new not in names:
+            names[new] = names.pop(old)
+    digest = hashlib.sha256()
+
+    def text(value: Any) -> None:
+        digest.update(canonical_json(_jsonable(value)).encode("utf-8"))
+
+    digest.update(b"{")
+    for index, name in enumerate(sorted(names)):
+        digest.update(b"," if index else b"")
+        text(name)
+        digest.update(b":")
+        key = names[name]
+        if not document.is_list(key):
+            text(document[key])
+            continue
+        digest.update(b"[")
+        for place, item in enumerate(document.items_of(key)):
+            digest.update(b"," if place else b"")
+            text(item)
+        digest.update(b"]")
+    digest.update(b"}")
+    return digest.hexdigest()[:CONTENT_HASH_CHARS]
 
 
 def planned_stimuli(planned: PlannedEval) -> list[Stimulus]:

@@ -27,6 +27,7 @@ from vally.engine.records.offload import escape_token, unescape_token
 from vally.engine.records.run_folder import safe_name
 from vally.errors import ConfigError
 from vally.models.spec import EvalSpec, Stimulus, check_name
+from vally.specs.packed import PackedDocument
 
 if TYPE_CHECKING:  # an experiment's models are loaded only by experiments
     from vally.models.experiment import ExperimentFile, VariantOverride
@@ -68,10 +69,20 @@ class ResolvedExperiment:
         return [e for e in self.evals if e.variant == variant]
 
 
+CONTENT_HASH_CHARS = 16
+"""Hex digits of a :func:`content_hash`."""
+
+
+def canonical_json(document: Any) -> str:
+    """``document`` as canonical JSON: keys sorted, no spaces, text as it is."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def content_hash(document: Any) -> str:
-    """16 hex digits of the SHA-256 of ``document`` as canonical JSON."""
-    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """:data:`CONTENT_HASH_CHARS` hex digits of the SHA-256 of ``document`` as canonical
+    JSON."""
+    text = canonical_json(document)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CONTENT_HASH_CHARS]
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -107,11 +118,15 @@ def patch_for_pointer(pointer: str, value: Any) -> dict[str, Any]:
     return dict(patch)
 
 
+RENAMED_KEYS = (("config", "defaults"), ("agent_environment", "environment"))
+"""Older spellings of top-level keys and their current ones."""
+
+
 def normalise_document(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Rename the older spellings (``config``, ``agent_environment``) to the current ones (a
     new top level; the values are ``raw``'s own, which no caller changes)."""
     document = dict(raw)
-    for old, new in (("config", "defaults"), ("agent_environment", "environment")):
+    for old, new in RENAMED_KEYS:
         if old in document and new not in document:
             document[new] = document.pop(old)
     return document
@@ -260,6 +275,7 @@ def resolve_experiment(
                     )
         # the stimuli validated once for every variant that leaves them as they are
         shared_stimuli: list[Stimulus] | None = None
+        packed: dict[int, Any] = {}  # the variants' documents share their unpatched values
         for name in names:
             if only_variant is not None and name != only_variant:
                 continue
@@ -282,7 +298,9 @@ def resolve_experiment(
                 shared_stimuli = spec.stimuli
             if spec.name is None:
                 spec = spec.model_copy(update={"name": loaded.spec.name})
-            variant_loaded = LoadedEval(spec=spec, source=loaded.source, raw=document)
+            variant_loaded = LoadedEval(
+                spec=spec, source=loaded.source, raw=PackedDocument(document, packed)
+            )
             resolved.append(ResolvedEval(name, variant_loaded, eval_hash, content_hash(document)))
     if drift:
         lines = [

@@ -286,7 +286,8 @@ def load_evals(
     provider_spec: str | None,
     base: Path,
 ) -> list[LoadedEval]:
-    """Load eval files with the selected eval provider.
+    """Load eval files with the selected eval provider, each document held packed
+    (:class:`vally.specs.packed.PackedDocument`: the run reads it only a few times).
 
     ``provider_spec`` (``--eval-plugin``, resolved from ``base``) replaces project loading;
     without it ``.vally.yaml defaults.eval_provider`` is used, else the built-in YAML loader.
@@ -300,9 +301,11 @@ def load_evals(
         provider_spec, where = DEFAULT_EVAL_PROVIDER, "the default eval provider"
     name = session.resolve_single("eval_provider", provider_spec, base_dir=provider_base)
     provider = session.create("eval_provider", name, {}, where=where)
+    from vally.specs.packed import packed_eval
+
     loaded: list[LoadedEval] = []
     for file in files:
-        loaded.extend(provider.load(file, params))
+        loaded.extend(packed_eval(item) for item in provider.load(file, params))
     return loaded
 
 
