@@ -30,6 +30,7 @@ import yaml
 
 from vally.models.limits import YAML_DEPTH, YAML_NODES
 from vally.specs.yamlio import (
+    Constructor,
     NodePosition,
     PathKey,
     Positions,
@@ -60,7 +61,7 @@ class _StreamingComposer(_FastLoader):  # type: ignore[misc,valid-type]
         """The items holding a ``$``, by index, with their nodes."""
         self.streamed = 0
         self._stream_next = False
-        self._constructor = yaml.SafeLoader("")
+        self._constructor = Constructor()
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         """Compose one node; the top-level ``stimuli`` sequence item by item."""

@@ -399,11 +399,33 @@ def _positions(root: yaml.Node, file: str) -> Positions:
     return positions
 
 
+SHARED_TEXT_CHARS = 64
+"""Texts up to this long that a document repeats are held once (see :class:`Constructor`)."""
+
+
+class Constructor(yaml.SafeLoader):
+    """The safe loader's constructor, holding each short text the document repeats once:
+    a spec of many stimuli repeats its keys, grader types, config keys and values, tags and
+    models in every stimulus, about 60 bytes each (strings do not change, so sharing them
+    changes nothing else)."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self._texts: dict[str, str] = {}
+
+    def construct_scalar(self, node: yaml.ScalarNode | yaml.MappingNode) -> Any:
+        """The scalar's text, the one held already when the document had it before."""
+        value = super().construct_scalar(node)
+        if isinstance(value, str) and len(value) <= SHARED_TEXT_CHARS:
+            return self._texts.setdefault(value, value)
+        return value
+
+
 def construct(root: yaml.Node | None, file: str) -> Any:
     """Build plain Python data from a node tree (after hooks have rewritten scalars)."""
     if root is None:
         return None
-    loader = yaml.SafeLoader("")
+    loader = Constructor()
     try:
         return loader.construct_document(root)
     except yaml.YAMLError as exc:
