@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from vally._version import __version__
-from vally.cli.common import command_group, show_argument_metavars
+from vally.cli.common import coerce_given_values_only, command_group, show_argument_metavars
 from vally.errors import PluginError, PluginLoadError, VallyError
 from vally.plugins.groups import CLI_COMMAND_KIND
 from vally.plugins.registry import Registry
@@ -125,6 +125,7 @@ def _mount_broken_extension(name: str, error: VallyError) -> None:
 
 
 show_argument_metavars()
+coerce_given_values_only()
 _register_commands()
 _register_extensions()
 _order_commands()
