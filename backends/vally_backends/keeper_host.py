@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REAPER = Path(__file__).with_name("reaper.py")
-"""The script every keeper runs."""
+"""The module every keeper runs (see :data:`KEEPER_MAIN`)."""
 
 KEEPER_MAIN = (
     "import sys; sys.path.append(sys.argv[2]); import reaper; "

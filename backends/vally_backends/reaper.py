@@ -1,11 +1,11 @@
 """The keepers of the ``local`` backend: long-lived child subreapers, each owning the whole
 process tree of one command at a time.
 
-Run as ``python -I -S reaper.py SOCKET_FD``, or imported from this folder and
-:func:`serve` called (as :mod:`vally_backends.keeper_host` starts it, so that its bytecode
-is cached; standard library only). The keeper marks itself
-a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``), so every process a command starts
-stays below it whatever it does: ``setsid``, double forks, ``nohup`` and ``&`` only move a
+Run as ``python -I -S reaper.py SOCKET_FD``, or imported from this folder with
+:func:`serve` called (as :mod:`vally_backends.keeper_host` starts it, so that its cached
+bytecode is used); standard library only. The keeper marks itself a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so every process a command starts stays below it
+whatever it does: ``setsid``, double forks, ``nohup`` and ``&`` only move a
 process into another session or process group, and a process whose parent dies is
 re-parented to this keeper instead of to ``init``. It then serves requests read from the
 Unix stream socket ``SOCKET_FD`` (see :func:`serve`), one at a time; for each:
