@@ -13,7 +13,7 @@ thread), which is why each thread has its own pool.
 from __future__ import annotations
 
 import array
-import json
+import marshal
 import os
 import socket
 import subprocess
@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REAPER = Path(__file__).with_name("reaper.py")
-"""The script every keeper runs."""
+"""The module every keeper runs (see :data:`KEEPER_MAIN`)."""
+
+KEEPER_MAIN = (
+    "import sys; sys.path.append(sys.argv[2]); import reaper; "
+    "sys.exit(reaper.serve(int(sys.argv[1])))"
+)
+"""What a keeper's interpreter runs: :data:`REAPER` imported from its folder (after the
+standard library's), so its cached bytecode is used; a script named on the command line
+would be compiled again by every keeper."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,17 @@ class KeeperRequest:
     stdio: Sequence[int | None]
 
 
+def _plain(text: str) -> str:
+    """``text`` as a plain ``str``: :mod:`marshal` writes no subclass of it.
+
+    Raises:
+        TypeError: ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a keeper request takes strings, not {type(text).__name__}")
+    return text if type(text) is str else str.__str__(text)
+
+
 class Keeper:
     """One running keeper and the socket its requests are sent on."""
 
@@ -55,7 +74,15 @@ class Keeper:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(REAPER), str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    KEEPER_MAIN,
+                    str(theirs.fileno()),
+                    str(REAPER.parent),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -86,15 +113,15 @@ class Keeper:
         Raises:
             OSError: The keeper is gone (its socket is closed).
         """
-        body = json.dumps(
+        body = marshal.dumps(
             {
-                "argv": list(request.argv),
-                "cwd": request.cwd,
-                "env": dict(request.env),
-                "grace": request.grace,
+                "argv": [_plain(part) for part in request.argv],
+                "cwd": _plain(request.cwd),
+                "env": {_plain(name): _plain(value) for name, value in request.env.items()},
+                "grace": float(request.grace),
                 "stdio": [fd is not None for fd in request.stdio],
             }
-        ).encode("utf-8")
+        )
         fds = [request.status, *(fd for fd in request.stdio if fd is not None)]
         message = len(body).to_bytes(4, "big") + body
         rights = (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())

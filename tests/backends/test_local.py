@@ -535,6 +535,58 @@ async def test_commands_run_one_after_another_share_one_long_lived_keeper() -> N
         await sandbox.close()
 
 
+def test_a_keeper_starts_from_cached_bytecode_without_json_or_typing() -> None:
+    """A keeper imports reaper from its folder (its bytecode cached) and reads requests with
+    marshal: json (and re with it) and typing are a fifth of its start-up CPU."""
+    from vally_backends import keeper_host
+
+    check = (
+        "import sys; sys.path.append(sys.argv[1]); import reaper; "
+        "print(reaper.__cached__ is not None, "
+        "sorted(m for m in ('json', 'typing', 'vally_backends') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", check, str(keeper_host.REAPER.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.split() == ["True", "[]"]
+    assert "import reaper" in keeper_host.KEEPER_MAIN
+
+
+def test_a_keeper_request_takes_string_subclasses_and_refuses_other_values() -> None:
+    """Requests travel marshal-ed, and marshal writes no subclass of str: the host sends
+    plain strings; a value that is no string is refused (TypeError, as JSON refused it)."""
+    from enum import StrEnum
+
+    from vally_backends.keeper_host import Keeper, KeeperRequest
+
+    class Word(StrEnum):
+        HELLO = "hello"
+
+    def request(argv: list[str], status: int, out: int) -> KeeperRequest:
+        env = {"WORD": Word.HELLO, "PATH": os.environ["PATH"]}
+        return KeeperRequest(argv, str(Path.cwd()), env, 1.0, status, [None, out, None])
+
+    keeper = Keeper()
+    try:
+        status_r, status_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            keeper.send(request(["sh", "-c", f"echo {Word.HELLO} $WORD"], status_w, out_w))
+        finally:
+            os.close(status_w)
+            os.close(out_w)
+        with os.fdopen(status_r, "rb") as status, os.fdopen(out_r, "rb") as out:
+            assert status.read().endswith(b"done\n")
+            assert out.read() == b"hello hello\n"
+        with pytest.raises(TypeError):
+            keeper.send(request(["echo", Path("x")], 0, 1))  # type: ignore[list-item]
+    finally:
+        keeper.close()
+
+
 async def test_a_keeper_killed_by_its_command_is_replaced() -> None:
     sandbox = await _open()
     try:

@@ -102,3 +102,104 @@ def test_cli_start_mounts_extensions_without_heavy_imports() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.split("\n")[:2] == ["[]", "True"]
+
+
+def test_a_command_line_naming_a_command_builds_that_command_alone() -> None:
+    """typer builds every command the application holds before parsing: a command line that
+    names one gets an application holding that one (and the root's options) alone."""
+    from vally.cli.app import invoked_app
+
+    for args in (["eval", "-e", "x.yaml"], ["--debug", "eval"]):
+        alone = invoked_app(args, {})
+        assert [c.name for c in alone.registered_commands] == ["eval"]
+        assert alone.registered_groups == []
+        assert alone.registered_callback is app.registered_callback
+    experiment = invoked_app(["experiment", "run", "x.yaml"], {})
+    assert [g.name for g in experiment.registered_groups] == ["experiment"]
+    assert experiment.registered_commands == []
+    for args in ([], ["--help"], ["--version"], ["evl"]):
+        assert invoked_app(args, {}) is app
+    assert invoked_app(["eval"], {"_VALLY_COMPLETE": "complete_bash"}) is app
+    assert len(app.registered_commands) > 1  # the whole application is left as it was
+
+
+def test_only_given_options_build_a_coercion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer builds a pydantic adapter per parameter it coerces; an option left out has
+    nothing to coerce and builds none (``vally eval`` has about 40 options)."""
+    adapters = pytest.importorskip("typer._adapters")
+    built: list[object] = []
+    original = adapters.try_build_adapter
+
+    def counted(annotation: object, parameter_info: object) -> object:
+        built.append(annotation)
+        return original(annotation, parameter_info)
+
+    monkeypatch.setattr(adapters, "try_build_adapter", counted)
+    result = CliRunner().invoke(app, ["eval", "-e", "missing.yaml", "--workers", "2"])
+    assert result.exit_code == 1, result.output
+    assert 2 <= len(built) <= 4, built  # -e, --workers and the options with a default
+    bad = CliRunner().invoke(app, ["eval", "--workers", "two"])
+    assert bad.exit_code == 2
+    assert "Invalid value for '--workers'" in bad.output
+
+
+def test_eval_imports_the_run_engine_without_collecting(tmp_path: Path) -> None:
+    """The run engine's modules live to the end of the command: ``vally eval`` imports them
+    with collection off (a hundred collections scanned them again and again) and frozen."""
+    code = (
+        "import gc, sys\n"
+        "seen = []\n"
+        "def during_import(phase, info):\n"
+        "    module = sys.modules.get('vally.engine.evals')\n"
+        "    spec = getattr(module, '__spec__', None)\n"
+        "    if phase == 'start' and getattr(spec, '_initializing', False):\n"
+        "        seen.append(info['generation'])\n"
+        "gc.callbacks.append(during_import)\n"
+        "from vally.cli.app import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(len(seen), gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "eval", "-e", "missing.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == "0 True True"
+
+
+def test_a_run_off_a_terminal_imports_no_live_display_nor_experiment_report(
+    tmp_path: Path,
+) -> None:
+    """What ``vally eval`` imports before its first trial is paid by every run: off a
+    terminal it needs no live progress display, and an eval no experiment report (nor the
+    comparison statistics that report imports)."""
+    (tmp_path / "eval.yaml").write_text(
+        "name: one\n"
+        "defaults: {runs: 1, executor: {name: command, config: {command: ['true']}}}\n"
+        "stimuli:\n"
+        "  - {name: s0, prompt: p, graders: [{type: completed}]}\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import sys\n"
+        "from vally.cli.app import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    heavy = ('rich.progress', 'rich.live', 'vally_builtin.reporters.experiment_report',"
+        " 'vally_compare.statistics')\n"
+        "    print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "eval", "-e", "eval.yaml", "--output-dir", "out"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == "[]"
+    assert (next((tmp_path / "out").iterdir()) / "report.md").is_file()

@@ -19,15 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from vally import RunInfo, TrialResultRecord
 from vally_builtin.reporters import trial_outcome
 
@@ -180,6 +171,17 @@ class LiveDisplay:
     counts, elapsed time and the estimated time left. Cleared when the run ends."""
 
     def __init__(self, run: RunInfo, tally: Tally, console: Any) -> None:
+        # rich's progress display is imported on a terminal only (off one, a run's lines
+        # need none of it).
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self._tally = tally
         self._progress = Progress(
             TextColumn("[bold]vally {task.description}"),

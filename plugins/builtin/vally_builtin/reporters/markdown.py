@@ -13,6 +13,7 @@ every record. :func:`render_report` is usable without a run, e.g. to render a me
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from vally import (
     RecordCounter,
@@ -40,14 +41,12 @@ from vally_builtin.reporters import (
     trial_outcome,
 )
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate, run_aggregate
-from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
-from vally_builtin.reporters.experiment_report import (
-    SEALED_KEY,
-    experiment_aggregate,
-    render_experiment_report,
-    sealed_experiment_aggregate,
-)
 from vally_builtin.reporters.jsonl import RESULTS_FILE
+
+if TYPE_CHECKING:
+    # The experiment report (and the comparison statistics it imports) is imported by an
+    # experiment's run only: an eval's start-up does not pay for it.
+    from vally_builtin.reporters.experiment_aggregate import ExperimentAggregate
 
 REPORT_FILE = "report.md"
 
@@ -269,6 +268,8 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
         if run.snapshot is None:
             self._aggregate = run_aggregate(run, keep_failures=True)
         elif run.shard is None:
+            from vally_builtin.reporters.experiment_report import experiment_aggregate
+
             self._experiment = experiment_aggregate(run.snapshot)
 
     @hookimpl
@@ -284,6 +285,8 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
         """The experiment report's figures, counted of a shard's (or a merge's) records."""
         if run.snapshot is None:
             return None
+        from vally_builtin.reporters.experiment_report import SEALED_KEY, experiment_aggregate
+
         return {SEALED_KEY: experiment_aggregate(run.snapshot)}
 
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
@@ -298,6 +301,11 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
             return render_aggregate(run, aggregate, outcome.summaries, title=self.config.title)
         if run.shard is not None:
             return None
+        from vally_builtin.reporters.experiment_report import (
+            render_experiment_report,
+            sealed_experiment_aggregate,
+        )
+
         counted = self._experiment
         if counted is None or counted.finished != len(outcome.records):
             counted = sealed_experiment_aggregate(run.snapshot, outcome)
