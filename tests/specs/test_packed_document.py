@@ -64,7 +64,7 @@ def test_documents_packed_together_share_the_lists_they_share() -> None:
 
 
 def test_what_cannot_be_pickled_is_held_as_it_is() -> None:
-    items = [lambda: i for i in range(PACKED_ITEMS)]
+    items = [lambda: None for _ in range(PACKED_ITEMS)]
     packed = PackedDocument({"stimuli": items})
     assert packed["stimuli"] is items
 
