@@ -98,7 +98,7 @@ def _node(loaded: LoadedEval, path: Sequence[Any]) -> SourceLocation:
     at: list[Any] = []
     node: Any = loaded.raw
     for part, key in zip(path[::2], path[1::2], strict=False):
-        items = (node.get(part) if isinstance(node, dict) else None) or []
+        items = (node.get(part) if isinstance(node, Mapping) else None) or []
         found = [i for i, item in enumerate(items) if isinstance(item, dict) and _is(item, key)]
         if not found:
             break
