@@ -339,20 +339,24 @@ class ReportAggregate:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one finished trial."""
-        self._count(TrialFacts.of_record(record), record)
+        facts = TrialFacts.of_record(record)
+        self._count(facts, facts_outcome(facts), record)
 
     def add_facts(self, facts: TrialFacts) -> bool:
         """Count one finished trial from its facts (see :meth:`add`), unless its row keeps
         it for listings (a failed or errored trial, with ``keep_failures``): then count
         nothing and return False (:class:`vally.FactCounter`)."""
-        if self.keep_failures and facts_outcome(facts) in ("failed", "errored"):
+        outcome = facts_outcome(facts)
+        if self.keep_failures and outcome in ("failed", "errored"):
             return False
-        self._count(facts, None)
+        self._count(facts, outcome, None)
         return True
 
-    def _count(self, facts: TrialFacts, record: TrialResultRecord | None) -> None:
-        """Count one trial (its ``record`` too, when a failure is kept for listings)."""
-        outcome = facts_outcome(facts)
+    def _count(
+        self, facts: TrialFacts, outcome: TrialOutcome, record: TrialResultRecord | None
+    ) -> None:
+        """Count one trial, whose ``outcome`` (:func:`facts_outcome`) the caller worked
+        out (its ``record`` too, when a failure is kept for listings)."""
         named = (facts.eval_name, facts.variant, facts.stimulus_name, facts.model or "")
         row = self._rows.get(named)
         if row is None:
