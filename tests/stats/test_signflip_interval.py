@@ -126,3 +126,26 @@ def test_values_that_take_many_values_are_not_grouped() -> None:
     data = np.random.default_rng(3).normal(0.1, 0.4, 400)
     assert not signflip.GroupedDraws.fits(data)
     assert not signflip.GroupedDraws.fits(np.zeros(20))  # tested exactly
+
+
+def test_the_distinct_values_are_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deciding to add up the draws by value and adding them up take one ``np.unique`` of
+    the values, and a test of values that follows the interval's, or an interval that
+    follows their test, none."""
+    data = _pass_rate_differences(400, 3, 0)
+    calls: list[int] = []
+    unique = np.unique
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return unique(*args, **kwargs)
+
+    monkeypatch.setattr(signflip, "_LAST_GROUPED", None)
+    monkeypatch.setattr(np, "unique", counted)
+    interval = sign_flip_interval(data)
+    assert len(calls) == 1
+    test = sign_flip_test(data)
+    assert len(calls) == 1
+    monkeypatch.setattr(signflip, "_LAST_GROUPED", None)
+    assert sign_flip_test(data) == test and len(calls) == 2
+    assert sign_flip_interval(data) == interval and len(calls) == 2

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -60,9 +60,12 @@ TrialOutcome = Literal["passed", "failed", "errored", "cancelled", "ungraded"]
 """How one trial ended, as reports show it."""
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class GroupKey:
-    """The rows of a report: one eval, variant, stimulus and model."""
+class GroupKey(NamedTuple):
+    """The rows of a report: one eval, variant, stimulus and model.
+
+    A named tuple: equal to the plain tuple of its fields and hashed as it, so a report
+    row is looked up by that tuple without building a key (a frozen dataclass built for
+    each trial cost counting a trial 30% more instructions)."""
 
     eval_name: str
     variant: str

@@ -18,7 +18,7 @@ import heapq
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from vally import USAGE_FIELDS, RunInfo, TrialFacts, TrialResultRecord
 from vally_builtin.reporters import (
@@ -306,6 +306,9 @@ class ReportAggregate:
     def __init__(self, keep_failures: bool = True) -> None:
         self.keep_failures = keep_failures
         self.rows: dict[GroupKey, RowAggregate] = {}
+        self._row_of: dict[tuple[str, str, str, str], RowAggregate] = cast(Any, self.rows)
+        """:attr:`rows` itself, typed by the plain tuple of a key's fields, which looks a row
+        up as its :class:`GroupKey` does (a named tuple equals that tuple)."""
         self.outcomes: dict[str, int] = dict.fromkeys(
             ("passed", "failed", "errored", "cancelled", "ungraded"), 0
         )
@@ -316,8 +319,6 @@ class ReportAggregate:
         self.variants: dict[str, VariantCounter] = {}
         """Per variant (``""`` for none) what the comparison with the baseline counts, in
         the order the records came."""
-        self._rows: dict[tuple[str, str, str, str], RowAggregate] = {}
-        """:attr:`rows` by the fields of their keys (looked up without building a key)."""
         self._last_added: TrialResultRecord | None = None
 
     @classmethod
@@ -339,25 +340,28 @@ class ReportAggregate:
 
     def add(self, record: TrialResultRecord) -> None:
         """Count one finished trial."""
-        self._count(TrialFacts.of_record(record), record)
+        facts = TrialFacts.of_record(record)
+        self._count(facts, facts_outcome(facts), record)
 
     def add_facts(self, facts: TrialFacts) -> bool:
         """Count one finished trial from its facts (see :meth:`add`), unless its row keeps
         it for listings (a failed or errored trial, with ``keep_failures``): then count
         nothing and return False (:class:`vally.FactCounter`)."""
-        if self.keep_failures and facts_outcome(facts) in ("failed", "errored"):
+        outcome = facts_outcome(facts)
+        if self.keep_failures and outcome in ("failed", "errored"):
             return False
-        self._count(facts, None)
+        self._count(facts, outcome, None)
         return True
 
-    def _count(self, facts: TrialFacts, record: TrialResultRecord | None) -> None:
-        """Count one trial (its ``record`` too, when a failure is kept for listings)."""
-        outcome = facts_outcome(facts)
+    def _count(
+        self, facts: TrialFacts, outcome: TrialOutcome, record: TrialResultRecord | None
+    ) -> None:
+        """Count one trial, whose ``outcome`` (:func:`facts_outcome`) the caller worked
+        out (its ``record`` too, when a failure is kept for listings)."""
         named = (facts.eval_name, facts.variant, facts.stimulus_name, facts.model or "")
-        row = self._rows.get(named)
+        row = self._row_of.get(named)
         if row is None:
-            row = RowAggregate(keep_failures=self.keep_failures)
-            self._place_row(GroupKey(*named), row)
+            row = self.rows[GroupKey(*named)] = RowAggregate(keep_failures=self.keep_failures)
         row.add_facts(facts, outcome, record)
         self.trials += 1
         self.outcomes[outcome] += 1
@@ -377,11 +381,6 @@ class ReportAggregate:
         if counter is None:
             counter = self.variants[facts.variant] = VariantCounter()
         counter.add_facts(facts)
-
-    def _place_row(self, key: GroupKey, row: RowAggregate) -> None:
-        """Hold ``row`` as the report row of ``key``."""
-        self.rows[key] = row
-        self._rows[(key.eval_name, key.variant, key.stimulus, key.model)] = row
 
     def state(self) -> dict[str, Any]:
         """The aggregate as JSON data, which :meth:`absorb` adds to another aggregate (a
@@ -409,8 +408,7 @@ class ReportAggregate:
             key = GroupKey(str(eval_name), str(variant), str(stimulus), str(model))
             row = self.rows.get(key)
             if row is None:
-                row = RowAggregate(keep_failures=self.keep_failures)
-                self._place_row(key, row)
+                row = self.rows[key] = RowAggregate(keep_failures=self.keep_failures)
             row.absorb(row_state)
         for outcome, count in dict(state["outcomes"]).items():
             self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)

@@ -115,9 +115,11 @@ def sign_flip_pvalues(rows: Any, *, draws: SignDraws | None = None) -> tuple[Any
     if n <= EXACT_LIMIT:
         pairs = [_meet_in_middle(magnitudes[i], observed[i], tol[i]) for i in range(count)]
         return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-    if count == 1 and GroupedDraws.fits(data[0]):
+    if count == 1:
         kept = draws if draws is not None and draws.n == n else None
-        return GroupedDraws.of(data[0], kept).pvalues(data[0], np.zeros(1))
+        grouped = GroupedDraws.fitting(data[0], kept)
+        if grouped is not None:
+            return grouped.pvalues(data[0], np.zeros(1))
     less, greater = np.zeros(count), np.zeros(count)
     blocks = draws.blocks() if draws is not None and draws.n == n else _drawn_signs(n)
     for signs in blocks:
@@ -151,12 +153,20 @@ class GroupedDraws:
     Args:
         data: The values (one row).
         draws: Their draws already kept, else they are drawn.
+        distinct: ``np.unique(data, return_inverse=True)`` when already worked out.
     """
 
-    def __init__(self, data: Any, draws: SignDraws | None = None) -> None:
+    def __init__(
+        self,
+        data: Any,
+        draws: SignDraws | None = None,
+        distinct: tuple[Any, Any] | None = None,
+    ) -> None:
         import numpy as np
 
-        self.values, inverse = np.unique(data, return_inverse=True)
+        values, inverse = np.unique(data, return_inverse=True) if distinct is None else distinct
+        self.values: Any = values
+        """The distinct values, in order."""
         order = np.argsort(inverse, kind="stable")
         starts = np.searchsorted(inverse[order], np.arange(len(self.values)))
         blocks = draws.blocks() if draws is not None else _drawn_signs(len(data))
@@ -167,15 +177,20 @@ class GroupedDraws:
         """Per draw (rows) the sum of the signs of each distinct value (columns)."""
 
     @classmethod
-    def of(cls, data: Any, draws: SignDraws | None = None) -> GroupedDraws:
-        """The grouped draws of ``data``: those of the last call when it had the same
-        values (a decision tests the values, then inverts the test over them), else new."""
+    def fitting(cls, data: Any, draws: SignDraws | None = None) -> GroupedDraws | None:
+        """The grouped draws of ``data`` when they pay (:meth:`fits`), else None: those of
+        the last call when it had the same values (a decision tests the values, then
+        inverts the test over them), else new, from the distinct values the decision
+        found (``np.unique`` runs once)."""
         global _LAST_GROUPED
         key = data.tobytes()
         last = _LAST_GROUPED
-        if last is not None and last[0] == key:
-            return last[1]
-        grouped = cls(data, draws)
+        if last is not None and last[0] == key:  # the same values: their distinct ones kept
+            return last[1] if _pays(len(data), len(last[1].values)) else None
+        distinct = _few_distinct(data)
+        if distinct is None:
+            return None
+        grouped = cls(data, draws, distinct)
         _LAST_GROUPED = (key, grouped)
         return grouped
 
@@ -183,10 +198,7 @@ class GroupedDraws:
     def fits(data: Any) -> bool:
         """Whether ``data`` (more than :data:`EXACT_LIMIT` values) take few enough distinct
         values for the grouped draws to pay."""
-        import numpy as np
-
-        n = len(data)
-        return n > EXACT_LIMIT and len(np.unique(data)) * _GROUPED_SHARE <= n
+        return _few_distinct(data) is not None
 
     def pvalues(self, data: Any, shifts: Any) -> tuple[Any, Any]:
         """``(p_less, p_greater)`` of ``data - shift`` for each of ``shifts``, as
@@ -203,7 +215,25 @@ class GroupedDraws:
 
 
 _LAST_GROUPED: tuple[bytes, GroupedDraws] | None = None
-"""The values of the last :meth:`GroupedDraws.of` and their grouped draws."""
+"""The values of the last :meth:`GroupedDraws.fitting` and their grouped draws."""
+
+
+def _few_distinct(data: Any) -> tuple[Any, Any] | None:
+    """``np.unique(data, return_inverse=True)`` when ``data`` (more than
+    :data:`EXACT_LIMIT` values) hold at most one distinct value in :data:`_GROUPED_SHARE`,
+    else None."""
+    import numpy as np
+
+    n = len(data)
+    if n <= EXACT_LIMIT:
+        return None
+    values, inverse = np.unique(data, return_inverse=True)
+    return (values, inverse) if _pays(n, len(values)) else None
+
+
+def _pays(n: int, distinct: int) -> bool:
+    """Whether grouped draws pay for ``n`` values that take ``distinct`` distinct ones."""
+    return n > EXACT_LIMIT and distinct * _GROUPED_SHARE <= n
 
 
 class SignDraws:
@@ -302,7 +332,7 @@ def sign_flip_interval(
     span = float(data.max() - data.min()) + 1.0
     mean = float(data.mean())
     # drawn once for every shift: added up by value when the values take few, else kept
-    grouped = GroupedDraws.of(data) if GroupedDraws.fits(data) else None
+    grouped = GroupedDraws.fitting(data)
     draws = SignDraws(n) if n > EXACT_LIMIT and grouped is None else None
 
     def pvalues(shifts: Any) -> tuple[Any, Any]:
