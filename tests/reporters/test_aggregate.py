@@ -3,6 +3,7 @@ they render from their counters, never from a list of every record."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -391,3 +392,37 @@ def test_a_passing_stimulus_costs_the_aggregate_under_930_bytes() -> None:
         tracemalloc.stop()
     assert len(aggregate.rows) == stimuli
     assert held / stimuli < 930
+
+
+def test_a_run_without_a_baseline_counts_no_comparison_of_variants() -> None:
+    """A plain eval compares no variants: its shared aggregate keeps the same rows and
+    totals without each stimulus's comparison counts (about 250 bytes a stimulus)."""
+    import gc
+    import tracemalloc
+
+    from vally import TrialFacts
+    from vally_builtin.reporters.aggregate import run_aggregate
+
+    records = [make_record(f"s{i}") for i in range(2_000)]
+    facts = [TrialFacts.of_record(record) for record in records]
+
+    def held(aggregate: ReportAggregate) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for one in facts:
+                assert aggregate.add_facts(one)
+            return tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+
+    compared, plain = ReportAggregate(), ReportAggregate(compare_variants=False)
+    saved = (held(compared) - held(plain)) / len(facts)
+    assert saved > 200, saved
+    assert plain.variants == {} and plain.variant_stats([""]) == []
+    assert plain.state() == {**compared.state(), "variants": []}
+    eval_run = make_run(None)
+    assert not run_aggregate(eval_run, keep_failures=False).compare_variants
+    experiment = dataclasses.replace(make_run(None), variants=("a", "b"), baseline="a")
+    assert run_aggregate(experiment, keep_failures=False).compare_variants

@@ -301,10 +301,15 @@ class ReportAggregate:
         keep_failures: Each row keeps its first failed or errored trials for listings
             (:meth:`RowAggregate.failed_records`); a report that lists none (the console)
             turns it off, and its :meth:`state` then holds no record.
+        compare_variants: Count what the comparison of variants with a baseline needs
+            (:meth:`variant_stats`: per variant, each stimulus's passed and graded trials);
+            a run without a baseline compares nothing and turns it off (about 250 bytes a
+            stimulus).
     """
 
-    def __init__(self, keep_failures: bool = True) -> None:
+    def __init__(self, keep_failures: bool = True, compare_variants: bool = True) -> None:
         self.keep_failures = keep_failures
+        self.compare_variants = compare_variants
         self.rows: dict[GroupKey, RowAggregate] = {}
         self._row_of: dict[tuple[str, str, str, str], RowAggregate] = cast(Any, self.rows)
         """:attr:`rows` itself, typed by the plain tuple of a key's fields, which looks a row
@@ -318,7 +323,7 @@ class ReportAggregate:
         self.cost = CostTotals()
         self.variants: dict[str, VariantCounter] = {}
         """Per variant (``""`` for none) what the comparison with the baseline counts, in
-        the order the records came."""
+        the order the records came; nothing without ``compare_variants``."""
         self._last_added: TrialResultRecord | None = None
 
     @classmethod
@@ -377,6 +382,8 @@ class ReportAggregate:
             judge.output_tokens += usage[_SIDE + _OUTPUT]
             judge.calls += usage[_SIDE + _CALLS]
         self.cost.add_facts(facts)
+        if not self.compare_variants:
+            return
         counter = self.variants.get(facts.variant)
         if counter is None:
             counter = self.variants[facts.variant] = VariantCounter()
@@ -465,7 +472,8 @@ def run_aggregate(run: RunInfo, *, keep_failures: bool) -> ReportAggregate:
 
     The first reporter to ask (as the run starts, before any record) makes it; it keeps
     failed trials for listings when any asks for them. Each reporter feeds it every record
-    with :meth:`ReportAggregate.add_once`. It is forgotten with the run.
+    with :meth:`ReportAggregate.add_once`. It counts what the comparison of variants needs
+    only when the run has a baseline. It is forgotten with the run.
 
     Args:
         run: The run (the object the hooks are given, not an equal copy).
@@ -483,6 +491,6 @@ def run_aggregate(run: RunInfo, *, keep_failures: bool) -> ReportAggregate:
         if _RUN_AGGREGATES.get(key, (None,))[0] is dead:
             del _RUN_AGGREGATES[key]
 
-    aggregate = ReportAggregate(keep_failures)
+    aggregate = ReportAggregate(keep_failures, compare_variants=run.baseline is not None)
     _RUN_AGGREGATES[key] = (weakref.ref(run, forget), aggregate)
     return aggregate
