@@ -12,6 +12,7 @@ every record. :func:`render_report` is usable without a run, e.g. to render a me
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -141,8 +142,7 @@ def render_aggregate(
     out += [f"- **{name}:** {value}" for name, value in header]
     out += ["", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", ""]
 
-    rows = aggregate.sorted_rows()
-    if not rows:
+    if not aggregate.rows:
         out += ["No trials were run.", ""]
         return "\n".join(out)
 
@@ -156,18 +156,30 @@ def render_aggregate(
         f"| {counts['cancelled']} | {counts['ungraded']} |",
         "",
     ]
-    sections: dict[tuple[str, str], dict[GroupKey, RowAggregate]] = {}
-    for key, row in rows.items():
-        sections.setdefault((key.eval_name, key.variant), {})[key] = row
-    for (eval_name, variant), section in sections.items():
-        out += _section(eval_name, variant, section, summaries)
-    return "\n".join(out).rstrip("\n") + "\n"
+    rows = aggregate.rows
+    sections = itertools.groupby(sorted(rows), key=lambda key: (key.eval_name, key.variant))
+    for (eval_name, variant), keys in sections:
+        out += _section(eval_name, variant, ((key, rows[key]) for key in keys), summaries)
+    return _text(out)
+
+
+def _text(lines: list[str]) -> str:
+    """``lines`` joined, without trailing newlines, ended by one: what
+    ``"\\n".join(lines).rstrip("\\n") + "\\n"`` gives, without a second copy of the text
+    (the trailing empty lines are taken off ``lines`` first)."""
+    while lines and not lines[-1].rstrip("\n"):
+        lines.pop()
+    if not lines:
+        return "\n"
+    lines[-1] = lines[-1].rstrip("\n")
+    lines.append("")
+    return "\n".join(lines)
 
 
 def _section(
     eval_name: str,
     variant: str,
-    rows: dict[GroupKey, RowAggregate],
+    rows: Iterable[tuple[GroupKey, RowAggregate]],
     summaries: Sequence[RunSummaryRecord],
 ) -> list[str]:
     """One eval's (and variant's) table, failed graders and errored trials."""
@@ -183,7 +195,7 @@ def _section(
     ]
     failed_lines: list[str] = []
     errored_lines: list[str] = []
-    for key, row in rows.items():
+    for key, row in rows:
         s = row.stats()
         cells = [
             _cell(key.stimulus),
