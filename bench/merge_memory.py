@@ -23,6 +23,9 @@ imported before the clock starts (a constant, whatever the size):
 * ``command``: the whole ``vally experiment merge`` of the sealed shards, as a user runs it
   (the merge path, the summaries, ``report.md``, the console's summary and comparison;
   console output to ``/dev/null``);
+* ``parse``: ``lines`` with every line also parsed as JSON (``json.loads``): the floor of
+  any merge that reads the records, as a merge of unsealed shards must (they hold no
+  counts to add up);
 * ``unsealed``: the merge path over the unsealed shards (every record parsed, checked
   against its shard's manifest, passed through and counted);
 * ``command_unsealed``: the whole command over the unsealed shards;
@@ -221,6 +224,17 @@ def run_lines(folder: Path) -> None:
                     out.write(line)
 
 
+def run_parse(folder: Path) -> None:
+    """Stream every shard's lines once into one file, parsing each as JSON on the way."""
+    loads = json.loads
+    with (folder / "parsed.jsonl").open("w", encoding="utf-8") as out:
+        for path in sorted((folder / UNSEALED).glob("shard-*/*/results.jsonl")):
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    loads(line)
+                    out.write(line)
+
+
 def _prepare(folder: Path) -> tuple[Any, ...]:
     """What a merge of unsealed shards holds before it reads a record: the shards'
     manifests and plan snapshots, read and validated as ``vally experiment merge`` does,
@@ -291,11 +305,12 @@ def run_command_unsealed(folder: Path) -> None:
     _command(folder, UNSEALED, "merged-command-unsealed")
 
 
-MODES = ("merge", "command", "unsealed", "command_unsealed")
+MODES = ("merge", "command", "parse", "unsealed", "command_unsealed")
 """The modes timed against ``lines``, each in turn with it."""
 
 OUTPUTS = (
     "lines.jsonl",
+    "parsed.jsonl",
     "merged",
     "merged-unsealed",
     "merged-command",
