@@ -157,3 +157,16 @@ def test_judge_settings_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert plan_for(tmp_path, PlanOptions(runs=1), spec_judge).trials[0].judge.model == "spec-j"
     flagged = plan_for(tmp_path, PlanOptions(runs=1, judge_model="cli-j"), spec_judge)
     assert flagged.trials[0].judge.model == "cli-j"
+
+
+def test_stimuli_without_graders_tags_or_constraints_of_their_own_share_the_eval_s(
+    tmp_path: Path,
+) -> None:
+    text = SPEC + "  - {name: three, prompt: a}\n  - {name: four, prompt: b}\n"
+    plan = plan_for(tmp_path, PlanOptions(runs=1), text)
+    one, two, three, four = (group.first for group in plan.trials.groups)
+    assert three.graders is four.graders and [g.type for g in three.graders] == ["completed"]
+    assert three.tags is four.tags and three.tags == {"area": "auth"}
+    assert three.constraints is four.constraints
+    assert [g.type for g in one.graders] == ["completed", "output-contains"]
+    assert two.graders is three.graders and two.tags == {"area": "auth", "priority": "p1"}

@@ -282,21 +282,24 @@ def _groups_of(
     threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
     weights = dict(spec.scoring.weights)
     groups: list[TrialGroup] = []
-    # one object for every stimulus without constraints of its own, not one each
+    # one object for every stimulus without constraints, graders or tags of its own, not
+    # one each
     eval_constraints = merge_constraints(spec.constraints, None)
+    eval_graders = tuple(spec.graders)
+    eval_tags = dict(spec.tags)
     for stimulus in selected.stimuli:
         environment = _with_extra_skills(
             resolve_environment(loaded, stimulus), options.extra_skills
         )
         _check_sources(loaded, stimulus, environment)
-        graders = tuple(spec.graders) + tuple(stimulus.graders)
+        graders = eval_graders + tuple(stimulus.graders) if stimulus.graders else eval_graders
         case_hash = case_fingerprint(stimulus, spec.graders)
         constraints = (
             eval_constraints
             if stimulus.constraints is None
             else merge_constraints(spec.constraints, stimulus.constraints)
         )
-        tags = effective_tags(spec, stimulus)
+        tags = effective_tags(spec, stimulus) if stimulus.tags else eval_tags
         for model in selected.models:
             key = TrialKey(
                 selected.item.variant, selected.name, stimulus.name, model_label(model), 0
