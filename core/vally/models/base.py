@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError
 
@@ -40,7 +40,7 @@ def _clean(value: Any) -> Any:
 
 class _SharedFieldNames(set[str]):
     """The names of the fields a spec model was given, shared by the models of its class
-    given the same fields (see :meth:`SpecModel._share_given_fields`)."""
+    given the same fields (see :meth:`SpecModel.model_post_init`)."""
 
 
 _GIVEN_FIELDS: dict[tuple[type[BaseModel], frozenset[str]], _SharedFieldNames] = {}
@@ -65,16 +65,16 @@ class SpecModel(BaseModel):
         coerce_numbers_to_str=True,
     )
 
-    @model_validator(mode="after")
-    def _share_given_fields(self) -> Self:
-        """Hold the shared set of this model's given field names instead of its own."""
+    def model_post_init(self, context: Any, /) -> None:
+        """Hold the shared set of this model's given field names instead of its own (after
+        validation, not as a validator: a validator would rename the model in the errors
+        of a union it is part of)."""
         given = self.__pydantic_fields_set__
         key = (type(self), frozenset(given))
         shared = _GIVEN_FIELDS.get(key)
         if shared is None:
             shared = _GIVEN_FIELDS[key] = _SharedFieldNames(given)
         object.__setattr__(self, "__pydantic_fields_set__", shared)
-        return self
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Set a field (see :class:`pydantic.BaseModel`), on a set of given field names of
