@@ -1,14 +1,15 @@
-"""Files written whole or not at all: a temp file renamed into place; JSON lines written as
-they come, a long line a piece at a time, without a joined copy of the text."""
+"""JSON lines written whole or not at all (a temp file renamed into place), each as its
+pieces come, a long piece a part at a time: a run summary of many stimuli is written a
+stimulus at a time, never its whole line."""
 
 from __future__ import annotations
 
-import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.traced import traced_peak
 from vally.engine.records import run_folder
 from vally.models.base import RecordModel
 from vally.models.records import PIECED_STIMULI, RunSummaryRecord
@@ -18,14 +19,15 @@ class _Line(RecordModel):
     text: str
 
 
-def test_lines_are_written_as_the_joined_text_short_and_long(
+def test_records_are_written_as_their_lines_joined_short_and_long(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(run_folder, "WRITE_PIECE", 7)
-    lines = ["", "short", "exactly7", "a line of many pieces, é and ✔ too", "x" * 15]
+    records = [_Line(text=text) for text in ("", "a", "a text of many pieces, é and ✔ too")]
     path = tmp_path / "deep" / "out.jsonl"
-    run_folder.write_lines_atomic(path, lines)
-    assert path.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
+    run_folder.write_jsonl(path, records)
+    expected = "".join(record.to_json_line() + "\n" for record in records)
+    assert path.read_text(encoding="utf-8") == expected
     assert [p.name for p in path.parent.iterdir()] == ["out.jsonl"]
 
 
@@ -33,29 +35,14 @@ def test_a_failing_writer_keeps_the_file_that_was_there(tmp_path: Path) -> None:
     path = tmp_path / "run-summary.jsonl"
     path.write_text("kept\n", encoding="utf-8")
 
-    def lines() -> Iterator[str]:
-        yield "new"
+    def records() -> Iterator[_Line]:
+        yield _Line(text="new")
         raise RuntimeError("the summary could not be made")
 
     with pytest.raises(RuntimeError):
-        run_folder.write_lines_atomic(path, lines())
+        run_folder.write_jsonl(path, records())
     assert path.read_text(encoding="utf-8") == "kept\n"
     assert [p.name for p in tmp_path.iterdir()] == ["run-summary.jsonl"]
-
-
-def test_a_long_line_is_written_without_a_second_copy_of_it(tmp_path: Path) -> None:
-    line = _Line(text="s" * 8_000_000).to_json_line()  # a run summary of many stimuli
-    path = tmp_path / "run-summary.jsonl"
-    tracemalloc.start()
-    try:
-        run_folder.write_lines_atomic(path, [line])
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert path.read_text(encoding="utf-8") == line + "\n"
-    # one piece of it copied and encoded at a time; joined with its newline and encoded
-    # whole, the write peaked at twice the line's size on top of the line
-    assert peak < len(line) * 0.5, peak
 
 
 def _summary(tmp_path: Path, stimuli: int) -> RunSummaryRecord:
@@ -106,12 +93,7 @@ def test_a_summary_of_many_stimuli_is_written_without_its_whole_line(tmp_path: P
     large = summary.model_copy(update={"stimuli": entries})
     line = len(large.to_json_line())
     path = tmp_path / "run-summary.jsonl"
-    tracemalloc.start()
-    try:
-        run_folder.write_jsonl(path, [large])
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(lambda: run_folder.write_jsonl(path, [large]))
     assert path.read_text(encoding="utf-8") == large.to_json_line() + "\n"
     # serialised whole, the line was held twice while it was made
     assert peak < line * 0.25, (peak, line)

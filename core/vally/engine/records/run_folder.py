@@ -178,17 +178,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 WRITE_PIECE = 1 << 16
-"""Characters of a long line :func:`write_lines_atomic` encodes and writes at a time."""
-
-
-def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
-    """:func:`write_text_atomic` of ``lines``, each ended by a newline, without joining
-    them: a line is written as it comes, a long one (a run summary of many stimuli is one
-    line) :data:`WRITE_PIECE` characters at a time, so no second copy of it is made."""
-    with _replaced(path) as handle:
-        for line in lines:
-            _write_long(handle, line)
-            handle.write("\n")
+"""Characters of a long piece of a line :func:`write_jsonl` encodes and writes at a time."""
 
 
 def _write_long(handle: IO[str], text: str) -> None:
@@ -366,8 +356,10 @@ def write_jsonl(
     path: Path, records: Iterable[RecordModel], scrubber: Scrubber | None = None
 ) -> None:
     """Write records as JSON lines (temp file, then rename), each in its pieces
-    (:meth:`~vally.models.base.RecordModel.json_pieces`), so a long record's line is never
-    held whole; a secret is scrubbed within a piece (a JSON text never spans two)."""
+    (:meth:`~vally.models.base.RecordModel.json_pieces`) as they come, a long piece
+    :data:`WRITE_PIECE` characters at a time: no line is joined, encoded or held whole
+    (a run summary of many stimuli is a line of megabytes); a secret is scrubbed within a
+    piece (a JSON text never spans two)."""
     scrub = scrubber or Scrubber()
     with _replaced(path) as handle:
         for record in records:
