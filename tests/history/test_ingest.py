@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select
 
+from tests.cli_probe import run_vally_then
 from tests.history.conftest import vally
 from tests.history.synth import RunSpec, write_run
 from vally import json_depth_limit
@@ -299,23 +300,10 @@ def test_an_ingest_without_trial_folders_imports_no_record_model(tmp_path: Path)
     """The run folder layout (its module imports the record models, a tenth of a second
     of start-up) is imported only where a trial folder is looked at."""
     run = write_run(tmp_path / "run", RunSpec(run_id="light", stimuli=2, trial_dirs=False))
-    code = (
-        "import sys\n"
-        "from vally.cli.app import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    print('vally.models.records' in sys.modules, file=sys.stderr)\n"
-    )
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-c", code, "ingest", str(run), "--store", str(tmp_path / "h.db")],
-        capture_output=True,
-        text=True,
+    result = run_vally_then(
+        ["ingest", str(run), "--store", str(tmp_path / "h.db")],
+        "print('vally.models.records' in sys.modules, file=sys.stderr)\n",
         cwd=tmp_path,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines()[-1] == "False"

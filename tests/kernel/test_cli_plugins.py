@@ -11,6 +11,7 @@ import pytest
 from kernel_helpers import MakeDist, grader_source
 from typer.testing import CliRunner
 
+from tests.cli_probe import run_vally_then
 from vally.cli.app import app
 
 
@@ -146,7 +147,7 @@ def test_only_given_options_build_a_coercion(monkeypatch: pytest.MonkeyPatch) ->
 def test_eval_imports_the_run_engine_without_collecting(tmp_path: Path) -> None:
     """The run engine's modules live to the end of the command: ``vally eval`` imports them
     with collection off (a hundred collections scanned them again and again) and frozen."""
-    code = (
+    watch = (
         "import gc, sys\n"
         "seen = []\n"
         "def during_import(phase, info):\n"
@@ -155,17 +156,12 @@ def test_eval_imports_the_run_engine_without_collecting(tmp_path: Path) -> None:
         "    if phase == 'start' and getattr(spec, '_initializing', False):\n"
         "        seen.append(info['generation'])\n"
         "gc.callbacks.append(during_import)\n"
-        "from vally.cli.app import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    print(len(seen), gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code, "eval", "-e", "missing.yaml"],
-        capture_output=True,
-        text=True,
+    result = run_vally_then(
+        ["eval", "-e", "missing.yaml"],
+        "print(len(seen), gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)\n",
         cwd=tmp_path,
+        before=watch,
     )
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1] == "0 True True"
@@ -184,20 +180,11 @@ def test_a_run_off_a_terminal_imports_no_live_display_nor_experiment_report(
         "  - {name: s0, prompt: p, graders: [{type: completed}]}\n",
         encoding="utf-8",
     )
-    code = (
-        "import sys\n"
-        "from vally.cli.app import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    heavy = ('rich.progress', 'rich.live', 'vally_builtin.reporters.experiment_report',"
+    result = run_vally_then(
+        ["eval", "-e", "eval.yaml", "--output-dir", "out"],
+        "heavy = ('rich.progress', 'rich.live', 'vally_builtin.reporters.experiment_report',"
         " 'vally_compare.statistics')\n"
-        "    print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, "eval", "-e", "eval.yaml", "--output-dir", "out"],
-        capture_output=True,
-        text=True,
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n",
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr

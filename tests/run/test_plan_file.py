@@ -3,9 +3,9 @@ dumped at once, without holding that document or its text."""
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 
+from tests.traced import traced_peak
 from vally import EvalRequest, prepare_run
 from vally.engine.evals import eval_run_request
 from vally.engine.planning.resume import PLAN_FILE, plan_document, stream_plan, write_plan
@@ -46,15 +46,6 @@ def test_an_empty_plan_file_is_the_dumped_document(tmp_path: Path) -> None:
     assert streamed == whole
 
 
-def _peak(call: object) -> int:
-    tracemalloc.start()
-    try:
-        call()  # type: ignore[operator]
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_writing_the_plan_holds_far_less_than_the_whole_document(tmp_path: Path) -> None:
     prepared = _prepared(tmp_path, runs=1500)  # 4,500 trials
     trials = prepared.trials
@@ -67,7 +58,8 @@ def test_writing_the_plan_holds_far_less_than_the_whole_document(tmp_path: Path)
 
     # The document and its indented text cost several hundred bytes per trial; the keys
     # being sorted, about a hundred.
-    assert _peak(streamed) <= 0.5 * _peak(whole), (_peak(streamed), _peak(whole))
+    streamed_peak, whole_peak = traced_peak(streamed), traced_peak(whole)
+    assert streamed_peak <= 0.5 * whole_peak, (streamed_peak, whole_peak)
 
 
 def test_the_plan_file_creates_the_run_folder(tmp_path: Path) -> None:

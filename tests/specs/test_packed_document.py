@@ -4,12 +4,12 @@ at a time, read back as fresh copies; hashed a stimulus at a time to the same ha
 from __future__ import annotations
 
 import datetime
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.traced import traced_peak
 from vally import LoadedEval
 from vally.engine.planning.identity import eval_hash
 from vally.models.spec import EvalSpec
@@ -88,20 +88,12 @@ def test_a_packed_document_hashes_as_the_document_does(document: dict[str, Any])
     assert eval_hash(packed_eval(_loaded(changed))) != plain
 
 
-def _hash_peak(loaded: LoadedEval) -> int:
-    tracemalloc.start()
-    try:
-        eval_hash(loaded)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_packed_document_is_hashed_without_unpacking_it_whole() -> None:
     document = _document(5_000)
     packed = packed_eval(_loaded(document))
     # hashed whole, the document is made JSON data and text at once: a few times its size
-    assert _hash_peak(packed) * 20 < _hash_peak(_loaded(document))
+    whole = _loaded(document)
+    assert traced_peak(lambda: eval_hash(packed)) * 20 < traced_peak(lambda: eval_hash(whole))
 
 
 def test_a_run_holds_the_documents_it_loads_packed(tmp_path: Path) -> None:
