@@ -8,6 +8,7 @@ import os
 import random
 import tracemalloc
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -103,3 +104,23 @@ def test_the_summary_table_does_not_hold_a_rendered_cell_of_every_row() -> None:
     # Rendered whole, the table held about 2.2 KB a row (a padded cell of every row and
     # column); in parts, the rows' text and the measuring of one column at a time.
     assert (large - small) / 4_000 < 1_000, (small, large)
+
+
+def test_a_table_of_one_part_is_printed_whole_without_being_measured_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Printing a table whole measures its cells: measuring them before as well would do
+    that work twice for every table of up to one part (most runs' summary tables)."""
+    measured: list[int] = []
+    real = table_parts._widest_cells
+
+    def widest(*args: Any, **kwargs: Any) -> Any:
+        measured.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(table_parts, "_widest_cells", widest)
+    small, large = io.StringIO(), io.StringIO()
+    table_parts.print_table_in_parts(_console(small, 80, False), _table(256, True, False))
+    assert measured == [] and small.getvalue().count("\n") > 256
+    table_parts.print_table_in_parts(_console(large, 80, False), _table(257, True, False))
+    assert measured == [1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
@@ -59,7 +60,8 @@ def print_rows_in_parts(console: Console, table: Table, rows: Rows) -> None:
     :meth:`Console.print` prints such a table whole (the same output), without holding
     every row's cells at once.
 
-    ``rows`` is called twice: once to measure the cells, once to print them. The column
+    ``rows`` is called twice: once to count (and, past one part, measure) the cells,
+    once to print them. The column
     widths are those of the whole table: they follow from each column's widest cell and
     its header alone, so a table of one row of those cells measures the same. A table of
     at most :data:`TABLE_PART_ROWS` rows, one that does not fit the console's width, or
@@ -76,12 +78,16 @@ def print_rows_in_parts(console: Console, table: Table, rows: Rows) -> None:
 
 
 def _print_in_parts(console: Console, table: Table, rows: Rows, whole: Callable[[], Table]) -> None:
-    """Print ``rows()`` in ``table``'s columns a part at a time, or ``whole()`` whole."""
-    options = console.options.update_width(console.options.max_width - table._extra_width)
-    widest, count = _widest_cells(console, options, len(table.columns), rows())
-    if count <= TABLE_PART_ROWS or table.title or table.show_footer:
+    """Print ``rows()`` in ``table``'s columns a part at a time, or ``whole()`` whole
+    (a table of one part is not measured first: printing it whole measures it)."""
+    given = iter(rows())
+    opening = list(islice(given, TABLE_PART_ROWS + 1))
+    if len(opening) <= TABLE_PART_ROWS or table.title or table.show_footer:
         print_streamed(console, whole())
         return
+    options = console.options.update_width(console.options.max_width - table._extra_width)
+    columns = len(table.columns)
+    widest, count = _widest_cells(console, options, columns, itertools.chain(opening, given))
     widths = _one_row(table, widest)._calculate_column_widths(console, options)
     if sum(widths) > options.max_width:
         print_streamed(console, whole())
