@@ -185,8 +185,8 @@ class GroupedDraws:
         global _LAST_GROUPED
         key = data.tobytes()
         last = _LAST_GROUPED
-        if last is not None and last[0] == key:  # the same values: their distinct ones kept
-            return last[1] if _pays(len(data), len(last[1].values)) else None
+        if last is not None and last[0] == key:  # the same values, grouped (they paid)
+            return last[1]
         distinct = _few_distinct(data)
         if distinct is None:
             return None
