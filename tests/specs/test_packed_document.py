@@ -13,7 +13,7 @@ from tests.traced import traced_peak
 from vally import LoadedEval
 from vally.engine.planning.identity import eval_hash
 from vally.models.spec import EvalSpec
-from vally.specs.packed import PACKED_ITEMS, PackedDocument, packed_eval
+from vally.specs.packed import PACKED_BLOCK, PACKED_ITEMS, PackedDocument, packed_eval
 
 
 def _stimuli(count: int) -> list[dict[str, Any]]:
@@ -52,6 +52,33 @@ def test_a_packed_document_reads_as_the_document_it_was_made_from() -> None:
     assert not packed.is_list("name")
     with pytest.raises(TypeError):
         packed.items_of("name")
+
+
+def test_a_list_of_several_blocks_reads_back_whole_and_item_by_item() -> None:
+    document = _document(PACKED_BLOCK * 2 + 3)
+    packed = PackedDocument(document)
+    assert packed["stimuli"] == document["stimuli"]
+    assert list(packed.items_of("stimuli")) == document["stimuli"]
+    assert [s["name"] for s in packed.items_of("stimuli")][PACKED_BLOCK - 1 : PACKED_BLOCK + 1] == [
+        f"s{PACKED_BLOCK - 1}",
+        f"s{PACKED_BLOCK}",
+    ]
+
+
+def test_a_packed_document_holds_a_stimulus_in_a_few_dozen_bytes() -> None:
+    import tracemalloc
+
+    count = 5_000
+    document = _document(count)
+    tracemalloc.start()
+    try:
+        packed = PackedDocument(document)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # pickled one at a time, each of these stimuli took about 200 bytes
+    assert held / count < 60
+    assert packed["stimuli"] == document["stimuli"]
 
 
 def test_documents_packed_together_share_the_lists_they_share() -> None:

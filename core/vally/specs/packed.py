@@ -4,40 +4,64 @@ A run keeps each eval's param-resolved document (:attr:`vally.LoadedEval.raw`) b
 validated spec: the summaries hash it, experiments patch their variants from it, and an
 error points into it. It is read a few times, before the first trial, and held to the
 end; its ``stimuli``, as dictionaries and lists, take about 1 KB a stimulus.
-:class:`PackedDocument` is the same mapping with its long lists held pickled, an item at a
-time (about 200 bytes a stimulus): reading one gives a fresh copy, equal to the one it was
-made from, and the items can be read one at a time (to hash the document without holding
-it whole).
+:class:`PackedDocument` is the same mapping with its long lists held pickled and
+compressed, :data:`PACKED_BLOCK` items at a time (stimuli are much alike, so a block
+compresses well: about 20 bytes a short stimulus, against about 160 pickled one at a
+time): reading one gives a fresh copy, equal to the one it was made from, and the items
+can be read a block at a time (to hash the document without holding it whole).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
+import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from vally.contracts.protocols import LoadedEval
 
 PACKED_ITEMS = 32
-"""Lists of at least this many items are held pickled; everything else as it is."""
+"""Lists of at least this many items are held packed; everything else as it is."""
+
+PACKED_BLOCK = 64
+"""Items of a packed list pickled and compressed together: a block is unpacked whole."""
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
-class _PickledItems(tuple[bytes, ...]):
-    """A list of the document, each item pickled on its own (read one at a time)."""
+class _PackedItems:
+    """A list of the document, pickled and compressed :data:`PACKED_BLOCK` items at a
+    time (read a block at a time)."""
 
-    __slots__ = ()
+    __slots__ = ("_blocks", "_count")
+
+    def __init__(self, items: list[Any]) -> None:
+        self._count = len(items)
+        self._blocks = tuple(
+            zlib.compress(pickle.dumps(items[start : start + PACKED_BLOCK], _PROTOCOL))
+            for start in range(0, len(items), PACKED_BLOCK)
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        """The items, fresh copies, unpacking one block at a time."""
+        for block in self._blocks:
+            yield from pickle.loads(zlib.decompress(block))
+
+    def __len__(self) -> int:
+        return self._count
 
     def unpacked(self) -> list[Any]:
         """The list, a fresh copy."""
-        return [pickle.loads(item) for item in self]
+        return list(self)
 
 
 class PackedDocument(Mapping[str, Any]):
     """``document``, read-only, with its top-level lists of at least :data:`PACKED_ITEMS`
-    items held pickled, an item at a time: reading such a value unpickles a fresh copy of
-    it (changing that copy leaves the document as it is), and :meth:`items_of` gives its
-    items one at a time; the rest is held and given as it is.
+    items held pickled and compressed, :data:`PACKED_BLOCK` items at a time: reading such
+    a value unpacks a fresh copy of it (changing that copy leaves the document as it is),
+    and :meth:`items_of` gives its items one at a time, unpacking a block at a time; the
+    rest is held and given as it is.
 
     Args:
         document: The document to hold (its long lists are pickled, not kept).
@@ -64,7 +88,7 @@ class PackedDocument(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         value = self._values[key]
-        return value.unpacked() if type(value) is _PickledItems else value
+        return value.unpacked() if type(value) is _PackedItems else value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -78,7 +102,7 @@ class PackedDocument(Mapping[str, Any]):
     def is_list(self, key: str) -> bool:
         """Whether the value of ``key`` is a list (packed or not)."""
         value = self._values[key]
-        return type(value) is _PickledItems or isinstance(value, list)
+        return type(value) is _PackedItems or isinstance(value, list)
 
     def items_of(self, key: str) -> Iterator[Any]:
         """The items of the list at ``key``, a fresh copy of each, one at a time (without
@@ -89,18 +113,18 @@ class PackedDocument(Mapping[str, Any]):
             TypeError: Its value is not a list.
         """
         value = self._values[key]
-        if type(value) is _PickledItems:
-            return (pickle.loads(item) for item in value)
+        if type(value) is _PackedItems:
+            return iter(value)
         if isinstance(value, list):
             return iter(value)
         raise TypeError(f"{key!r} holds {type(value).__name__}, not a list")
 
 
 def _pack(value: list[Any]) -> Any:
-    """``value`` with each item pickled, or ``value`` itself when it holds what cannot be
-    pickled (an eval provider's own objects)."""
+    """``value`` packed, or ``value`` itself when it holds what cannot be pickled (an eval
+    provider's own objects)."""
     try:
-        return _PickledItems(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL) for item in value)
+        return _PackedItems(value)
     except (pickle.PicklingError, TypeError, AttributeError):
         return value
 
