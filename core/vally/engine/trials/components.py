@@ -157,6 +157,12 @@ def _check_turns(executor: Executor, trial: PlannedTrial) -> None:
         )
 
 
+KNOWN_GRADER_ENTRIES = 1024
+"""Grader entries a factory remembers by identity (the most recent ones): a run's trials of
+one stimulus come together, and the others cost a canonical JSON each, so a large plan's
+factory stays small."""
+
+
 def build_grader_factory(
     session: Session,
     trials: Sequence[PlannedTrial],
@@ -167,7 +173,14 @@ def build_grader_factory(
     """Validate every planned grader once (when ``validate``) and return a factory that
     hands out one shared instance per distinct reference (type and config)."""
     graders: dict[PluginRef, Any] = {}
-    known: dict[int, tuple[GraderConfig, Any]] = {}  # by entry: no canonical JSON per trial
+    # recent entries by identity: no canonical JSON for a stimulus's further trials
+    known: dict[int, tuple[GraderConfig, Any]] = {}
+
+    def remember(config: GraderConfig, grader: Any) -> None:
+        if len(known) >= KNOWN_GRADER_ENTRIES:
+            del known[next(iter(known))]
+        known[id(config)] = (config, grader)
+
     if validate:
         for trial in trials:
             for config in trial.graders:
@@ -179,7 +192,7 @@ def build_grader_factory(
                         graders[ref] = session.create(
                             "grader", config.type, config.config, where=where
                         )
-                known[id(config)] = (config, graders.get(ref))
+                remember(config, graders.get(ref))
 
     def create_grader(config: GraderConfig) -> Any:
         entry, found = known.get(id(config), (None, None))
@@ -189,7 +202,7 @@ def build_grader_factory(
         found = graders.get(ref)
         if found is None:
             found = graders[ref] = session.create("grader", config.type, config.config)
-        known[id(config)] = (config, found)
+        remember(config, found)
         return found
 
     return create_grader
