@@ -149,7 +149,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
     """
     from vally.engine.planning.identity import plan_identities
     from vally.engine.run import plan_request
-    from vally.engine.shards.partition import plan_snapshot
+    from vally.engine.shards.partition import packed_snapshot, plan_snapshot
     from vally.engine.trials.summaries import experiment_blocks
 
     opts.check()
@@ -201,7 +201,7 @@ def prepare_experiment(opts: ExperimentRequest) -> ExperimentSetup:
         name=resolved.name,
         baseline=resolved.baseline,
         variants=list(resolved.variants),
-        snapshot=snapshot,
+        snapshot=packed_snapshot(snapshot),
         blocks=experiment_blocks(snapshot, run_id=run_id, shard=label),
         shard=label,
     )
@@ -279,6 +279,16 @@ class ShardBook:
         """The run's hook plugins."""
         return ExperimentHooks(self.setup.prepared.request.session)
 
+    @cached_property
+    def digest(self) -> str:
+        """The plan snapshot's digest (the manifest's ``planDigest``)."""
+        from vally.engine.shards.partition import plan_digest
+        from vally.specs.packed import plain
+
+        mode = self.setup.prepared.request.experiment
+        assert mode is not None
+        return plan_digest(plain(mode.snapshot))
+
     def _selected(self) -> list[str]:
         """The shard's trials in plan order: those to run and, when resumed, those kept."""
         from vally.engine.shards.partition import key_id, record_key_id
@@ -301,23 +311,23 @@ class ShardBook:
         from vally.engine.shards.partition import (
             MANIFEST_FILE,
             SNAPSHOT_FILE,
-            plan_digest,
             shard_manifest,
             write_json_file,
         )
+        from vally.specs.packed import plain
 
         setup = self.setup
         mode = setup.prepared.request.experiment
         assert mode is not None and setup.shard is not None
         if completed_at is None:
             self.hooks.shard_opened(self.run_dir)
-            write_json_file(self.run_dir / SNAPSHOT_FILE, mode.snapshot)
+            write_json_file(self.run_dir / SNAPSHOT_FILE, plain(mode.snapshot))
         manifest = shard_manifest(
             run_id=str(setup.prepared.request.run_id),
             experiment=mode.name,
             shard=setup.shard,
             strategy=setup.strategy,
-            digest=plan_digest(mode.snapshot),
+            digest=self.digest,
             selected=self._selected(),
             completed=completed,
             finished=finished,
@@ -335,6 +345,7 @@ class ShardBook:
             VallyError: The manifest, or what a hook plugin writes, cannot be written.
         """
         from vally.engine.shards.partition import record_key_id
+        from vally.specs.packed import plain
 
         done = {record_key_id(r) for r in result.records if r.status != "cancelled"}
         finished = not result.cancelled and result.error is None and not result.missing_outputs
@@ -345,7 +356,7 @@ class ShardBook:
         )
         mode = self.setup.prepared.request.experiment
         if finished and mode is not None:
-            self.hooks.shard_closed(self.run_dir, manifest, mode.snapshot)
+            self.hooks.shard_closed(self.run_dir, manifest, plain(mode.snapshot))
 
 
 def execute_experiment(setup: ExperimentSetup, run_dir: Path) -> RunResult:

@@ -120,6 +120,16 @@ class PackedDocument(Mapping[str, Any]):
         raise TypeError(f"{key!r} holds {type(value).__name__}, not a list")
 
 
+def plain(value: Any) -> Any:
+    """``value`` with every mapping in it a plain ``dict`` and every list a plain list, to
+    any depth: a :class:`PackedDocument` unpacked whole, as ``json`` writes it."""
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    return value
+
+
 def _pack(value: list[Any]) -> Any:
     """``value`` packed, or ``value`` itself when it holds what cannot be pickled (an eval
     provider's own objects)."""

@@ -148,6 +148,17 @@ def select_keys(
     return [k for k in keys if k in wanted]
 
 
+def packed_snapshot(snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``snapshot`` as a run holds it: a read-only mapping equal to it whose trial keys and
+    each eval's stimuli are packed (:class:`vally.specs.packed.PackedDocument`: about 10
+    bytes a trial instead of about 300); :func:`vally.specs.packed.plain` gives the plain
+    dictionary back, to write or hash."""
+    from vally.specs.packed import PackedDocument
+
+    evals = [PackedDocument(item) for item in snapshot.get("evals") or []]
+    return PackedDocument({**snapshot, "evals": evals})
+
+
 def _relative(path: Path, base: Path) -> str:
     try:
         return Path(os.path.relpath(path, base)).as_posix()
