@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from vally import USAGE_FIELDS, RunInfo, TrialFacts, TrialResultRecord
@@ -103,14 +103,33 @@ Failure = tuple[int, str, TrialResultRecord | dict[str, Any]]
 (or, added from another aggregate's state, its JSON data until it is listed)."""
 
 
+_OUTCOME_SLOTS: dict[str, str] = {
+    "passed": "passed_trials",
+    "failed": "failed_trials",
+    "errored": "errored_trials",
+    "cancelled": "cancelled_trials",
+    "ungraded": "ungraded_trials",
+}
+"""The slot of :class:`RowAggregate` counting the trials of each :data:`TrialOutcome`."""
+
+
 @dataclass(slots=True)
 class RowAggregate:
     """The counters of one report row (one :class:`GroupKey`), in slots: a report keeps one
     a stimulus and model, so what most rows never need (reported models, kept failures,
-    failure reasons) takes no container until a trial needs it."""
+    failure reasons) takes no container until a trial needs it, and the trials of each
+    outcome are counted in a slot of their own (:attr:`outcomes` gives them as a
+    dictionary)."""
 
     trials: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
+    passed_trials: int = 0
+    failed_trials: int = 0
+    errored_trials: int = 0
+    cancelled_trials: int = 0
+    ungraded_trials: int = 0
+    other_outcomes: dict[str, int] | None = None
+    """Trials of outcomes this version does not know (from another version's state); None
+    until there is one."""
     score_sum: float = 0.0
     scores: int = 0
     metrics: int = 0
@@ -160,8 +179,7 @@ class RowAggregate:
         """Count one trial of the row from its facts (see :meth:`add`); a failed or errored
         trial is kept for listings only when its ``record`` is given."""
         self.trials += 1
-        outcomes = self.outcomes
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.add_outcome(outcome, 1)
         if facts.graded and (outcome == "passed" or outcome == "failed"):
             self.score_sum += facts.score
             self.scores += 1
@@ -178,6 +196,28 @@ class RowAggregate:
         if outcome == "failed" or outcome == "errored":
             self._keep_failure(facts, record)
             self._count_reason(facts_failure_reason(facts, outcome) or outcome, 1)
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        """The row's trials by outcome (only the outcomes it has), a fresh dictionary."""
+        counts = {
+            outcome: count
+            for outcome, slot in _OUTCOME_SLOTS.items()
+            if (count := getattr(self, slot))
+        }
+        counts.update(self.other_outcomes or {})
+        return counts
+
+    def add_outcome(self, outcome: str, count: int) -> None:
+        """Count ``count`` more trials of ``outcome``."""
+        slot = _OUTCOME_SLOTS.get(outcome)
+        if slot is not None:
+            setattr(self, slot, getattr(self, slot) + count)
+            return
+        others = self.other_outcomes
+        if others is None:
+            others = self.other_outcomes = {}
+        others[outcome] = others.get(outcome, 0) + count
 
     def _count_reason(self, reason: str, count: int) -> None:
         reasons = self.reasons
@@ -223,7 +263,7 @@ class RowAggregate:
         """The row's counters as JSON data, which :meth:`absorb` adds to another row's."""
         out: dict[str, Any] = {name: getattr(self, attribute) for attribute, name in self._SUMS}
         out.update({name: getattr(self, attribute) for attribute, name in self._OPTIONAL_SUMS})
-        out["outcomes"] = dict(self.outcomes)
+        out["outcomes"] = self.outcomes
         out["reasons"] = [[reason, count] for reason, count in (self.reasons or {}).items()]
         out["reportedModels"] = sorted(self.reported_models)
         out["failures"] = [
@@ -242,7 +282,7 @@ class RowAggregate:
         for reason, count in state.get("reasons", []):
             self._count_reason(str(reason), int(count))
         for outcome, count in dict(state["outcomes"]).items():
-            self.outcomes[str(outcome)] = self.outcomes.get(str(outcome), 0) + int(count)
+            self.add_outcome(str(outcome), int(count))
         for model in state["reportedModels"]:
             if str(model) not in self.reported_models:
                 self.reported_models = (*self.reported_models, str(model))
