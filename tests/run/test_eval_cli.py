@@ -306,9 +306,9 @@ def test_setup_failure_is_recorded_with_its_phase(project: Path) -> None:
     assert broken["trajectory"]["endReason"] == "error"
     assert records["fine"]["status"] == "success"
     metadata = json.loads(
-        (
-            run.run_dir / name_folder("setup") / name_folder("broken") / name_folder("default")
-        ).joinpath("trial-0", "metadata.json").read_text()
+        (run.run_dir / name_folder("setup") / name_folder("broken") / name_folder("default"))
+        .joinpath("trial-0", "metadata.json")
+        .read_text()
     )
     assert metadata["status"] == "error" and metadata["error"]["phase"] == "setup"
 
@@ -374,7 +374,13 @@ def test_shell_completion_completes_commands_and_flags(tmp_path: Path) -> None:
 
     assert complete("vally ex") == ["export", "experiment"]
     assert {"--runs", "--runner", "--runner-args"} <= set(complete("vally eval --ru"))
+    # the shell named, not detected from the parent process (none when run without one)
+    named = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     script = subprocess.run(
-        [vally_script, "--show-completion", "bash"], capture_output=True, text=True, timeout=60
+        [vally_script, "--show-completion", "bash"],
+        env=named,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "_VALLY_COMPLETE" in script.stdout
