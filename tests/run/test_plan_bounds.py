@@ -87,3 +87,33 @@ def test_a_plan_over_the_limit_is_refused_naming_the_limit(
     assert "VALLY_MAX_TRIALS" in text
     monkeypatch.setenv("VALLY_MAX_TRIALS", "16")
     assert len(plan_for(tmp_path, PlanOptions(runs=4, models=["a", "b"])).trials) == 16
+
+
+def test_a_plan_holds_a_stimulus_in_under_530_bytes(tmp_path: Path) -> None:
+    """A stimulus of one run holds one trial group: its first trial and the group in
+    slots, its key, its graders and fingerprint, and where the group starts in a packed
+    array (about 490 bytes; 612 with the trial's and the group's attribute dictionaries
+    and an integer object for each start)."""
+    import gc
+
+    stimuli = 3_000
+    lines = "\n".join(
+        f"  - {{name: s{i}, prompt: 'task {i}', "
+        "graders: [{type: output-contains, config: {substring: task}}]}"
+        for i in range(stimuli)
+    )
+    text = f"name: many\ndefaults: {{executor: mock}}\nstimuli:\n{lines}\n"
+    loaded = load_eval_file(write_spec(tmp_path, text), project=ProjectConfig())
+    environment = resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        plan = build_plan(
+            [PlanInput(loaded)], PlanOptions(), resolve_environment=lambda item, s: environment
+        )
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(plan.trials) == stimuli
+    assert held / stimuli < 530, f"{held / stimuli:.0f} bytes a stimulus"

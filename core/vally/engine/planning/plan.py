@@ -8,6 +8,7 @@ import bisect
 import dataclasses
 import json
 import os
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,7 @@ class PluginRef:
         return cls(name, json.dumps(config, sort_keys=True, default=str))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedTrial:
     """One trial of the plan and what the runner needs to run it.
 
@@ -175,7 +176,7 @@ class PlannedEval:
     executor: ExecutorRef | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TrialGroup:
     """The trials of one (variant, eval, stimulus, model): alike but for their index.
 
@@ -207,7 +208,7 @@ class PlannedTrials(Sequence[PlannedTrial]):
     def __init__(self, groups: Sequence[TrialGroup], workspace_for: WorkspaceFor) -> None:
         self.groups: tuple[TrialGroup, ...] = tuple(g for g in groups if g.runs > 0)
         self._workspace_for = workspace_for
-        self._starts: list[int] = []
+        self._starts = array("q")  # each group's first trial: 8 bytes, not an int object
         total = 0
         for group in self.groups:
             self._starts.append(total)
