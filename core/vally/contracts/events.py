@@ -41,7 +41,9 @@ class RunInfo:
         baseline: The baseline variant, for experiment runs.
         variants: Every variant of an experiment run, in the experiment file's order.
         snapshot: The experiment's plan snapshot (what ``plan-snapshot.json`` holds:
-            evals with files and hashes, trial keys in plan order), for experiment runs.
+            evals with files and hashes, trial keys in plan order), for experiment runs:
+            a read-only mapping (:func:`vally.specs.packed.plain` gives the plain
+            dictionary).
         links: Runs this one continues (``experiment merge``: each shard's
             ``otel-context.json``, with ``traceId``, ``spanId`` and ``vally.shard``).
         stimuli: Each eval's selected stimuli by eval name, in the spec's order (for
