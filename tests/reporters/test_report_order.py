@@ -75,3 +75,59 @@ def test_each_eval_s_stimuli_are_read_once_whatever_the_number_of_rows() -> None
     order = report_order(dict.fromkeys(keys), run)
     assert [key.stimulus for key in order] == names.names
     assert names.reads == 1
+
+
+def test_the_order_found_from_the_spec_is_the_order_of_sorting_every_row() -> None:
+    import random
+
+    from vally_builtin.reporters.console import _sorted_order
+
+    chooser = random.Random(7)
+    found = 0  # cases ordered from the spec, not by sorting
+    for _ in range(600):
+        evals = chooser.sample(["e1", "e2", "e3"], chooser.randint(1, 3))
+        variants = chooser.sample(["base", "other", "third"], chooser.randint(0, 3))
+        stimuli = {
+            name: [f"s{chooser.randint(0, 6)}" for _ in range(chooser.randint(0, 6))]
+            for name in evals
+        }
+        unknown = chooser.randint(0, 1)
+        keys = {
+            GroupKey(
+                eval_name=(evaluated := chooser.choice(evals + ["unplanned"] * unknown)),
+                variant=chooser.choice([*variants, "", "late"]),
+                stimulus=chooser.choice([*(stimuli.get(evaluated) or ["s0"]), *["s7"] * unknown]),
+                model=chooser.choice(["m", "a", ""]),
+            )
+            for _ in range(chooser.randint(0, 25))
+        }
+        run = replace(make_run(None), evals=evals, variants=variants, stimuli=stimuli)
+        groups = dict.fromkeys(keys)
+        positions = {name: i for i, name in enumerate(evals)}
+        places = {name: i for i, name in enumerate(variants)}
+        assert report_order(groups, run) == _sorted_order(groups, run, positions, places)
+        found += not unknown and all(k.stimulus in stimuli[k.eval_name] for k in keys)
+    assert found > 200
+
+
+def test_going_through_the_rows_of_a_known_spec_in_order_holds_nothing_a_row() -> None:
+    import tracemalloc
+
+    from vally_builtin.reporters.console import iter_report_order
+
+    names = [f"stimulus-{i}" for i in range(10_000)]
+    run = replace(make_run(None), evals=["e"], stimuli={"e": names})
+    groups = dict.fromkeys(_key("e", name) for name in reversed(names))
+    seen: list[str] = []  # the stimuli's own names: no new object a row
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        seen += (key.stimulus for key in iter_report_order(groups, run))
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert seen == names
+    # a dictionary of the spec's names for the while (about 30 bytes a row) and the list of
+    # names seen; sorting every row on its places held about 136 bytes a row at once
+    assert peak / len(names) < 60

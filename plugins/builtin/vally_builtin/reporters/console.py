@@ -485,9 +485,56 @@ def aggregate_failure_lines(run: RunInfo, aggregate: ReportAggregate) -> list[st
 
 def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupKey]:
     """The report's rows in the run's order: evals in plan order, variants in the
-    experiment's order, stimuli as the spec lists them; anything unknown after, sorted."""
+    experiment's order, stimuli as the spec lists them; anything unknown after, sorted
+    (see :func:`iter_report_order`)."""
+    return list(iter_report_order(groups, run))
+
+
+def iter_report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> Iterator[GroupKey]:
+    """The keys of :func:`report_order`, one at a time.
+
+    Rows of the run's evals and stimuli are found in that order from the spec's names
+    (each eval's names are read once), holding nothing a row but, for the while, a
+    dictionary of each eval's names; only rows of an eval or a stimulus the run does not
+    know (a merge or a resumed run of a changed spec) make it sort every row. The keys
+    given are equal to ``groups``' keys, not the same objects."""
     evals = {name: i for i, name in enumerate(run.evals)}
     variants = {name: i for i, name in enumerate(run.variants)}
+    pairs: dict[str, set[tuple[str, str]]] = {}  # each eval's (variant, model)s: few
+    for key in groups:
+        pairs.setdefault(key.eval_name, set()).add((key.variant, key.model))
+    if not pairs.keys() <= evals.keys():
+        yield from _sorted_order(groups, run, evals, variants)
+        return
+    # each eval's stimuli in their first places, and looked up by name
+    names = {name: dict.fromkeys(run.stimuli.get(name, ())) for name in pairs}
+    if any(key.stimulus not in names[key.eval_name] for key in groups):
+        yield from _sorted_order(groups, run, evals, variants)
+        return
+    for eval_name in sorted(pairs, key=evals.__getitem__):
+        present = pairs[eval_name]
+        listed = sorted({v for v, _ in present if v in variants}, key=variants.__getitem__)
+        for variant in listed:
+            models = sorted(m for v, m in present if v == variant)
+            for stimulus in names[eval_name]:
+                for model in models:
+                    if (key := GroupKey(eval_name, variant, stimulus, model)) in groups:
+                        yield key
+        unlisted = sorted((v, m) for v, m in present if v not in variants)
+        for stimulus in names[eval_name]:
+            for variant, model in unlisted:
+                if (key := GroupKey(eval_name, variant, stimulus, model)) in groups:
+                    yield key
+
+
+def _sorted_order(
+    groups: Mapping[GroupKey, object],
+    run: RunInfo,
+    evals: Mapping[str, int],
+    variants: Mapping[str, int],
+) -> list[GroupKey]:
+    """:func:`report_order` by sorting every row on its places (rows the run does not
+    know among them)."""
     late = len(groups) + len(evals) + len(variants)
     places: dict[str, dict[str, int]] = {}
 
@@ -505,6 +552,24 @@ def report_order(groups: Mapping[GroupKey, object], run: RunInfo) -> list[GroupK
         return (evals.get(key.eval_name, late), variants.get(key.variant, late), stimulus, key)
 
     return sorted(groups, key=position)
+
+
+class RowsInOrder(Mapping[GroupKey, RowAggregate]):
+    """``rows`` in the run's order (:func:`iter_report_order`, found again for each
+    pass): a view, neither a second dictionary of the rows nor a list of their keys."""
+
+    def __init__(self, rows: Mapping[GroupKey, RowAggregate], run: RunInfo) -> None:
+        self._rows = rows
+        self._run = run
+
+    def __getitem__(self, key: GroupKey) -> RowAggregate:
+        return self._rows[key]
+
+    def __iter__(self) -> Iterator[GroupKey]:
+        return iter_report_order(self._rows, self._run)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 def comparison_lines(run: RunInfo, aggregate: ReportAggregate) -> list[str]:
@@ -533,7 +598,7 @@ def render_run(
     ``records`` counted already; without ``full`` nothing else is read."""
     if aggregate is None:
         aggregate = ReportAggregate.of(records, keep_failures=False)
-    rows = {key: aggregate.rows[key] for key in report_order(aggregate.rows, run)}
+    rows = RowsInOrder(aggregate.rows, run)
     if full:
         render_blocks(console, run, records, rows, verbose=verbose)
     else:
