@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, NamedTuple, TypeVar
@@ -39,6 +39,7 @@ __all__ = [
     "GroupKey",
     "StimulusStats",
     "TrialOutcome",
+    "atomic_write_pieces",
     "atomic_write_text",
     "cap",
     "facts_outcome",
@@ -53,6 +54,7 @@ __all__ = [
     "sorted_records",
     "stimulus_stats",
     "summary_threshold",
+    "text_pieces",
     "trial_outcome",
 ]
 
@@ -324,6 +326,17 @@ def atomic_write_text(path: Path, text: str) -> None:
     Raises:
         OutputError: The folder or file could not be written.
     """
+    atomic_write_pieces(path, (text,))
+
+
+def atomic_write_pieces(path: Path, pieces: Iterable[str]) -> None:
+    """Write the text of ``pieces``, one at a time as they come, to ``path`` as
+    :func:`atomic_write_text` does (the file appears whole or not at all: when ``pieces``
+    raises, nothing is written and the error propagates).
+
+    Raises:
+        OutputError: The folder or file could not be written.
+    """
     tmp_name: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -331,7 +344,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         # mode any other file gets: 0666 minus the umask.
         tmp_name = str(path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
         with open(tmp_name, "x", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            for piece in pieces:
+                handle.write(piece)
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
@@ -342,6 +356,25 @@ def atomic_write_text(path: Path, text: str) -> None:
     finally:
         if tmp_name is not None:
             Path(tmp_name).unlink(missing_ok=True)
+
+
+def text_pieces(lines: Iterable[str]) -> Iterator[str]:
+    """The text of ``lines`` a piece at a time: ``"\\n".join(lines).rstrip("\\n") + "\\n"``
+    (the lines joined by newlines, trailing newlines left out, ended by one), without
+    holding the lines or the text whole (newlines are held back until a line with more
+    than newlines follows)."""
+    newlines = 0  # newlines held back: the text may end after them
+    first = True
+    for line in lines:
+        chunk = line if first else "\n" + line
+        first = False
+        body = chunk.rstrip("\n")
+        if body:
+            yield "\n" * newlines + body
+            newlines = len(chunk) - len(body)
+        else:
+            newlines += len(chunk)
+    yield "\n"
 
 
 class FileReporter(BaseReporter[ConfigT]):
@@ -359,11 +392,22 @@ class FileReporter(BaseReporter[ConfigT]):
         """The file's text, or None to write nothing for this run."""
         raise NotImplementedError
 
+    def render_lines(self, run: RunInfo, outcome: RunOutcome) -> Iterable[str] | None:
+        """The file's text as lines, written as they come (see :func:`text_pieces`): a
+        report of many rows is then never held whole. None (the default) writes
+        :meth:`render`'s text instead."""
+        return None
+
     @hookimpl
     def vally_run_end(self, run: RunInfo, outcome: RunOutcome) -> None:
         """Render and write the file (nothing when the run writes no files)."""
         path = output_path(getattr(self.config, "path", None), run.run_dir, self.file_name)
         if path is None:
+            return
+        lines = self.render_lines(run, outcome)
+        if lines is not None:
+            atomic_write_pieces(path, text_pieces(lines))
+            self.path = path
             return
         text = self.render(run, outcome)
         if text is not None:

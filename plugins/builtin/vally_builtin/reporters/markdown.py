@@ -13,7 +13,7 @@ every record. :func:`render_report` is usable without a run, e.g. to render a me
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from vally import (
@@ -39,6 +39,7 @@ from vally_builtin.reporters import (
     markdown_text,
     one_line,
     summary_threshold,
+    text_pieces,
     trial_outcome,
 )
 from vally_builtin.reporters.aggregate import ReportAggregate, RowAggregate, run_aggregate
@@ -122,7 +123,22 @@ def render_aggregate(
 ) -> str:
     """The Markdown text of a report over the records counted into ``aggregate`` (see
     :func:`render_report`)."""
-    out: list[str] = [f"# {_inline(title)}", ""]
+    lines = aggregate_lines(run, aggregate, summaries, title=title, rendered_at=rendered_at)
+    return "".join(text_pieces(lines))
+
+
+def aggregate_lines(
+    run: RunInfo,
+    aggregate: ReportAggregate,
+    summaries: Sequence[RunSummaryRecord] = (),
+    *,
+    title: str = "vally report",
+    rendered_at: str | None = None,
+) -> Iterator[str]:
+    """The lines of :func:`render_aggregate`'s text, one at a time (a table row is made
+    when it is written)."""
+    yield f"# {_inline(title)}"
+    yield ""
     header = [
         ("Run", f"`{run.run_id}`"),
         ("Command", f"`vally {run.command}`"),
@@ -139,15 +155,15 @@ def render_aggregate(
         ("Tokens", _tokens_line(aggregate)),
         ("Cost", aggregate.cost.line()),
     ]
-    out += [f"- **{name}:** {value}" for name, value in header]
-    out += ["", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", ""]
+    yield from (f"- **{name}:** {value}" for name, value in header)
+    yield from ("", f"{RENDERED_PREFIX}{rendered_at or utc_now()}_", "")
 
     if not aggregate.rows:
-        out += ["No trials were run.", ""]
-        return "\n".join(out)
+        yield from ("No trials were run.", "")
+        return
 
     counts = aggregate.outcomes
-    out += [
+    yield from (
         "## Overview",
         "",
         "| Passed | Failed | Errored | Cancelled | Not graded |",
@@ -155,25 +171,11 @@ def render_aggregate(
         f"| {counts['passed']} | {counts['failed']} | {counts['errored']} "
         f"| {counts['cancelled']} | {counts['ungraded']} |",
         "",
-    ]
+    )
     rows = aggregate.rows
     sections = itertools.groupby(sorted(rows), key=lambda key: (key.eval_name, key.variant))
     for (eval_name, variant), keys in sections:
-        out += _section(eval_name, variant, ((key, rows[key]) for key in keys), summaries)
-    return _text(out)
-
-
-def _text(lines: list[str]) -> str:
-    """``lines`` joined, without trailing newlines, ended by one: what
-    ``"\\n".join(lines).rstrip("\\n") + "\\n"`` gives, without a second copy of the text
-    (the trailing empty lines are taken off ``lines`` first)."""
-    while lines and not lines[-1].rstrip("\n"):
-        lines.pop()
-    if not lines:
-        return "\n"
-    lines[-1] = lines[-1].rstrip("\n")
-    lines.append("")
-    return "\n".join(lines)
+        yield from _section(eval_name, variant, ((key, rows[key]) for key in keys), summaries)
 
 
 def _section(
@@ -181,18 +183,18 @@ def _section(
     variant: str,
     rows: Iterable[tuple[GroupKey, RowAggregate]],
     summaries: Sequence[RunSummaryRecord],
-) -> list[str]:
+) -> Iterator[str]:
     """One eval's (and variant's) table, failed graders and errored trials."""
     shown = f"## Eval: {_inline(eval_name)}" + (f" — variant {_inline(variant)}" if variant else "")
-    out = [shown, ""]
+    yield from (shown, "")
     threshold = summary_threshold(summaries, eval_name, variant)
     if threshold is not None:
-        out += [f"Threshold: {format_score(threshold)}", ""]
-    out += [
+        yield from (f"Threshold: {format_score(threshold)}", "")
+    yield (
         "| Stimulus | Model | Trials | Passed | Pass rate | pass@k | pass^k | Flaky "
-        "| Mean score | Tokens | Turns | Tool calls | Wall time | Errors |",
-        "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
+        "| Mean score | Tokens | Turns | Tool calls | Wall time | Errors |"
+    )
+    yield "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
     failed_lines: list[str] = []
     errored_lines: list[str] = []
     for key, row in rows:
@@ -213,7 +215,7 @@ def _section(
             format_ms(s.mean_wall_time_ms),
             str(s.total_errors),
         ]
-        out.append("| " + " | ".join(cells) + " |")
+        yield "| " + " | ".join(cells) + " |"
         for record in row.failed_records():
             _failure_lines(key, record, failed_lines, errored_lines)
         if row.failures_left_out:
@@ -222,12 +224,11 @@ def _section(
                 f"{row.failures_left_out} more "
                 f"failed or errored trial(s) not listed (see {RESULTS_FILE})"
             )
-    out.append("")
+    yield ""
     if failed_lines:
-        out += ["### Failed graders", "", *failed_lines, ""]
+        yield from ("### Failed graders", "", *failed_lines, "")
     if errored_lines:
-        out += ["### Errored trials", "", *errored_lines, ""]
-    return out
+        yield from ("### Errored trials", "", *errored_lines, "")
 
 
 def _failure_lines(
@@ -301,16 +302,23 @@ class MarkdownReporter(FileReporter[MarkdownConfig]):
 
         return {SEALED_KEY: experiment_aggregate(run.snapshot)}
 
+    def render_lines(self, run: RunInfo, outcome: RunOutcome) -> Iterable[str] | None:
+        """The report of a run that is no experiment, a line at a time (see
+        :meth:`render`); None for an experiment run, whose report :meth:`render` gives."""
+        if run.snapshot is not None:
+            return None
+        aggregate = self._aggregate
+        if aggregate is None or aggregate.trials != len(outcome.records):
+            aggregate = ReportAggregate.of(outcome.records)
+        return aggregate_lines(run, aggregate, outcome.summaries, title=self.config.title)
+
     def render(self, run: RunInfo, outcome: RunOutcome) -> str | None:
         """The run's report. An experiment run gets the experiment report, except a shard:
         its report is rendered when the shards are merged. The rows come from the records
         counted as trials ended; when the outcome holds others too (a resumed run's earlier
         trials, a merge), they are counted again from the outcome in one pass."""
         if run.snapshot is None:
-            aggregate = self._aggregate
-            if aggregate is None or aggregate.trials != len(outcome.records):
-                aggregate = ReportAggregate.of(outcome.records)
-            return render_aggregate(run, aggregate, outcome.summaries, title=self.config.title)
+            return "".join(text_pieces(self.render_lines(run, outcome) or ()))
         if run.shard is not None:
             return None
         from vally_builtin.reporters.experiment_report import (
