@@ -273,21 +273,14 @@ class ShardBook:
     setup: ExperimentSetup
     run_dir: Path
     started_at: str = field(default_factory=utc_now)
+    digest: str | None = field(default=None, init=False)
+    """The plan snapshot's digest (the manifest's ``planDigest``), from the plain snapshot
+    the first write makes for the file."""
 
     @cached_property
     def hooks(self) -> ExperimentHooks:
         """The run's hook plugins."""
         return ExperimentHooks(self.setup.prepared.request.session)
-
-    @cached_property
-    def digest(self) -> str:
-        """The plan snapshot's digest (the manifest's ``planDigest``)."""
-        from vally.engine.shards.partition import plan_digest
-        from vally.specs.packed import plain
-
-        mode = self.setup.prepared.request.experiment
-        assert mode is not None
-        return plan_digest(plain(mode.snapshot))
 
     def _selected(self) -> list[str]:
         """The shard's trials in plan order: those to run and, when resumed, those kept."""
@@ -311,6 +304,7 @@ class ShardBook:
         from vally.engine.shards.partition import (
             MANIFEST_FILE,
             SNAPSHOT_FILE,
+            plan_digest,
             shard_manifest,
             write_json_file,
         )
@@ -321,7 +315,12 @@ class ShardBook:
         assert mode is not None and setup.shard is not None
         if completed_at is None:
             self.hooks.shard_opened(self.run_dir)
-            write_json_file(self.run_dir / SNAPSHOT_FILE, plain(mode.snapshot))
+            document = plain(mode.snapshot)
+            write_json_file(self.run_dir / SNAPSHOT_FILE, document)
+            self.digest = plan_digest(document)
+            del document
+        if self.digest is None:
+            self.digest = plan_digest(plain(mode.snapshot))
         manifest = shard_manifest(
             run_id=str(setup.prepared.request.run_id),
             experiment=mode.name,
