@@ -6,8 +6,8 @@ error points into it. It is read a few times, before the first trial, and held t
 end; its ``stimuli``, as dictionaries and lists, take about 1 KB a stimulus.
 :class:`PackedDocument` is the same mapping with its long lists held pickled and
 compressed, :data:`PACKED_BLOCK` items at a time (stimuli are much alike, so a block
-compresses well: about 20 bytes a short stimulus, against about 160 pickled one at a
-time): reading one gives a fresh copy, equal to the one it was made from, and the items
+compresses well: about 8 bytes a short stimulus, against about 166 pickled one at
+a time): reading one gives a fresh copy, equal to the one it was made from, and the items
 can be read a block at a time (to hash the document without holding it whole).
 """
 

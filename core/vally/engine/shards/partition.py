@@ -151,7 +151,7 @@ def select_keys(
 def packed_snapshot(snapshot: Mapping[str, Any]) -> Mapping[str, Any]:
     """``snapshot`` as a run holds it: a read-only mapping equal to it whose trial keys and
     each eval's stimuli are packed (:class:`vally.specs.packed.PackedDocument`: about 10
-    bytes a trial instead of about 300); :func:`vally.specs.packed.plain` gives the plain
+    bytes a trial instead of about 385); :func:`vally.specs.packed.plain` gives the plain
     dictionary back, to write or hash."""
     from vally.specs.packed import PackedDocument
 
