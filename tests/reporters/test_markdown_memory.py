@@ -4,12 +4,12 @@ and written a line at a time: no copies of the rows, and no text of the whole re
 from __future__ import annotations
 
 import gc
-import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from tests.reporters.reporter_helpers import make_record, make_run
+from tests.traced import traced_peak
 from vally import TrialFacts
 from vally_builtin.reporters import atomic_write_pieces, markdown, text_pieces
 from vally_builtin.reporters.aggregate import ReportAggregate
@@ -45,13 +45,12 @@ def _aggregate(stimuli: int) -> ReportAggregate:
 def _render_peak(stimuli: int) -> tuple[int, str]:
     aggregate = _aggregate(stimuli)
     run = make_run(None)
+    texts: list[str] = []
     gc.collect()
-    tracemalloc.start()
-    try:
-        text = markdown.render_aggregate(run, aggregate, rendered_at="t")
-        return tracemalloc.get_traced_memory()[1], text
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(
+        lambda: texts.append(markdown.render_aggregate(run, aggregate, rendered_at="t"))
+    )
+    return peak, texts[0]
 
 
 def test_a_report_of_many_stimuli_holds_its_lines_and_one_text() -> None:
@@ -67,13 +66,11 @@ def _write_peak(stimuli: int, path: Path) -> int:
     aggregate = _aggregate(stimuli)
     run = make_run(None)
     gc.collect()
-    tracemalloc.start()
-    try:
-        lines = markdown.aggregate_lines(run, aggregate, rendered_at="t")
-        atomic_write_pieces(path, text_pieces(lines))
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return traced_peak(
+        lambda: atomic_write_pieces(
+            path, text_pieces(markdown.aggregate_lines(run, aggregate, rendered_at="t"))
+        )
+    )
 
 
 def test_a_report_of_many_stimuli_is_written_without_its_whole_text(tmp_path: Path) -> None:

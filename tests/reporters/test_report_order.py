@@ -111,22 +111,14 @@ def test_the_order_found_from_the_spec_is_the_order_of_sorting_every_row() -> No
 
 
 def test_going_through_the_rows_of_a_known_spec_in_order_holds_nothing_a_row() -> None:
-    import tracemalloc
-
+    from tests.traced import traced_peak
     from vally_builtin.reporters.console import iter_report_order
 
     names = [f"stimulus-{i}" for i in range(10_000)]
     run = replace(make_run(None), evals=["e"], stimuli={"e": names})
     groups = dict.fromkeys(_key("e", name) for name in reversed(names))
     seen: list[str] = []  # the stimuli's own names: no new object a row
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        seen += (key.stimulus for key in iter_report_order(groups, run))
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(lambda: seen.extend(key.stimulus for key in iter_report_order(groups, run)))
     assert seen == names
     # a dictionary of the spec's names for the while (about 30 bytes a row) and the list of
     # names seen; sorting every row on its places held about 136 bytes a row at once

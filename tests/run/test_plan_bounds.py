@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.traced import traced_held
 from vally.engine.planning.plan import PlanInput, PlannedTrials, PlanOptions
 from vally.engine.planning.planner import build_plan
 from vally.errors import ConfigError
@@ -94,8 +95,6 @@ def test_a_plan_holds_a_stimulus_in_under_530_bytes(tmp_path: Path) -> None:
     slots, its key, its graders and fingerprint, and where the group starts in a packed
     array (about 490 bytes; 612 with the trial's and the group's attribute dictionaries
     and an integer object for each start)."""
-    import gc
-
     stimuli = 3_000
     lines = "\n".join(
         f"  - {{name: s{i}, prompt: 'task {i}', "
@@ -105,15 +104,10 @@ def test_a_plan_holds_a_stimulus_in_under_530_bytes(tmp_path: Path) -> None:
     text = f"name: many\ndefaults: {{executor: mock}}\nstimuli:\n{lines}\n"
     loaded = load_eval_file(write_spec(tmp_path, text), project=ProjectConfig())
     environment = resolve_environment(loaded, loaded.spec.stimuli[0], ProjectConfig())
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        plan = build_plan(
+    plan, held = traced_held(
+        lambda: build_plan(
             [PlanInput(loaded)], PlanOptions(), resolve_environment=lambda item, s: environment
         )
-        held = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    )
     assert len(plan.trials) == stimuli
     assert held / stimuli < 530, f"{held / stimuli:.0f} bytes a stimulus"

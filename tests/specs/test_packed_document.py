@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.traced import traced_peak
+from tests.traced import traced_held, traced_peak
 from vally import LoadedEval
 from vally.engine.planning.identity import eval_hash
 from vally.models.spec import EvalSpec
@@ -66,16 +66,9 @@ def test_a_list_of_several_blocks_reads_back_whole_and_item_by_item() -> None:
 
 
 def test_a_packed_document_holds_a_stimulus_in_a_few_dozen_bytes() -> None:
-    import tracemalloc
-
     count = 5_000
     document = _document(count)
-    tracemalloc.start()
-    try:
-        packed = PackedDocument(document)
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    packed, held = traced_held(lambda: PackedDocument(document))
     # pickled one at a time, each of these stimuli took about 200 bytes
     assert held / count < 60
     assert packed["stimuli"] == document["stimuli"]
