@@ -41,6 +41,19 @@ def _trials(count: int, *, distinct: int) -> list[Any]:
     ]
 
 
+def _counted_refs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the grader references looked up from now on (each a canonical JSON)."""
+    refs: list[str] = []
+    made = plan_module.PluginRef.of
+
+    def counted(name: str, config: Any) -> plan_module.PluginRef:
+        refs.append(name)
+        return made(name, config)
+
+    monkeypatch.setattr(plan_module.PluginRef, "of", counted)
+    return refs
+
+
 def test_equal_grader_entries_share_one_instance_created_once() -> None:
     session = _Session()
     trials = _trials(10, distinct=3)
@@ -66,17 +79,22 @@ def test_the_factory_remembers_only_the_most_recent_entries(
     limit = components.KNOWN_GRADER_ENTRIES
     trials = _trials(limit * 3, distinct=5)
     create = components.build_grader_factory(_Session(), trials)  # type: ignore[arg-type]
-    refs: list[str] = []
-    made = plan_module.PluginRef.of
-
-    def counted(name: str, config: Any) -> plan_module.PluginRef:
-        refs.append(name)
-        return made(name, config)
-
-    monkeypatch.setattr(plan_module.PluginRef, "of", counted)
+    refs = _counted_refs(monkeypatch)
     latest, oldest = trials[-1].graders[0], trials[0].graders[0]
     create(latest)
     assert refs == []  # remembered: no canonical JSON
     found = create(oldest)
     assert refs == ["output-contains"]  # forgotten: looked up by its reference again
     assert found is create(trials[5].graders[0])  # the same config, the same instance
+
+
+def test_an_entry_met_again_keeps_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stimulus's further trials hand the factory the same grader entry again: that
+    forgets nothing else, however full the factory is."""
+    limit = components.KNOWN_GRADER_ENTRIES
+    trials = _trials(limit, distinct=5)
+    again = [trials[-1]] * 3  # the runs of the last stimulus
+    create = components.build_grader_factory(_Session(), [*trials, *again])  # type: ignore[arg-type]
+    refs = _counted_refs(monkeypatch)
+    create(trials[0].graders[0])
+    assert refs == []  # the oldest entry is still remembered

@@ -177,9 +177,10 @@ def build_grader_factory(
     known: dict[int, tuple[GraderConfig, Any]] = {}
 
     def remember(config: GraderConfig, grader: Any) -> None:
-        if len(known) >= KNOWN_GRADER_ENTRIES:
-            del known[next(iter(known))]
-        known[id(config)] = (config, grader)
+        key = id(config)
+        if key not in known and len(known) >= KNOWN_GRADER_ENTRIES:
+            del known[next(iter(known))]  # the oldest, for a new entry only
+        known[key] = (config, grader)
 
     if validate:
         for trial in trials:
