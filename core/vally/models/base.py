@@ -38,6 +38,25 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def share_field_keys(model: BaseModel) -> None:
+    """Hold ``model``'s field values in a dictionary that shares its keys with the other
+    models of its class, as a plain object's attributes do.
+
+    pydantic gives each model a dictionary of its own keys and values: 272 bytes for a
+    stimulus's ten fields, 400 for a stimulus summary's fifteen. One sharing its class's
+    keys holds only the values (on CPython about 100 and 200 bytes less). It is an
+    ordinary dictionary in every other way: setting a field, copying the model and
+    comparing it behave as before. Where the interpreter cannot share the keys (a class
+    of more fields than it shares, another implementation) the model keeps a dictionary
+    of its own, equal to the one it had.
+    """
+    cls = type(model)
+    values = cls.__new__(cls).__dict__  # a fresh instance's dictionary shares the class's keys
+    for name, value in model.__dict__.items():  # one at a time: update() unshares the keys
+        values[name] = value
+    object.__setattr__(model, "__dict__", values)
+
+
 class _SharedFieldNames(set[str]):
     """The names of the fields a spec model was given, shared by the models of its class
     given the same fields (see :meth:`SpecModel.model_post_init`)."""
@@ -75,6 +94,7 @@ class SpecModel(BaseModel):
         if shared is None:
             shared = _GIVEN_FIELDS[key] = _SharedFieldNames(given)
         object.__setattr__(self, "__pydantic_fields_set__", shared)
+        share_field_keys(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         """Set a field (see :class:`pydantic.BaseModel`), on a set of given field names of

@@ -13,7 +13,7 @@ from typing import Any, Literal, Self
 from pydantic import Field
 from pydantic_core import PydanticSerializationError
 
-from vally.models.base import RecordModel
+from vally.models.base import RecordModel, share_field_keys
 from vally.models.cost import Cost
 from vally.models.spec import Stimulus
 from vally.models.trajectory import Trajectory
@@ -215,6 +215,12 @@ class StimulusSummary(RecordModel):
     mean_tool_calls: float | None
     mean_wall_time_ms: float | None
     total_errors: int
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Hold the fields in a dictionary sharing its keys with the other summaries
+        (:func:`~vally.models.base.share_field_keys`): a run holds one summary a stimulus
+        to its end."""
+        share_field_keys(self)
 
 
 class GraderIdentity(RecordModel):
