@@ -231,6 +231,7 @@ if TYPE_CHECKING:  # pragma: no cover - static re-exports for type checkers
         results_file as results_file,
         safe_name as safe_name,
         trial_relpath as trial_relpath,
+        write_pieces_atomic as write_pieces_atomic,
         write_text_atomic as write_text_atomic,
     )
     from vally.engine.records.scoring import (

@@ -97,3 +97,22 @@ def test_a_summary_of_many_stimuli_is_written_without_its_whole_line(tmp_path: P
     assert path.read_text(encoding="utf-8") == large.to_json_line() + "\n"
     # serialised whole, the line was held twice while it was made
     assert peak < line * 0.25, (peak, line)
+
+
+def test_a_text_written_in_pieces_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    from vally import write_pieces_atomic
+
+    path = tmp_path / "report.md"
+    path.write_text("kept\n", encoding="utf-8")
+
+    def failing() -> Iterator[str]:
+        yield "# half"
+        raise RuntimeError("the report could not be made")
+
+    with pytest.raises(RuntimeError):
+        write_pieces_atomic(path, failing())
+    assert path.read_text(encoding="utf-8") == "kept\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+    write_pieces_atomic(path, iter(["# title", "\n", "é ✔\n"]))
+    assert path.read_text(encoding="utf-8") == "# title\né ✔\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]

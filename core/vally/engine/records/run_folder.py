@@ -173,8 +173,16 @@ def write_text_atomic(path: Path, text: str) -> None:
 
     The file gets the mode a plain ``open()`` gives (0666 minus the umask), so people and
     tools other than the writer can read it."""
+    write_pieces_atomic(path, (text,))
+
+
+def write_pieces_atomic(path: Path, pieces: Iterable[str]) -> None:
+    """:func:`write_text_atomic` of the text of ``pieces``, each written as it comes, so a
+    long text is never held whole. The file appears whole or not at all: when ``pieces``
+    raises, nothing is written and the error propagates."""
     with _replaced(path) as handle:
-        handle.write(text)
+        for piece in pieces:
+            handle.write(piece)
 
 
 WRITE_PIECE = 1 << 16

@@ -9,8 +9,6 @@ with the same records render the same reports.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from vally import (
     TrialResultRecord,
     hookimpl,
     pass_at_k,
+    write_pieces_atomic,
 )
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
@@ -331,31 +330,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_pieces(path: Path, pieces: Iterable[str]) -> None:
     """Write the text of ``pieces``, one at a time as they come, to ``path`` as
-    :func:`atomic_write_text` does (the file appears whole or not at all: when ``pieces``
-    raises, nothing is written and the error propagates).
+    :func:`atomic_write_text` does (:func:`vally.write_pieces_atomic`: the file appears
+    whole or not at all; when ``pieces`` raises, nothing is written and the error
+    propagates).
 
     Raises:
         OutputError: The folder or file could not be written.
     """
-    tmp_name: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # A plain exclusive open (not mkstemp, which makes the file 0600) gives the file the
-        # mode any other file gets: 0666 minus the umask.
-        tmp_name = str(path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
-        with open(tmp_name, "x", encoding="utf-8", newline="\n") as handle:
-            for piece in pieces:
-                handle.write(piece)
-        os.replace(tmp_name, path)
-        tmp_name = None
+        write_pieces_atomic(path, pieces)
     except OSError as exc:
         raise OutputError(
             f"could not write {path}: {exc.strerror or exc}",
             hint="check that the output folder exists and is writable (see --output-dir)",
         ) from exc
-    finally:
-        if tmp_name is not None:
-            Path(tmp_name).unlink(missing_ok=True)
 
 
 def text_pieces(lines: Iterable[str]) -> Iterator[str]:
