@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import create_model
 from pydantic.alias_generators import to_camel
@@ -127,3 +127,20 @@ def test_sharing_the_keys_again_changes_nothing() -> None:
     share_field_keys(config)
     share_field_keys(config)
     assert config.model_dump() == before
+
+
+class _Counted(SpecModel):
+    """A model whose own ``__new__`` counts its instances."""
+
+    made: ClassVar[int] = 0
+    name: str
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Counted:
+        _Counted.made += 1
+        return super().__new__(cls)
+
+
+def test_a_model_with_a_new_of_its_own_is_made_once() -> None:
+    before = _Counted.made
+    model = _Counted(name="x")
+    assert (model.name, _Counted.made - before) == ("x", 1)

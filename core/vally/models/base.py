@@ -50,8 +50,9 @@ def share_field_keys(model: BaseModel) -> None:
     of more fields than it shares, another implementation) the model keeps a dictionary
     of its own, equal to the one it had.
     """
-    cls = type(model)
-    values = cls.__new__(cls).__dict__  # a fresh instance's dictionary shares the class's keys
+    # a fresh instance's dictionary shares the class's keys (object.__new__: whatever
+    # __new__ a subclass defines, nothing of it runs for this throwaway instance)
+    values = object.__new__(type(model)).__dict__
     for name, value in model.__dict__.items():  # one at a time: update() unshares the keys
         values[name] = value
     object.__setattr__(model, "__dict__", values)
