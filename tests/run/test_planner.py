@@ -170,3 +170,40 @@ def test_stimuli_without_graders_tags_or_constraints_of_their_own_share_the_eval
     assert three.constraints is four.constraints
     assert [g.type for g in one.graders] == ["completed", "output-contains"]
     assert two.graders is three.graders and two.tags == {"area": "auth", "priority": "p1"}
+
+
+def test_groups_of_one_eval_and_model_share_its_settings_and_keep_their_own(
+    tmp_path: Path,
+) -> None:
+    plan = plan_for(tmp_path, PlanOptions(models=["m1", "m2"]))
+    groups = plan.trials.groups
+    assert [(g.stimulus.name, g.shared.model) for g in groups] == [
+        ("one", "m1"),
+        ("one", "m2"),
+        ("two", "m1"),
+        ("two", "m2"),
+    ]
+    assert groups[0].shared is groups[2].shared and groups[1].shared is groups[3].shared
+    assert groups[0].shared is not groups[1].shared
+    trials = list(plan.trials)
+    assert [(t.key.stimulus, t.key.model, t.key.trial, t.model) for t in trials[4:6]] == [
+        ("two", "m1", 0, "m1"),
+        ("two", "m1", 1, "m1"),
+    ]
+    two = trials[4]
+    assert (two.stimulus.name, two.tags) == ("two", {"area": "auth", "priority": "p1"})
+    assert [g.type for g in two.graders] == ["completed"] and two.constraints.max_turns == 5
+    assert two.case_hash == groups[2].case_hash != groups[0].case_hash
+    assert two.fingerprint() == two.case_hash
+    assert [t.key for t in plan.distinct_trials] == [g.key(0) for g in groups]
+    assert plan.distinct_trials[1:3] == [groups[1].first, groups[2].first]
+
+
+def test_a_group_cannot_share_the_settings_of_another_eval_or_model(tmp_path: Path) -> None:
+    from vally.engine.planning.plan import TrialGroup
+
+    one_m1, one_m2 = (
+        g.first for g in plan_for(tmp_path, PlanOptions(models=["m1", "m2"])).trials.groups[:2]
+    )
+    with pytest.raises(ValueError, match="cannot share"):
+        TrialGroup.of(one_m2, 1, shared=one_m1)

@@ -8,6 +8,7 @@ import bisect
 import dataclasses
 import json
 import os
+from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -180,20 +181,121 @@ class PlannedEval:
 class TrialGroup:
     """The trials of one (variant, eval, stimulus, model): alike but for their index.
 
+    A group holds what is its own; the settings every group of an eval and model shares
+    (the timeout, the executor, the judge, the weights, ...) it holds once, in ``shared``.
+    A plan of 10^4 stimuli held a whole planned trial and its key for each stimulus
+    otherwise (about 300 bytes a stimulus, to the end of the run).
+
     Attributes:
-        first: The group's trial 0; trial ``i`` is a copy with index ``i`` in its key.
+        shared: A trial of the group's eval and model, holding the settings its groups
+            share (its stimulus, key, environment, graders, constraints, tags and case
+            fingerprint are another group's: the group's own are below).
+        stimulus: The stimulus.
+        environment: The stimulus's resolved environment.
+        graders: Root-level graders followed by the stimulus's graders.
+        constraints: Eval-level constraints merged with the stimulus's.
+        tags: The stimulus's effective tags.
+        case_hash: The stimulus's case fingerprint (see :attr:`PlannedTrial.case_hash`).
         runs: How many trials the group has.
     """
 
-    first: PlannedTrial
+    shared: PlannedTrial
+    stimulus: Stimulus
+    environment: EnvironmentConfig
+    graders: tuple[GraderConfig, ...]
+    constraints: Constraints
+    tags: Mapping[str, str]
+    case_hash: str
     runs: int
+
+    @classmethod
+    def of(cls, trial: PlannedTrial, runs: int, shared: PlannedTrial | None = None) -> TrialGroup:
+        """The group of ``runs`` trials like ``trial`` (its trial 0), holding the settings
+        it shares with other groups in ``shared`` (default: ``trial`` itself).
+
+        Raises:
+            ValueError: ``shared`` plans another eval, variant or model.
+        """
+        shared = trial if shared is None else shared
+        if (shared.key.variant, shared.key.eval_name, shared.key.model) != (
+            trial.key.variant,
+            trial.key.eval_name,
+            trial.key.model,
+        ):
+            raise ValueError(f"{trial.key} cannot share the settings of {shared.key}")
+        return cls(
+            shared,
+            trial.stimulus,
+            trial.environment,
+            trial.graders,
+            trial.constraints,
+            trial.tags,
+            trial.case_hash,
+            runs,
+        )
+
+    def key(self, index: int) -> TrialKey:
+        """The key of the group's trial ``index``."""
+        shared = self.shared.key
+        return TrialKey(shared.variant, shared.eval_name, self.stimulus.name, shared.model, index)
+
+    def trial(self, index: int, keep_workspace: Path | None = None) -> PlannedTrial:
+        """The group's trial ``index`` (made anew on each call)."""
+        return dataclasses.replace(
+            self.shared,
+            key=self.key(index),
+            stimulus=self.stimulus,
+            environment=self.environment,
+            graders=self.graders,
+            constraints=self.constraints,
+            tags=self.tags,
+            case_hash=self.case_hash,
+            keep_workspace=keep_workspace,
+        )
+
+    @property
+    def first(self) -> PlannedTrial:
+        """The group's trial 0; trial ``i`` is a copy with index ``i`` in its key."""
+        return self.trial(0)
 
 
 WorkspaceFor = Callable[[TrialKey], Path | None]
 """Where ``--workspace`` keeps one trial's workspace (None: not kept)."""
 
 
-class PlannedTrials(Sequence[PlannedTrial]):
+class _TrialsMadeOnRead(Sequence[PlannedTrial]):
+    """A sequence of trials, each made when it is read: a subclass gives its length and
+    makes the trial at an index (:meth:`_at`, given one within bounds)."""
+
+    @abstractmethod
+    def _at(self, index: int) -> PlannedTrial:
+        """The trial at ``index`` (``0 <= index < len(self)``)."""
+
+    @overload
+    def __getitem__(self, index: int) -> PlannedTrial: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[PlannedTrial]: ...
+
+    def __getitem__(self, index: int | slice) -> PlannedTrial | list[PlannedTrial]:
+        if isinstance(index, slice):
+            return [self._at(i) for i in range(*index.indices(len(self)))]
+        return self._at(self._within(index))
+
+    def _within(self, index: int) -> int:
+        """``index`` counted from the start (negative counts from the end).
+
+        Raises:
+            IndexError: ``index`` is outside the sequence.
+        """
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("plan index out of range")
+        return index
+
+
+class PlannedTrials(_TrialsMadeOnRead):
     """The trials of a plan in plan order, made on demand from their groups.
 
     A plan of a million trials holds one :class:`TrialGroup` per stimulus and model, not a
@@ -215,27 +317,13 @@ class PlannedTrials(Sequence[PlannedTrial]):
             total += group.runs
         self._total = total
 
-    @staticmethod
-    def _key(group: TrialGroup, index: int) -> TrialKey:
-        first = group.first.key
-        return TrialKey(first.variant, first.eval_name, first.stimulus, first.model, index)
-
     def _make(self, group: TrialGroup, index: int) -> PlannedTrial:
-        key = self._key(group, index)
-        return dataclasses.replace(group.first, key=key, keep_workspace=self._workspace_for(key))
+        return group.trial(index, self._workspace_for(group.key(index)))
 
     def __len__(self) -> int:
         return self._total
 
-    @overload
-    def __getitem__(self, index: int) -> PlannedTrial: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[PlannedTrial]: ...
-
-    def __getitem__(self, index: int | slice) -> PlannedTrial | list[PlannedTrial]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._total))]
+    def _at(self, index: int) -> PlannedTrial:
         group, offset = self._locate(index)
         return self._make(group, offset)
 
@@ -245,19 +333,11 @@ class PlannedTrials(Sequence[PlannedTrial]):
         Raises:
             IndexError: ``index`` is outside the plan.
         """
-        return self._locate(index)[0]
+        return self._locate(self._within(index))[0]
 
     def _locate(self, index: int) -> tuple[TrialGroup, int]:
-        """The group of the trial at ``index`` (negative counts from the end) and the
-        trial's index within it.
-
-        Raises:
-            IndexError: ``index`` is outside the plan.
-        """
-        if index < 0:
-            index += self._total
-        if not 0 <= index < self._total:
-            raise IndexError("plan index out of range")
+        """The group of the trial at ``index`` (within bounds) and the trial's index
+        within it."""
         position = bisect.bisect_right(self._starts, index) - 1
         return self.groups[position], index - self._starts[position]
 
@@ -270,12 +350,30 @@ class PlannedTrials(Sequence[PlannedTrial]):
         """The trial keys in plan order (no trial is created)."""
         for group in self.groups:
             for index in range(group.runs):
-                yield self._key(group, index)
+                yield group.key(index)
 
-    def distinct(self) -> list[PlannedTrial]:
-        """One trial per group: every executor, grader, environment and judge setting of
-        the plan appears in them (for creating plugins once per distinct config)."""
-        return [group.first for group in self.groups]
+    def distinct(self) -> Sequence[PlannedTrial]:
+        """One trial per group, each made when read: every executor, grader, environment
+        and judge setting of the plan appears in them (for creating plugins once per
+        distinct config)."""
+        return _GroupFirsts(self.groups)
+
+
+class _GroupFirsts(_TrialsMadeOnRead):
+    """Trial 0 of each of ``groups``, made when read (see :meth:`PlannedTrials.distinct`)."""
+
+    def __init__(self, groups: tuple[TrialGroup, ...]) -> None:
+        self._groups = groups
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    def _at(self, index: int) -> PlannedTrial:
+        return self._groups[index].first
+
+    def __iter__(self) -> Iterator[PlannedTrial]:
+        for group in self._groups:
+            yield group.first
 
 
 def trial_keys(trials: Sequence[PlannedTrial]) -> Iterator[TrialKey]:

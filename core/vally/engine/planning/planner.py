@@ -282,6 +282,7 @@ def _groups_of(
     threshold = options.threshold if options.threshold is not None else spec.scoring.threshold
     weights = dict(spec.scoring.weights)
     groups: list[TrialGroup] = []
+    shared: list[PlannedTrial] = []  # each model's first trial: the settings its groups share
     # one object for every stimulus without constraints, graders or tags of its own, not
     # one each
     eval_constraints = merge_constraints(spec.constraints, None)
@@ -300,7 +301,7 @@ def _groups_of(
             else merge_constraints(spec.constraints, stimulus.constraints)
         )
         tags = effective_tags(spec, stimulus) if stimulus.tags else eval_tags
-        for model in selected.models:
+        for position, model in enumerate(selected.models):
             key = TrialKey(
                 selected.item.variant, selected.name, stimulus.name, model_label(model), 0
             )
@@ -323,7 +324,9 @@ def _groups_of(
                 resources=spec.defaults.resources,
                 case_hash=case_hash,
             )
-            groups.append(TrialGroup(first, selected.runs))
+            if len(shared) == position:
+                shared.append(first)
+            groups.append(TrialGroup.of(first, selected.runs, shared[position]))
     return groups
 
 
