@@ -197,13 +197,3 @@ def test_groups_of_one_eval_and_model_share_its_settings_and_keep_their_own(
     assert two.fingerprint() == two.case_hash
     assert [t.key for t in plan.distinct_trials] == [g.key(0) for g in groups]
     assert plan.distinct_trials[1:3] == [groups[1].first, groups[2].first]
-
-
-def test_a_group_cannot_share_the_settings_of_another_eval_or_model(tmp_path: Path) -> None:
-    from vally.engine.planning.plan import TrialGroup
-
-    one_m1, one_m2 = (
-        g.first for g in plan_for(tmp_path, PlanOptions(models=["m1", "m2"])).trials.groups[:2]
-    )
-    with pytest.raises(ValueError, match="cannot share"):
-        TrialGroup.of(one_m2, 1, shared=one_m1)

@@ -208,32 +208,6 @@ class TrialGroup:
     case_hash: str
     runs: int
 
-    @classmethod
-    def of(cls, trial: PlannedTrial, runs: int, shared: PlannedTrial | None = None) -> TrialGroup:
-        """The group of ``runs`` trials like ``trial`` (its trial 0), holding the settings
-        it shares with other groups in ``shared`` (default: ``trial`` itself).
-
-        Raises:
-            ValueError: ``shared`` plans another eval, variant or model.
-        """
-        shared = trial if shared is None else shared
-        if (shared.key.variant, shared.key.eval_name, shared.key.model) != (
-            trial.key.variant,
-            trial.key.eval_name,
-            trial.key.model,
-        ):
-            raise ValueError(f"{trial.key} cannot share the settings of {shared.key}")
-        return cls(
-            shared,
-            trial.stimulus,
-            trial.environment,
-            trial.graders,
-            trial.constraints,
-            trial.tags,
-            trial.case_hash,
-            runs,
-        )
-
     def key(self, index: int) -> TrialKey:
         """The key of the group's trial ``index``."""
         shared = self.shared.key

@@ -302,31 +302,43 @@ def _groups_of(
         )
         tags = effective_tags(spec, stimulus) if stimulus.tags else eval_tags
         for position, model in enumerate(selected.models):
-            key = TrialKey(
-                selected.item.variant, selected.name, stimulus.name, model_label(model), 0
+            if position == len(shared):  # the first stimulus's trial of this model
+                key = TrialKey(
+                    selected.item.variant, selected.name, stimulus.name, model_label(model), 0
+                )
+                shared.append(
+                    PlannedTrial(
+                        key=key,
+                        loaded=loaded,
+                        stimulus=stimulus,
+                        environment=environment,
+                        graders=graders,
+                        constraints=constraints,
+                        timeout=timeout,
+                        model=model,
+                        executor=executor,
+                        executor_ref=executor_ref,
+                        threshold=threshold,
+                        weights=weights,
+                        judge=judge,
+                        tags=tags,
+                        reasoning_effort=spec.defaults.reasoning_effort,
+                        resources=spec.defaults.resources,
+                        case_hash=case_hash,
+                    )
+                )
+            groups.append(
+                TrialGroup(
+                    shared[position],
+                    stimulus,
+                    environment,
+                    graders,
+                    constraints,
+                    tags,
+                    case_hash,
+                    selected.runs,
+                )
             )
-            first = PlannedTrial(
-                key=key,
-                loaded=loaded,
-                stimulus=stimulus,
-                environment=environment,
-                graders=graders,
-                constraints=constraints,
-                timeout=timeout,
-                model=model,
-                executor=executor,
-                executor_ref=executor_ref,
-                threshold=threshold,
-                weights=weights,
-                judge=judge,
-                tags=tags,
-                reasoning_effort=spec.defaults.reasoning_effort,
-                resources=spec.defaults.resources,
-                case_hash=case_hash,
-            )
-            if len(shared) == position:
-                shared.append(first)
-            groups.append(TrialGroup.of(first, selected.runs, shared[position]))
     return groups
 
 
