@@ -112,12 +112,9 @@ class PackedDocument(Mapping[str, Any]):
             KeyError: No such key.
             TypeError: Its value is not a list.
         """
-        value = self._values[key]
-        if type(value) is _PackedItems:
-            return iter(value)
-        if isinstance(value, list):
-            return iter(value)
-        raise TypeError(f"{key!r} holds {type(value).__name__}, not a list")
+        if not self.is_list(key):
+            raise TypeError(f"{key!r} holds {type(self._values[key]).__name__}, not a list")
+        return iter(self._values[key])
 
 
 def plain(value: Any) -> Any:
