@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -87,7 +86,7 @@ def _print_in_parts(console: Console, table: Table, rows: Rows, whole: Callable[
         return
     options = console.options.update_width(console.options.max_width - table._extra_width)
     columns = len(table.columns)
-    widest, count = _widest_cells(console, options, columns, itertools.chain(opening, given))
+    widest, count = _widest_cells(console, options, columns, chain(opening, given))
     widths = _one_row(table, widest)._calculate_column_widths(console, options)
     if sum(widths) > options.max_width:
         print_streamed(console, whole())
