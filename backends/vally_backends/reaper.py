@@ -27,16 +27,16 @@ The keeper exits when its socket closes.
 """
 
 # Started a few times per vally thread (once per concurrent command): standard library only,
-# and no module it does not need (json and re, typing: a fifth of a keeper's start-up CPU).
+# and no module it does not need. json and re, typing, subprocess, and the enum classes of
+# signal and socket were over half of a keeper's start-up CPU; the C modules under them
+# (_signal, _socket) and os.posix_spawn do what the keeper asks of them.
 from __future__ import annotations
 
-import array
+import _signal
+import _socket
 import ctypes
 import marshal
 import os
-import signal
-import socket
-import subprocess
 import sys
 
 TYPE_CHECKING = False
@@ -119,7 +119,7 @@ def kill_tree() -> None:
     """SIGKILL every descendant, rescanning until none is left (processes forking meanwhile
     are found in the next round; a fork pending a fatal signal does not complete)."""
     for _ in range(MAX_KILL_ROUNDS):
-        if signal_tree(signal.SIGKILL) == 0:
+        if signal_tree(_signal.SIGKILL) == 0:
             return
 
 
@@ -130,8 +130,8 @@ _serving = False
 def _on_stop(signum: int, frame: object) -> None:
     """SIGTERM/SIGINT: pass SIGTERM on, and kill everything after the grace period."""
     if _serving:
-        signal_tree(signal.SIGTERM)
-        signal.setitimer(signal.ITIMER_REAL, max(_grace, 0.001))
+        signal_tree(_signal.SIGTERM)
+        _signal.setitimer(_signal.ITIMER_REAL, max(_grace, 0.001))
 
 
 def _on_alarm(signum: int, frame: object) -> None:
@@ -160,25 +160,67 @@ def _status_line(status: int) -> str:
     return f"exit {os.waitstatus_to_exitcode(status)}"
 
 
+ENOENT, ENOTDIR, EINVAL = 2, 20, 22
+"""The errno values the start reports (Linux's, as ``errno`` has them; not imported)."""
+
+RESTORED_SIGNALS = (_signal.SIGPIPE, _signal.SIGXFSZ)
+"""Signals Python ignores that a command gets back at their default (as :mod:`subprocess`
+restores them)."""
+
+
+def _candidates(program: str, env: dict[str, str]) -> list[str]:
+    """The paths to try for ``program``, in order: itself when it names a folder, else one
+    per entry of the command's ``PATH`` (the system's default when it has none), as
+    :mod:`subprocess` searches."""
+    if "/" in program:
+        return [program]
+    folders = env.get("PATH", os.defpath).split(os.pathsep)
+    return [os.path.join(folder, program) for folder in folders]
+
+
+def _spawn(argv: list[str], env: dict[str, str], stdio: list[int | None]) -> tuple[int, int]:
+    """Start ``argv`` from the current folder in a session of its own, trying each
+    candidate path as ``execvpe`` does; returns (pid, 0) or (0, errno): the first error
+    other than a missing file or folder, else the last."""
+    actions = [
+        (os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(stdio) if fd is not None
+    ]
+    first_error = 0
+    last_error = ENOENT
+    for path in _candidates(argv[0], env):
+        try:
+            os.stat(path)  # a missing file costs a stat, not a process start
+            return os.posix_spawn(
+                path, argv, env, file_actions=actions, setsid=True, setsigdef=RESTORED_SIGNALS
+            ), 0
+        except OSError as exc:
+            last_error = exc.errno or ENOENT
+            if last_error not in (ENOENT, ENOTDIR) and not first_error:
+                first_error = last_error
+    return 0, first_error or last_error
+
+
 def _start(request: dict[str, Any], stdio: list[int | None]) -> tuple[int, int]:
-    """Start the request's command in a session of its own; returns (pid, 0) or (0, errno
-    of a failed chdir or exec)."""
+    """Start the request's command in its folder, in a session of its own, its standard
+    streams those sent (this keeper's own, ``/dev/null``, where none was); returns (pid, 0)
+    or (0, errno of a failed chdir or exec).
+
+    ``posix_spawn`` starts it with ``vfork`` and reports a failed exec as :mod:`subprocess`
+    does, at a fraction of ``Popen``'s cost per command. It has no working folder of its
+    own: the keeper, which serves one command at a time, enters the folder for the start
+    and leaves it after, so it holds no workspace open."""
     try:
-        command = subprocess.Popen(
-            request["argv"],
-            cwd=request["cwd"],
-            env=request["env"],
-            stdin=stdio[0] if stdio[0] is not None else subprocess.DEVNULL,
-            stdout=stdio[1] if stdio[1] is not None else subprocess.DEVNULL,
-            stderr=stdio[2] if stdio[2] is not None else subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        os.chdir(request["cwd"])
     except OSError as exc:
-        return 0, exc.errno or 2
+        return 0, exc.errno or ENOENT
     except (ValueError, TypeError):
-        return 0, 22
-    command.returncode = 0  # reaped below by os.wait(); Popen must never wait for it
-    return command.pid, 0
+        return 0, EINVAL
+    try:
+        return _spawn(request["argv"], request["env"], stdio)
+    except (ValueError, TypeError, IndexError):
+        return 0, EINVAL
+    finally:
+        os.chdir("/")
 
 
 def run(request: dict[str, Any], status_fd: int, stdio: list[int | None]) -> None:
@@ -205,7 +247,7 @@ def run(request: dict[str, Any], status_fd: int, stdio: list[int | None]) -> Non
                 _say(status_fd, _status_line(status))
     finally:
         _serving = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
         _say(status_fd, "done")
         os.close(status_fd)
 
@@ -214,19 +256,19 @@ MAX_FDS = 4
 """File descriptors one request carries: the status pipe and up to three standard streams."""
 
 
-def _receive(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+def _receive(sock: _socket.socket) -> tuple[bytes, list[int]] | None:
     """One request: its body and the descriptors sent with it (None at end of file).
 
     A request is a 4-byte big-endian length and that many bytes of a :mod:`marshal`-ed
     dictionary (keeper and vally run one interpreter); the descriptors (status pipe first)
     travel with the length."""
-    space = socket.CMSG_SPACE(MAX_FDS * 4)
+    space = _socket.CMSG_SPACE(MAX_FDS * 4)
     head, ancillary, _, _ = sock.recvmsg(4, space)
     fds: list[int] = []
     for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(data) - len(data) % 4
-            fds.extend(array.array("i", data[:usable]))
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            for start in range(0, len(data) - 3, 4):
+                fds.append(int.from_bytes(data[start : start + 4], sys.byteorder, signed=True))
     while head and len(head) < 4:
         more = sock.recv(4 - len(head))
         if not more:
@@ -250,14 +292,15 @@ def serve(sock_fd: int) -> int:
     """Serve the requests read from ``sock_fd``, one at a time, until the socket closes."""
     parent = os.getppid()
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _on_stop)
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGHUP, _on_hangup)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGHUP)
+    for sig in (_signal.SIGTERM, _signal.SIGINT):
+        _signal.signal(sig, _on_stop)
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.signal(_signal.SIGHUP, _on_hangup)
+    _prctl(PR_SET_PDEATHSIG, _signal.SIGHUP)
     if os.getppid() != parent:  # the parent died before the request took effect
         return 1
-    sock = socket.socket(fileno=sock_fd)
+    os.set_inheritable(sock_fd, False)  # passed to this keeper, but to none of its commands
+    sock = _socket.socket(fileno=sock_fd)
     while True:
         received = _receive(sock)
         if received is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -495,6 +496,58 @@ async def test_a_command_killed_by_a_signal_reports_it() -> None:
         await sandbox.close()
 
 
+async def test_a_command_starts_clean_in_its_own_session_and_folder() -> None:
+    """A command gets only its three standard streams, neither signal Python ignores
+    (SIGPIPE, SIGXFSZ) ignored, a session of its own and the workspace as its folder; the
+    keeper leaves the folder once the command started, so it holds no workspace open."""
+    sandbox = await _open()
+    try:
+        script = (
+            "ls /proc/$$/fd; grep SigIgn /proc/$$/status; "
+            'echo "sid=$(ps -o sid= -p $$ | tr -d " ") pid=$$"; pwd; '
+            'echo "keeper=$(readlink /proc/$PPID/cwd)"'
+        )
+        lines = (await sandbox.exec(["sh", "-c", script])).stdout.split()
+        assert lines[:3] == ["0", "1", "2"], lines
+        assert lines[3] == "SigIgn:"
+        ignored = int(lines[4], 16)
+        assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), lines[4]
+        sid, pid = (field.partition("=")[2] for field in lines[5:7])
+        assert sid == pid
+        assert lines[7] == str(sandbox.root)
+        assert lines[8] == "keeper=/"
+    finally:
+        await sandbox.close()
+
+
+async def test_a_program_is_searched_on_the_command_s_path_as_execvpe_does(
+    tmp_path: Path,
+) -> None:
+    """The command's own PATH is searched in order; an entry that is missing or not
+    executable is passed over, and the first error other than a missing file is the one
+    reported when no entry runs."""
+    locked, runnable, empty = (tmp_path / name for name in ("locked", "runnable", "empty"))
+    for folder in (locked, runnable, empty):
+        folder.mkdir()
+    (locked / "vally-probe").write_text("#!/bin/sh\necho locked\n")
+    (runnable / "vally-probe").write_text("#!/bin/sh\necho runnable\n")
+    (runnable / "vally-probe").chmod(0o755)
+    sandbox = await _open()
+    try:
+        path = f"{tmp_path / 'missing'}:{locked}:{runnable}"
+        result = await sandbox.exec(["vally-probe"], env={"PATH": path})
+        assert result.stdout == "runnable\n"
+        with pytest.raises(BackendError, match="Permission denied"):
+            await sandbox.exec(["vally-probe"], env={"PATH": f"{empty}:{locked}"})
+        with pytest.raises(BackendError, match="No such file or directory"):
+            await sandbox.exec(["vally-probe"], env={"PATH": str(empty)})
+        missing_folder = sandbox.root / "gone"
+        with pytest.raises(BackendError, match="No such file or directory"):
+            await sandbox.exec(["true"], cwd=str(missing_folder))
+    finally:
+        await sandbox.close()
+
+
 async def test_a_missing_program_cannot_start() -> None:
     sandbox = await _open()
     try:
@@ -536,14 +589,16 @@ async def test_commands_run_one_after_another_share_one_long_lived_keeper() -> N
 
 
 def test_a_keeper_starts_from_cached_bytecode_without_json_or_typing() -> None:
-    """A keeper imports reaper from its folder (its bytecode cached) and reads requests with
-    marshal: json (and re with it) and typing are a fifth of its start-up CPU."""
+    """A keeper imports reaper from its folder (its bytecode cached), reads requests with
+    marshal and starts commands with posix_spawn: json, re, typing, subprocess and the enum
+    classes of signal and socket were over half of its start-up CPU."""
     from vally_backends import keeper_host
 
     check = (
         "import sys; sys.path.append(sys.argv[1]); import reaper; "
         "print(reaper.__cached__ is not None, "
-        "sorted(m for m in ('json', 'typing', 'vally_backends') if m in sys.modules))"
+        "sorted(m for m in ('json', 'typing', 'vally_backends', 'subprocess', 'socket', "
+        "'signal', 'enum', 're', 'array', 'threading') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-I", "-S", "-c", check, str(keeper_host.REAPER.parent)],
