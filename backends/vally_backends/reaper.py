@@ -32,7 +32,6 @@ The keeper exits when its socket closes.
 # (_signal, _socket) and os.posix_spawn do what the keeper asks of them.
 from __future__ import annotations
 
-import _signal
 import _socket
 import ctypes
 import marshal
@@ -41,7 +40,10 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal as _signal  # the same functions and numbers, as the stubs know them
     from typing import Any
+else:
+    import _signal
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
