@@ -35,9 +35,13 @@ rounds (``--whole-rounds``): ``vally eval`` of the same spec (the console report
 user runs it, off a terminal) against the peers of ``bench/spawn_peers.py``: ``bare`` (the
 bare spawn above), ``same-work`` (a workspace folder made and removed, the process in a new
 session, the prompt on its standard input, its output read) and ``same-work-files`` (plus a
-trial folder with two small files). It prints the wall and CPU time (the process and the
-children it waited for) of each and the ratios of ``vally eval`` to each peer, min / median /
-max over the rounds.
+trial folder with two small files). It prints the wall and CPU time of each and the ratios
+of ``vally eval`` to each peer, min / median / max over the rounds. The CPU time is that of
+the process and of every process below it: this script makes itself a child subreaper, so
+the processes a run leaves running as it exits (the ``local`` backend's keepers, which end
+once vally closes their sockets) come to it and are reaped, their CPU time and their
+commands' with them (on systems without subreapers only the children a process waited for
+count, and ``vally eval``'s keepers are missed).
 
 Last, start-up: ``vally --help`` against ``python -c pass`` and ``python -c 'import vally'``,
 alternating (``--start-rounds``), the CPU time of each fresh process and the ratios, min /
@@ -48,8 +52,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -183,25 +189,60 @@ START_UP: dict[str, list[str]] = {
 """The start-up rows: arguments of a fresh ``python``."""
 
 
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper (Linux), so that the processes a measured
+    process leaves running when it exits (the ``local`` backend's keepers, which end once
+    vally closes their sockets) come to this process, which reaps them and so counts
+    their CPU time and their children's. False where that is not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+ADOPTING = adopt_orphans()
+"""Whether the CPU times below count every descendant of a measured process."""
+
+
+def _children() -> set[int]:
+    """This process's children now (every thread's)."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children", encoding="ascii") as fh:
+            found.update(int(pid) for pid in fh.read().split())
+    return found
+
+
 def timed_process(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """Run ``argv`` to its end; its wall seconds and the CPU seconds of it and of the
-    children it waited for.
+    """Run ``argv`` to its end; its wall seconds (until it exited) and the CPU seconds of
+    it and of every process below it: the children it waited for and, with
+    :data:`ADOPTING`, those it left running, reaped here once they end.
 
     Raises:
         SystemExit: The process failed.
     """
+    already = _children() if ADOPTING else set()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ
     )
     assert proc.stderr is not None
     errors = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    _, status, _ = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
+    while ADOPTING and (left := _children() - already):
+        for pid in left:
+            os.waitpid(pid, 0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{argv} failed ({proc.returncode}):\n{errors.decode()[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def whole_round(count: int, workers: int) -> dict[str, dict[str, float]]:
