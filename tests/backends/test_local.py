@@ -504,7 +504,7 @@ async def test_a_command_starts_clean_in_its_own_session_and_folder() -> None:
     try:
         script = (
             "ls /proc/$$/fd; grep SigIgn /proc/$$/status; "
-            'echo "sid=$(ps -o sid= -p $$ | tr -d " ") pid=$$"; pwd; '
+            'echo "sid=$(cut -d " " -f 6 /proc/$$/stat) pid=$$"; pwd; '
             'echo "keeper=$(readlink /proc/$PPID/cwd)"'
         )
         lines = (await sandbox.exec(["sh", "-c", script])).stdout.split()
