@@ -196,7 +196,10 @@ def adopt_orphans() -> bool:
     """Make this process a child subreaper (Linux), so that the processes a measured
     process leaves running when it exits (the ``local`` backend's keepers, which end once
     vally closes their sockets) come to this process, which reaps them and so counts
-    their CPU time and their children's. False where that is not available."""
+    their CPU time and their children's. False where that is not available (or where
+    ``/proc`` does not list a thread's children)."""
+    if not os.path.exists(f"/proc/self/task/{os.getpid()}/children"):
+        return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
