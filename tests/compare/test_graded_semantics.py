@@ -7,6 +7,7 @@ over repeats, flips with the 0.5 tie), checked value by value on hand-made recor
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -86,7 +87,11 @@ def scipy_bounded(values: Sequence[float], level: float = 0.95) -> tuple[float, 
 def scipy_welch(
     baseline: Sequence[float], candidate: Sequence[float], level: float = 0.95
 ) -> tuple[float, float]:
-    ci = sps.ttest_ind(candidate, baseline, equal_var=False).confidence_interval(level)
+    with warnings.catch_warnings():
+        # scipy warns of precision loss for a sample with no spread (a baseline of 100 and
+        # 100); its variance is still exactly 0, and so is the interval's part of it.
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        ci = sps.ttest_ind(candidate, baseline, equal_var=False).confidence_interval(level)
     return float(ci.low), float(ci.high)
 
 
