@@ -177,6 +177,10 @@ class PlannedEval:
     executor: ExecutorRef | None = None
 
 
+WorkspaceFor = Callable[[TrialKey], Path | None]
+"""Where ``--workspace`` keeps one trial's workspace (None: not kept)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TrialGroup:
     """The trials of one (variant, eval, stimulus, model): alike but for their index.
@@ -213,28 +217,26 @@ class TrialGroup:
         shared = self.shared.key
         return TrialKey(shared.variant, shared.eval_name, self.stimulus.name, shared.model, index)
 
-    def trial(self, index: int, keep_workspace: Path | None = None) -> PlannedTrial:
-        """The group's trial ``index`` (made anew on each call)."""
+    def trial(self, index: int, workspace_for: WorkspaceFor | None = None) -> PlannedTrial:
+        """The group's trial ``index`` (made anew on each call), its workspace kept where
+        ``workspace_for`` says (not kept without it)."""
+        key = self.key(index)
         return dataclasses.replace(
             self.shared,
-            key=self.key(index),
+            key=key,
             stimulus=self.stimulus,
             environment=self.environment,
             graders=self.graders,
             constraints=self.constraints,
             tags=self.tags,
             case_hash=self.case_hash,
-            keep_workspace=keep_workspace,
+            keep_workspace=workspace_for(key) if workspace_for is not None else None,
         )
 
     @property
     def first(self) -> PlannedTrial:
         """The group's trial 0; trial ``i`` is a copy with index ``i`` in its key."""
         return self.trial(0)
-
-
-WorkspaceFor = Callable[[TrialKey], Path | None]
-"""Where ``--workspace`` keeps one trial's workspace (None: not kept)."""
 
 
 class _TrialsMadeOnRead(Sequence[PlannedTrial]):
@@ -292,7 +294,7 @@ class PlannedTrials(_TrialsMadeOnRead):
         self._total = total
 
     def _make(self, group: TrialGroup, index: int) -> PlannedTrial:
-        return group.trial(index, self._workspace_for(group.key(index)))
+        return group.trial(index, self._workspace_for)
 
     def __len__(self) -> int:
         return self._total
