@@ -173,7 +173,8 @@ restores them)."""
 def _candidates(program: str, env: dict[str, str]) -> list[str]:
     """The paths to try for ``program``, in order: itself when it names a folder, else one
     per entry of the command's ``PATH`` (the system's default when it has none), as
-    :mod:`subprocess` searches."""
+    :mod:`subprocess` searches. The rule of :func:`os.get_exec_path`, without the
+    :mod:`warnings` import and context it enters on every call (it allows bytes keys)."""
     if "/" in program:
         return [program]
     folders = env.get("PATH", os.defpath).split(os.pathsep)
