@@ -25,7 +25,10 @@ imported before the clock starts (a constant, whatever the size):
   console output to ``/dev/null``);
 * ``parse``: ``lines`` with every line also parsed as JSON (``json.loads``): the floor of
   any merge that reads the records, as a merge of unsealed shards must (they hold no
-  counts to add up);
+  counts to add up), with the standard library's parser;
+* ``read``: ``lines`` with every line parsed as the merge parses it
+  (``vally.models.jsontext.loads_bounded`` under the record depth limit: ``orjson`` when
+  it is installed, ``json`` otherwise): the floor with the parser the merge really uses;
 * ``unsealed``: the merge path over the unsealed shards (every record parsed, checked
   against its shard's manifest, passed through and counted);
 * ``command_unsealed``: the whole command over the unsealed shards;
@@ -235,6 +238,20 @@ def run_parse(folder: Path) -> None:
                     out.write(line)
 
 
+def run_read(folder: Path) -> None:
+    """Stream every shard's lines once into one file, parsing each as the merge does."""
+    from vally.models.jsontext import loads_bounded
+    from vally.models.limits import record_depth
+
+    depth = record_depth()
+    with (folder / "read.jsonl").open("w", encoding="utf-8") as out:
+        for path in sorted((folder / UNSEALED).glob("shard-*/*/results.jsonl")):
+            with path.open(encoding="utf-8") as handle:
+                for line in handle:
+                    loads_bounded(line, max_depth=depth)
+                    out.write(line)
+
+
 def _prepare(folder: Path) -> tuple[Any, ...]:
     """What a merge of unsealed shards holds before it reads a record: the shards'
     manifests and plan snapshots, read and validated as ``vally experiment merge`` does,
@@ -305,12 +322,13 @@ def run_command_unsealed(folder: Path) -> None:
     _command(folder, UNSEALED, "merged-command-unsealed")
 
 
-MODES = ("merge", "command", "parse", "unsealed", "command_unsealed")
+MODES = ("merge", "command", "parse", "read", "unsealed", "command_unsealed")
 """The modes timed against ``lines``, each in turn with it."""
 
 OUTPUTS = (
     "lines.jsonl",
     "parsed.jsonl",
+    "read.jsonl",
     "merged",
     "merged-unsealed",
     "merged-command",
